@@ -1,0 +1,347 @@
+#!/usr/bin/env bash
+# Runs a local raftkv cluster for development and tests.
+#
+#   cluster.sh start N     start nodes 1..N, wait for a leader, print ENDPOINTS=...
+#   cluster.sh kill I      SIGKILL node I (no-op if it is not running)
+#   cluster.sh restart I   start node I again on its existing data
+#   cluster.sh stop        SIGTERM every node, SIGKILL what is left after 5 s
+#   cluster.sh status [..] raftkvctl status over all nodes (extra args passed on)
+#
+# Environment:
+#   RAFTKV_BIN_DIR       where raftkv-server and raftkvctl are (default: <repo>/build)
+#   RAFTKV_DATA          cluster directory (default ./data, resolved against the
+#                        current directory)
+#   RAFTKV_BASE_PORT     node I listens on 127.0.0.1:$((RAFTKV_BASE_PORT + I)) (default 7000)
+#   RAFTKV_SERVER_FLAGS  extra raftkv-server flags, split on whitespace
+#
+# `start` records N, the base port, the binary directory and the server flags
+# in $RAFTKV_DATA/cluster.env; the other commands read them from there, so only
+# RAFTKV_DATA (and the current directory, if it is relative) must match.
+# Layout: $RAFTKV_DATA/cluster.conf, and per node $RAFTKV_DATA/nodeI/{data,logs,
+# server.out,pid}. Only the ENDPOINTS line goes to stdout; progress to stderr.
+set -euo pipefail
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_ROOT=$(dirname "$SCRIPT_DIR")
+HOST=127.0.0.1
+START_TIMEOUT_S=15
+STOP_TIMEOUT_S=5
+
+# Set by load_env (or by cmd_start).
+DATA=""
+N=0
+BASE_PORT=7000
+BIN_DIR=""
+SERVER_FLAGS=""
+
+die() {
+  echo "cluster.sh: $*" >&2
+  exit 1
+}
+
+note() {
+  echo "cluster.sh: $*" >&2
+}
+
+usage() {
+  cat >&2 <<'EOF'
+usage: cluster.sh start N | kill I | restart I | stop | status [raftkvctl flags]
+environment: RAFTKV_BIN_DIR (default <repo>/build), RAFTKV_DATA (default ./data),
+             RAFTKV_BASE_PORT (default 7000), RAFTKV_SERVER_FLAGS
+EOF
+  exit 2
+}
+
+# Absolute form of a path, relative ones taken against the current directory.
+abs_path() {
+  case $1 in
+    /*) printf '%s\n' "$1" ;;
+    *) printf '%s\n' "$PWD/${1#./}" ;;
+  esac
+}
+
+# The cluster directory; does not need to exist.
+data_dir() {
+  abs_path "${RAFTKV_DATA:-./data}"
+}
+
+# Loads the cluster recorded by `start` in $DATA, or fails.
+load_env() {
+  DATA=$(data_dir)
+  [[ -f $DATA/cluster.env ]] || die "no cluster in $DATA (run: cluster.sh start N)"
+  # shellcheck source=/dev/null
+  source "$DATA/cluster.env"
+  if [[ -n ${RAFTKV_BIN_DIR:-} ]]; then
+    BIN_DIR=$(abs_path "$RAFTKV_BIN_DIR")
+  fi
+}
+
+port_of() {
+  echo $((BASE_PORT + $1))
+}
+
+# Comma-separated addresses of nodes 1..N.
+endpoints() {
+  local i eps=""
+  for ((i = 1; i <= N; i++)); do
+    eps+="${eps:+,}$HOST:$(port_of "$i")"
+  done
+  echo "$eps"
+}
+
+# Succeeds if $1 is the pid of a live (non-zombie) raftkv-server process.
+pid_alive() {
+  local pid=$1
+  [[ $pid =~ ^[0-9]+$ ]] || return 1
+  kill -0 "$pid" 2>/dev/null || return 1
+  if [[ -r /proc/$pid/stat ]]; then
+    local stat
+    stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    [[ ${stat%% *} != Z ]] || return 1
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q raftkv-server || return 1
+  elif command -v ps >/dev/null 2>&1; then
+    ps -p "$pid" -o command= 2>/dev/null | grep -q raftkv-server || return 1
+  fi
+  return 0
+}
+
+# Prints the recorded pid of node $1 (empty if none).
+node_pid() {
+  local f=$DATA/node$1/pid
+  if [[ -f $f ]]; then cat "$f"; fi
+}
+
+node_running() {
+  pid_alive "$(node_pid "$1")"
+}
+
+# Succeeds if something accepts TCP connections on $HOST:$1.
+port_in_use() {
+  (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null
+}
+
+check_node_arg() {
+  [[ ${1:-} =~ ^[1-9][0-9]*$ ]] || usage
+  (($1 <= N)) || die "no node $1: the cluster in $DATA has nodes 1..$N"
+}
+
+check_binaries() {
+  local b
+  for b in raftkv-server raftkvctl; do
+    [[ -x $BIN_DIR/$b ]] || die "$BIN_DIR/$b not found (build it, or set RAFTKV_BIN_DIR)"
+  done
+}
+
+# Starts node $1 in the background; $2 = "append" keeps the old server.out.
+start_node() {
+  local i=$1 mode=${2:-} d=$DATA/node$1 extra=()
+  mkdir -p "$d/data" "$d/logs"
+  read -r -a extra <<<"$SERVER_FLAGS"
+  if [[ $mode == append ]]; then
+    echo "=== cluster.sh restart at $(date '+%Y-%m-%d %H:%M:%S') ===" >>"$d/server.out"
+  else
+    : >"$d/server.out"
+  fi
+  "$BIN_DIR/raftkv-server" --id="$i" --cluster_file="$DATA/cluster.conf" \
+    --data_dir="$d/data" --log_dir="$d/logs" ${extra[@]+"${extra[@]}"} \
+    </dev/null >>"$d/server.out" 2>&1 &
+  echo $! >"$d/pid"
+}
+
+# Prints the last lines of each given node's server.out to stderr.
+print_tails() {
+  local i
+  for i in "$@"; do
+    echo "----- node $i: tail of $DATA/node$i/server.out -----" >&2
+    tail -n 30 "$DATA/node$i/server.out" >&2 2>/dev/null || true
+  done
+}
+
+# `raftkvctl status --json` over endpoints $1 (never fails).
+status_json() {
+  "$BIN_DIR/raftkvctl" --endpoints="$1" --timeout_ms=1000 --rpc_timeout_ms=500 \
+    status --json 2>/dev/null || true
+}
+
+# Sends signal $1 to every running node, waits up to STOP_TIMEOUT_S for them to
+# exit, SIGKILLs the rest and removes the pid files.
+stop_nodes() {
+  local sig=$1 f pid
+  local pids=()
+  for f in "$DATA"/node*/pid; do
+    [[ -f $f ]] || continue
+    pid=$(cat "$f")
+    if pid_alive "$pid"; then
+      kill "-$sig" "$pid" 2>/dev/null || true
+      pids+=("$pid")
+    fi
+  done
+  local end=$((SECONDS + STOP_TIMEOUT_S)) left
+  while :; do
+    left=()
+    for pid in ${pids[@]+"${pids[@]}"}; do
+      if pid_alive "$pid"; then left+=("$pid"); fi
+    done
+    ((${#left[@]} > 0)) || break
+    if ((SECONDS >= end)); then
+      note "SIGKILL to ${left[*]} (still running after ${STOP_TIMEOUT_S}s)"
+      kill -9 "${left[@]}" 2>/dev/null || true
+      break
+    fi
+    sleep 0.1
+  done
+  rm -f "$DATA"/node*/pid
+  echo "${#pids[@]}"
+}
+
+cmd_start() {
+  [[ ${1:-} =~ ^[1-9][0-9]*$ ]] || usage
+  N=$1
+  BASE_PORT=${RAFTKV_BASE_PORT:-7000}
+  [[ $BASE_PORT =~ ^[0-9]+$ ]] || die "RAFTKV_BASE_PORT must be a number"
+  ((BASE_PORT + N <= 65535)) || die "ports $((BASE_PORT + 1))..$((BASE_PORT + N)) out of range"
+  BIN_DIR=$(abs_path "${RAFTKV_BIN_DIR:-$REPO_ROOT/build}")
+  SERVER_FLAGS=${RAFTKV_SERVER_FLAGS:-}
+  DATA=$(data_dir)
+  check_binaries
+
+  local f i
+  for f in "$DATA"/node*/pid; do
+    if [[ -f $f ]] && pid_alive "$(cat "$f")"; then
+      die "a cluster from $DATA is already running (cluster.sh stop first)"
+    fi
+  done
+  for ((i = 1; i <= N; i++)); do
+    if port_in_use "$(port_of "$i")"; then
+      die "port $HOST:$(port_of "$i") is already in use (set RAFTKV_BASE_PORT?)"
+    fi
+  done
+
+  mkdir -p "$DATA"
+  local conf
+  conf=$(
+    echo "# raftkv cluster membership, written by scripts/cluster.sh: <id> <host:port>"
+    for ((i = 1; i <= N; i++)); do echo "$i $HOST:$(port_of "$i")"; done
+  )
+  if [[ -f $DATA/cluster.conf ]] && [[ $(cat "$DATA/cluster.conf") != "$conf" ]]; then
+    note "warning: $DATA held a different cluster; its node data is reused as is"
+  fi
+  printf '%s\n' "$conf" >"$DATA/cluster.conf"
+  {
+    echo "# written by scripts/cluster.sh start; read by its other commands"
+    printf 'N=%q\nBASE_PORT=%q\nBIN_DIR=%q\nSERVER_FLAGS=%q\n' \
+      "$N" "$BASE_PORT" "$BIN_DIR" "$SERVER_FLAGS"
+  } >"$DATA/cluster.env"
+
+  for ((i = 1; i <= N; i++)); do start_node "$i"; done
+
+  local eps nodes=() alive end=$((SECONDS + START_TIMEOUT_S))
+  eps=$(endpoints)
+  for ((i = 1; i <= N; i++)); do nodes+=("$i"); done
+  while :; do
+    if grep -q '"role": "leader"' <<<"$(status_json "$eps")"; then
+      local dead=()
+      for i in "${nodes[@]}"; do node_running "$i" || dead+=("$i"); done
+      if ((${#dead[@]} == 0)); then
+        echo "ENDPOINTS=$eps"
+        return 0
+      fi
+      note "node(s) ${dead[*]} exited during start-up"
+      print_tails "${dead[@]}"
+      break
+    fi
+    alive=0
+    for i in "${nodes[@]}"; do node_running "$i" && alive=$((alive + 1)); done
+    if ((alive == 0)); then
+      note "every node exited during start-up"
+      print_tails "${nodes[@]}"
+      break
+    fi
+    if ((SECONDS >= end)); then
+      note "no leader elected within ${START_TIMEOUT_S}s"
+      print_tails "${nodes[@]}"
+      break
+    fi
+    sleep 0.2
+  done
+  note "stopping the nodes"
+  stop_nodes TERM >/dev/null
+  exit 1
+}
+
+cmd_kill() {
+  load_env
+  check_node_arg "${1:-}"
+  local i=$1 pid
+  pid=$(node_pid "$i")
+  if ! pid_alive "$pid"; then
+    note "node $i is not running"
+    return 0
+  fi
+  kill -9 "$pid" 2>/dev/null || true
+  local end=$((SECONDS + STOP_TIMEOUT_S))
+  while pid_alive "$pid" && ((SECONDS < end)); do sleep 0.05; done
+  note "killed node $i (pid $pid)"
+}
+
+cmd_restart() {
+  load_env
+  check_node_arg "${1:-}"
+  check_binaries
+  local i=$1 port
+  port=$(port_of "$i")
+  node_running "$i" && die "node $i is already running (pid $(node_pid "$i"))"
+  port_in_use "$port" && die "port $HOST:$port is already in use"
+  start_node "$i" append
+  # Wait until it answers Status (it need not have found a leader yet).
+  local end=$((SECONDS + START_TIMEOUT_S)) out
+  while :; do
+    out=$(status_json "$HOST:$port")
+    [[ $out == *'"role": "'* && $out != *'"unreachable"'* ]] && break
+    if ! node_running "$i"; then
+      note "node $i exited during start-up"
+      print_tails "$i"
+      exit 1
+    fi
+    if ((SECONDS >= end)); then
+      note "node $i did not answer within ${START_TIMEOUT_S}s"
+      print_tails "$i"
+      exit 1
+    fi
+    sleep 0.1
+  done
+  note "restarted node $i (pid $(node_pid "$i"))"
+}
+
+cmd_stop() {
+  DATA=$(data_dir)
+  if [[ ! -d $DATA ]]; then
+    note "no cluster in $DATA"
+    return 0
+  fi
+  local n
+  n=$(stop_nodes TERM)
+  note "stopped $n node(s)"
+}
+
+cmd_status() {
+  load_env
+  [[ -x $BIN_DIR/raftkvctl ]] || die "$BIN_DIR/raftkvctl not found (build it, or set RAFTKV_BIN_DIR)"
+  exec "$BIN_DIR/raftkvctl" --endpoints="$(endpoints)" status "$@"
+}
+
+main() {
+  local cmd=${1:-}
+  [[ $# -gt 0 ]] && shift
+  case $cmd in
+    start) [[ $# -eq 1 ]] || usage; cmd_start "$1" ;;
+    kill) [[ $# -eq 1 ]] || usage; cmd_kill "$1" ;;
+    restart) [[ $# -eq 1 ]] || usage; cmd_restart "$1" ;;
+    stop) [[ $# -eq 0 ]] || usage; cmd_stop ;;
+    status) cmd_status "$@" ;;
+    *) usage ;;
+  esac
+}
+
+main "$@"

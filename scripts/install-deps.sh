@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Installs the build dependencies of raftkv.
+#
+# Debian/Ubuntu (apt-get): installs the missing packages (a no-op, without
+# touching the network, when all are installed already). macOS and others:
+# prints the Homebrew or vcpkg command to run and exits 0.
+set -euo pipefail
+
+APT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev libboost-dev
+  python3
+)
+
+# Prints the packages of APT_PACKAGES that dpkg does not report as installed.
+missing_apt_packages() {
+  local pkg
+  for pkg in "${APT_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}\n' "$pkg" 2>/dev/null | grep -q '^install ok installed$'; then
+      echo "$pkg"
+    fi
+  done
+}
+
+install_apt() {
+  local missing
+  mapfile -t missing < <(missing_apt_packages)
+  if [[ ${#missing[@]} -eq 0 ]]; then
+    echo "install-deps: all dependencies are already installed."
+    return 0
+  fi
+  local sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    if ! command -v sudo >/dev/null 2>&1; then
+      echo "install-deps: not root and sudo is not available; run as root:" >&2
+      echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
+      exit 1
+    fi
+    sudo=(sudo)
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+    "${missing[@]}"
+}
+
+case "$(uname -s)" in
+  Linux)
+    if command -v apt-get >/dev/null 2>&1 && command -v dpkg-query >/dev/null 2>&1; then
+      install_apt
+    else
+      echo "install-deps: no apt-get here; install the equivalents of:"
+      echo "  ${APT_PACKAGES[*]}"
+      echo "or use vcpkg:"
+      echo "  vcpkg install grpc protobuf gflags glog gtest boost-headers"
+    fi
+    ;;
+  Darwin)
+    echo "install-deps: on macOS, install the dependencies with Homebrew:"
+    echo "  brew install cmake ninja grpc protobuf gflags glog googletest boost"
+    ;;
+  *)
+    echo "install-deps: on this system ($(uname -s)), install the dependencies with vcpkg:"
+    echo "  vcpkg install grpc protobuf gflags glog gtest boost-headers"
+    echo "and configure with -DCMAKE_TOOLCHAIN_FILE=<vcpkg>/scripts/buildsystems/vcpkg.cmake"
+    ;;
+esac
+exit 0

@@ -1,0 +1,369 @@
+#include "client/kv_client.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cctype>
+#include <thread>
+#include <utility>
+
+#include <glog/logging.h>
+
+namespace raftkv {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::chrono::milliseconds kInitialBackoff{50};
+constexpr std::chrono::milliseconds kMaxBackoff{400};
+
+std::string Trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+bool IsHostChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
+}
+
+// The value of trailing-metadata entry `key`, or "" if absent.
+std::string TrailingValue(const grpc::ClientContext& ctx, const char* key) {
+  const auto& md = ctx.GetServerTrailingMetadata();
+  auto it = md.find(key);
+  if (it == md.end()) return "";
+  return std::string(it->second.data(), it->second.size());
+}
+
+// Gives `ctx` a deadline `timeout` from now (gRPC only takes system_clock).
+void SetTimeout(grpc::ClientContext* ctx, Clock::duration timeout) {
+  timeout = std::max<Clock::duration>(timeout, std::chrono::milliseconds(1));
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    std::chrono::duration_cast<std::chrono::system_clock::duration>(timeout));
+}
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) {
+    if (!out.empty()) out += ", ";
+    out += s;
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* StatusCodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK: return "OK";
+    case grpc::StatusCode::CANCELLED: return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED: return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL: return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS: return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
+    default: return "UNKNOWN_CODE";
+  }
+}
+
+std::vector<std::string> SplitEndpoints(const std::string& csv) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= csv.size()) {
+    size_t comma = csv.find(',', start);
+    if (comma == std::string::npos) comma = csv.size();
+    std::string item = Trim(csv.substr(start, comma - start));
+    if (!item.empty()) out.push_back(std::move(item));
+    start = comma + 1;
+  }
+  return out;
+}
+
+bool ParseEndpoint(const std::string& endpoint, std::string* host, int* port,
+                   std::string* error) {
+  auto fail = [&](const std::string& why) {
+    if (error != nullptr) {
+      *error = "bad endpoint \"" + endpoint + "\": " + why +
+               " (expected host:port, e.g. 127.0.0.1:7001)";
+    }
+    return false;
+  };
+  size_t colon;
+  std::string h;
+  if (!endpoint.empty() && endpoint[0] == '[') {  // [IPv6]:port
+    size_t close = endpoint.find(']');
+    if (close == std::string::npos) return fail("unterminated '['");
+    h = endpoint.substr(1, close - 1);
+    if (h.empty()) return fail("empty host");
+    for (char c : h) {
+      if (!std::isxdigit(static_cast<unsigned char>(c)) && c != ':' && c != '.') {
+        return fail("invalid character in IPv6 address");
+      }
+    }
+    if (close + 1 >= endpoint.size() || endpoint[close + 1] != ':') {
+      return fail("missing ':port'");
+    }
+    colon = close + 1;
+  } else {
+    colon = endpoint.rfind(':');
+    if (colon == std::string::npos) return fail("missing ':port'");
+    h = endpoint.substr(0, colon);
+    if (h.empty()) return fail("empty host");
+    for (char c : h) {
+      if (!IsHostChar(c)) {
+        return fail(c == ':' ? "IPv6 addresses must be bracketed, e.g. [::1]:7001"
+                             : "invalid character in host");
+      }
+    }
+  }
+  const std::string p = endpoint.substr(colon + 1);
+  if (p.empty()) return fail("empty port");
+  if (p.size() > 5 || !std::all_of(p.begin(), p.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c));
+      })) {
+    return fail("port is not a number in 1..65535");
+  }
+  const int n = std::stoi(p);
+  if (n < 1 || n > 65535) return fail("port is not a number in 1..65535");
+  if (host != nullptr) *host = h;
+  if (port != nullptr) *port = n;
+  return true;
+}
+
+bool ParseEndpointList(const std::string& csv, std::vector<std::string>* endpoints,
+                       std::string* error) {
+  std::vector<std::string> list = SplitEndpoints(csv);
+  if (list.empty()) {
+    if (error != nullptr) *error = "no endpoints given (expected host:port[,host:port...])";
+    return false;
+  }
+  for (const auto& e : list) {
+    if (!ParseEndpoint(e, nullptr, nullptr, error)) return false;
+  }
+  *endpoints = std::move(list);
+  return true;
+}
+
+KvClient::KvClient(ClientOptions options) : options_(std::move(options)) {
+  if (options_.endpoints.empty()) {
+    config_error_ = "no endpoints configured";
+  }
+  for (const auto& e : options_.endpoints) {
+    std::string error;
+    if (!ParseEndpoint(e, nullptr, nullptr, &error)) {
+      config_error_ = error;
+      break;
+    }
+  }
+  if (!config_error_.empty()) LOG(ERROR) << "KvClient: " << config_error_;
+}
+
+KvClient::~KvClient() = default;
+
+KV::Stub* KvClient::StubFor(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& stub = stubs_[address];
+  if (!stub) {
+    grpc::ChannelArguments args;
+    // gRPC's default reconnect back-off grows to minutes, during which calls
+    // to a restarted server fail fast; keep it short so a node that comes
+    // back is used again within about a second.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    auto channel =
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    stub = KV::NewStub(channel);
+    VLOG(1) << "KvClient: new channel to " << address;
+  }
+  return stub.get();
+}
+
+std::string KvClient::LeaderHint() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return leader_;
+}
+
+void KvClient::SetLeader(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (leader_ != address) VLOG(1) << "KvClient: leader is now " << address;
+  leader_ = address;
+}
+
+void KvClient::ForgetLeader(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (leader_ == address) leader_.clear();
+}
+
+const std::string& KvClient::last_leader() const {
+  thread_local std::string snapshot;
+  snapshot = LeaderHint();
+  return snapshot;
+}
+
+template <typename Req, typename Resp>
+grpc::Status KvClient::Call(const char* name, RpcMethod<Req, Resp> method,
+                            const Req& request, Resp* response, bool follow_leader) {
+  if (!config_error_.empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, config_error_);
+  }
+  const auto& endpoints = options_.endpoints;
+  const size_t n = endpoints.size();
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(std::max(0, options_.timeout_ms));
+  const auto rpc_timeout = std::chrono::milliseconds(std::max(1, options_.rpc_timeout_ms));
+
+  // `cursor` indexes the configured endpoint tried last (or to try first);
+  // `target` is the address of the next attempt: endpoints[cursor], or a
+  // leader address learned from the cache or a redirect.
+  size_t cursor = 0;
+  std::string target = endpoints[0];
+  if (follow_leader) {
+    std::string leader = LeaderHint();
+    if (!leader.empty()) {
+      target = leader;
+      auto it = std::find(endpoints.begin(), endpoints.end(), leader);
+      // A leader outside the list: "next" after it is the first endpoint.
+      cursor = it != endpoints.end() ? static_cast<size_t>(it - endpoints.begin()) : n - 1;
+    }
+  }
+  auto advance = [&] {
+    cursor = (cursor + 1) % n;
+    target = endpoints[cursor];
+  };
+
+  std::vector<std::string> tried;
+  grpc::Status last(grpc::StatusCode::DEADLINE_EXCEEDED, "no attempt made");
+  auto backoff = kInitialBackoff;
+  // Attempts since the last back-off sleep; redirects that go round in
+  // circles (stale hints) are throttled once every endpoint has had its turn.
+  size_t immediate = 0;
+
+  for (int attempt = 0;; ++attempt) {
+    const auto now = Clock::now();
+    if (attempt > 0 && now >= deadline) break;
+    if (std::find(tried.begin(), tried.end(), target) == tried.end()) tried.push_back(target);
+
+    grpc::ClientContext ctx;
+    SetTimeout(&ctx, std::min<Clock::duration>(deadline - now, rpc_timeout));
+    *response = Resp();
+    KV::Stub* stub = StubFor(target);
+    grpc::Status s = (stub->*method)(&ctx, request, response);
+    if (s.ok()) {
+      if (follow_leader) SetLeader(target);
+      return s;
+    }
+    VLOG(1) << "KvClient: " << name << " at " << target << " failed: "
+            << StatusCodeName(s.error_code()) << ": " << s.error_message();
+    last = s;
+
+    bool sleep = false;
+    switch (s.error_code()) {
+      case grpc::StatusCode::FAILED_PRECONDITION: {
+        if (!follow_leader) return s;
+        ForgetLeader(target);
+        const std::string hint = TrailingValue(ctx, kLeaderAddrMetadataKey);
+        std::string hint_error;
+        if (!hint.empty() && hint != target &&
+            ParseEndpoint(hint, nullptr, nullptr, &hint_error)) {
+          VLOG(1) << "KvClient: redirected to leader " << hint << " (id "
+                  << TrailingValue(ctx, kLeaderIdMetadataKey) << ")";
+          SetLeader(hint);
+          target = hint;
+        } else {
+          if (!hint_error.empty()) LOG(WARNING) << "KvClient: ignoring leader hint: " << hint_error;
+          advance();
+        }
+        sleep = ++immediate > n;
+        break;
+      }
+      case grpc::StatusCode::UNAVAILABLE:
+      case grpc::StatusCode::DEADLINE_EXCEEDED:
+        if (follow_leader) ForgetLeader(target);
+        advance();
+        sleep = true;
+        break;
+      default:
+        return s;
+    }
+
+    if (sleep) {
+      immediate = 0;
+      const auto left = deadline - Clock::now();
+      if (left <= Clock::duration::zero()) break;
+      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, left));
+      backoff = std::min(backoff * 2, kMaxBackoff);
+    }
+  }
+
+  const auto elapsed =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  return grpc::Status(last.error_code(),
+                      last.error_message() + " (" + name + " gave up after " +
+                          std::to_string(elapsed) + " ms; endpoints tried: " + Join(tried) +
+                          ")");
+}
+
+grpc::Status KvClient::Put(const std::string& key, const std::string& value) {
+  PutRequest req;
+  req.set_key(key);
+  req.set_value(value);
+  PutResponse resp;
+  return Call("Put", &KV::Stub::Put, req, &resp, /*follow_leader=*/true);
+}
+
+grpc::Status KvClient::Get(const std::string& key, std::string* value, bool* found,
+                           bool allow_stale) {
+  GetRequest req;
+  req.set_key(key);
+  req.set_allow_stale(allow_stale);
+  GetResponse resp;
+  grpc::Status s = Call("Get", &KV::Stub::Get, req, &resp, /*follow_leader=*/!allow_stale);
+  if (s.ok()) {
+    if (found != nullptr) *found = resp.found();
+    if (value != nullptr) {
+      if (resp.found()) {
+        *value = std::move(*resp.mutable_value());
+      } else {
+        value->clear();
+      }
+    }
+  }
+  return s;
+}
+
+grpc::Status KvClient::Delete(const std::string& key, bool* existed) {
+  DeleteRequest req;
+  req.set_key(key);
+  DeleteResponse resp;
+  grpc::Status s = Call("Delete", &KV::Stub::Delete, req, &resp, /*follow_leader=*/true);
+  if (s.ok() && existed != nullptr) *existed = resp.existed();
+  return s;
+}
+
+grpc::Status KvClient::StatusOf(const std::string& endpoint, StatusResponse* out,
+                                int timeout_ms) {
+  std::string error;
+  if (!ParseEndpoint(endpoint, nullptr, nullptr, &error)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, error);
+  }
+  grpc::ClientContext ctx;
+  SetTimeout(&ctx, std::chrono::milliseconds(timeout_ms));
+  StatusRequest req;
+  StatusResponse resp;
+  grpc::Status s = StubFor(endpoint)->Status(&ctx, req, &resp);
+  if (s.ok() && out != nullptr) *out = std::move(resp);
+  return s;
+}
+
+}  // namespace raftkv

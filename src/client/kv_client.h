@@ -1,0 +1,131 @@
+// The raftkv client library: a synchronous, thread-safe client of the KV
+// service (protos/raftkv.proto) that finds and follows the Raft leader.
+//
+// Writes and linearizable reads must be served by the leader. The client keeps
+// one gRPC channel per server address and remembers the last leader it talked
+// to. An operation is tried there first; then:
+//   FAILED_PRECONDITION (not the leader): retried at once at the address named
+//       by the trailing metadata "raftkv-leader-addr" if the server sent one,
+//       else at the next configured endpoint;
+//   UNAVAILABLE (no leader yet, connection refused, leadership lost) or
+//   DEADLINE_EXCEEDED of one attempt: retried at the next endpoint after a
+//       short back-off (50 ms doubling up to 400 ms);
+//   any other error (INVALID_ARGUMENT, ...): returned at once;
+// until ClientOptions::timeout_ms has elapsed, after which the last error is
+// returned with the list of endpoints tried appended to its message.
+//
+// Retrying a write whose outcome was unknown (UNAVAILABLE, DEADLINE_EXCEEDED)
+// may apply it twice. A Put is idempotent; a retried Delete may report
+// existed == false for a key that its first, unacknowledged attempt removed.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "raftkv.grpc.pb.h"
+#include "raftkv.pb.h"
+
+namespace raftkv {
+
+// Trailing-metadata keys by which a follower names the leader when it rejects
+// a request with FAILED_PRECONDITION.
+inline constexpr char kLeaderAddrMetadataKey[] = "raftkv-leader-addr";
+inline constexpr char kLeaderIdMetadataKey[] = "raftkv-leader-id";
+
+struct ClientOptions {
+  // Server addresses ("host:port"), tried in this order when no leader is known.
+  std::vector<std::string> endpoints;
+  // Total time budget of one operation, including all retries and back-offs.
+  int timeout_ms = 5000;
+  // Deadline of a single RPC attempt (capped by what is left of timeout_ms).
+  int rpc_timeout_ms = 2000;
+};
+
+// The canonical name of a gRPC status code, e.g. "FAILED_PRECONDITION".
+const char* StatusCodeName(grpc::StatusCode code);
+
+// Splits a comma-separated list of endpoints. Surrounding whitespace is
+// trimmed and empty items are dropped; the items are not validated.
+std::vector<std::string> SplitEndpoints(const std::string& csv);
+
+// Checks that `endpoint` is "host:port": host a name or IPv4 address made of
+// [A-Za-z0-9.-_], or a bracketed IPv6 address ("[::1]:7001"); port a decimal
+// number in 1..65535. On success fills host/port (either may be null) and
+// returns true; otherwise sets *error (if non-null) to a message naming the
+// bad input and returns false.
+bool ParseEndpoint(const std::string& endpoint, std::string* host, int* port,
+                   std::string* error);
+
+// SplitEndpoints + ParseEndpoint on every item. Fails on an empty list or any
+// bad item, with *error naming it.
+bool ParseEndpointList(const std::string& csv, std::vector<std::string>* endpoints,
+                       std::string* error);
+
+class KvClient {
+ public:
+  // Endpoints are validated here; if any is malformed (or none is given)
+  // every operation returns INVALID_ARGUMENT naming the problem. No connection
+  // is made before the first operation.
+  explicit KvClient(ClientOptions options);
+  ~KvClient();
+
+  KvClient(const KvClient&) = delete;
+  KvClient& operator=(const KvClient&) = delete;
+
+  // Sets key to value through the leader.
+  grpc::Status Put(const std::string& key, const std::string& value);
+
+  // Reads key. *found tells whether it exists; *value is its value (cleared
+  // when absent). With allow_stale the read is served from the local state of
+  // the first reachable endpoint (possibly behind the leader) and is not
+  // redirected; otherwise it is a linearizable read through the leader.
+  grpc::Status Get(const std::string& key, std::string* value, bool* found,
+                   bool allow_stale = false);
+
+  // Removes key through the leader. *existed (if non-null) tells whether the
+  // key was present.
+  grpc::Status Delete(const std::string& key, bool* existed = nullptr);
+
+  // Queries the status of one server: a single attempt, no redirect, no retry.
+  grpc::Status StatusOf(const std::string& endpoint, StatusResponse* out,
+                        int timeout_ms = 1000);
+
+  // The address of the last server that accepted a leader-only request (or
+  // that a follower named as leader); empty if none yet. The reference is to
+  // a per-thread snapshot, valid until this thread calls last_leader() again.
+  const std::string& last_leader() const;
+
+ private:
+  // Invokes one RPC attempt on a stub with a prepared context.
+  template <typename Req, typename Resp>
+  using RpcMethod = grpc::Status (KV::Stub::*)(grpc::ClientContext*, const Req&, Resp*);
+
+  // Runs `method` with the retry policy described at the top of this file.
+  // follow_leader=false (stale reads) starts at the first endpoint and never
+  // redirects or updates the leader cache.
+  template <typename Req, typename Resp>
+  grpc::Status Call(const char* name, RpcMethod<Req, Resp> method, const Req& request,
+                    Resp* response, bool follow_leader);
+
+  // The stub for `address`, creating its channel on first use. Never null;
+  // stubs live as long as the client.
+  KV::Stub* StubFor(const std::string& address);
+
+  std::string LeaderHint() const;
+  void SetLeader(const std::string& address);
+  void ForgetLeader(const std::string& address);
+
+  const ClientOptions options_;
+  std::string config_error_;  // non-empty if options_.endpoints is unusable
+
+  mutable std::mutex mu_;
+  std::string leader_;                                    // guarded by mu_
+  std::map<std::string, std::unique_ptr<KV::Stub>> stubs_;  // guarded by mu_
+};
+
+}  // namespace raftkv

@@ -1,0 +1,64 @@
+// The follower side of replication: the log-matching check, truncation of a
+// conflicting suffix, and following the leader's commit index.
+#include <glog/logging.h>
+
+#include <algorithm>
+
+#include "raft/raft.h"
+
+namespace raftkv::raft {
+
+void Raft::HandleAppendEntries(const Message& m) {
+  const AppendEntriesRequest& req = m.append;
+  leader_id_ = m.from;
+  election_elapsed_ = 0;
+
+  Message out;
+  out.type = MessageType::kAppendResp;
+  out.to = m.from;
+  out.rpc_id = m.rpc_id;
+  AppendEntriesResponse& resp = out.append_resp;
+  resp.set_term(term_);
+  resp.set_from(config_.id);
+  resp.set_read_round(req.read_round());
+
+  const uint64_t prev = req.prev_log_index();
+  if (prev > last_index()) {
+    resp.set_success(false);
+    resp.set_rejected_index(prev);
+    resp.set_conflict_term(0);
+    resp.set_conflict_index(last_index() + 1);
+  } else if (prev > 0 && TermAt(prev) != req.prev_log_term()) {
+    CHECK_GT(prev, commit_) << "member " << config_.id << ": committed entry " << prev
+                            << " conflicts with leader " << m.from;
+    const uint64_t conflict_term = TermAt(prev);
+    uint64_t first = prev;
+    while (first > commit_ + 1 && TermAt(first - 1) == conflict_term) --first;
+    resp.set_success(false);
+    resp.set_rejected_index(prev);
+    resp.set_conflict_term(conflict_term);
+    resp.set_conflict_index(first);
+  } else {
+    // Skip entries already present; truncate and append from the first
+    // conflicting or new one.
+    int skip = 0;
+    while (skip < req.entries_size()) {
+      const Entry& e = req.entries(skip);
+      if (e.index() > last_index() || TermAt(e.index()) != e.term()) break;
+      ++skip;
+    }
+    if (skip < req.entries_size()) {
+      std::vector<Entry> fresh(req.entries().begin() + skip, req.entries().end());
+      AppendToLog(std::move(fresh));
+    }
+    const uint64_t last_new = prev + static_cast<uint64_t>(req.entries_size());
+    const uint64_t new_commit = std::min(req.leader_commit(), last_new);
+    if (new_commit > commit_) commit_ = new_commit;
+    resp.set_success(true);
+    resp.set_match_index(last_new);
+  }
+  resp.set_last_log_index(last_index());
+  Send(std::move(out));
+}
+
+}  // namespace raftkv::raft

@@ -1,0 +1,237 @@
+// Direct tests of one consensus core: requests stepped by hand, Ready
+// inspected by hand.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "gtest/raft/sim_cluster.h"
+#include "raft/raft.h"
+
+namespace raftkv::raft {
+namespace {
+
+Entry MakeEntry(uint64_t index, uint64_t term, const std::string& data = "x") {
+  Entry e;
+  e.set_index(index);
+  e.set_term(term);
+  e.set_type(ENTRY_COMMAND);
+  e.set_data(data);
+  return e;
+}
+
+Config ThreeNodeConfig(uint64_t id) {
+  Config c;
+  c.id = id;
+  c.voters = {1, 2, 3};
+  c.seed = 7;
+  return c;
+}
+
+// Node 1 of {1,2,3}: durable term 5, log terms [1, 2, 5].
+std::unique_ptr<Raft> MakeTermFiveCore() {
+  HardState hs;
+  hs.term = 5;
+  hs.vote = 0;
+  std::vector<Entry> log = {MakeEntry(1, 1), MakeEntry(2, 2), MakeEntry(3, 5)};
+  auto r = std::make_unique<Raft>(ThreeNodeConfig(1), hs, std::move(log));
+  // Drain whatever the fresh core wants to say.
+  while (r->HasReady()) r->Advance(r->GetReady());
+  return r;
+}
+
+Message VoteRequest(uint64_t from, uint64_t term, uint64_t last_index, uint64_t last_term,
+                    bool pre_vote, uint64_t rpc_id) {
+  Message m;
+  m.type = MessageType::kVote;
+  m.from = from;
+  m.to = 1;
+  m.rpc_id = rpc_id;
+  m.vote.set_term(term);
+  m.vote.set_candidate_id(from);
+  m.vote.set_last_log_index(last_index);
+  m.vote.set_last_log_term(last_term);
+  m.vote.set_pre_vote(pre_vote);
+  m.vote.set_to(1);
+  return m;
+}
+
+// The single response to rpc_id in the next Ready (fails the test otherwise).
+Message OnlyResponse(Raft& r, uint64_t rpc_id, Ready* ready_out = nullptr) {
+  Ready rd = r.GetReady();
+  std::vector<Message> found;
+  for (const Message& m : rd.messages) {
+    if (m.IsResponse() && m.rpc_id == rpc_id) found.push_back(m);
+  }
+  EXPECT_EQ(found.size(), 1u) << "want exactly one response carrying rpc_id " << rpc_id;
+  r.Advance(rd);
+  if (ready_out != nullptr) *ready_out = rd;
+  return found.empty() ? Message{} : found.front();
+}
+
+TEST(RaftCoreTest, StaleTermAppendIsRejectedWithHigherTerm) {
+  auto r = MakeTermFiveCore();
+  Message m;
+  m.type = MessageType::kAppend;
+  m.from = 2;
+  m.to = 1;
+  m.rpc_id = 77;
+  m.append.set_term(3);
+  m.append.set_leader_id(2);
+  m.append.set_prev_log_index(3);
+  m.append.set_prev_log_term(5);
+  m.append.set_leader_commit(3);
+  m.append.set_to(1);
+  *m.append.add_entries() = MakeEntry(4, 3);
+  r->Step(m);
+  Message resp = OnlyResponse(*r, 77);
+  EXPECT_EQ(resp.type, MessageType::kAppendResp);
+  EXPECT_EQ(resp.to, 2u);
+  EXPECT_FALSE(resp.append_resp.success());
+  EXPECT_EQ(resp.append_resp.term(), 5u);
+  EXPECT_EQ(r->term(), 5u);
+  EXPECT_EQ(r->last_index(), 3u) << "a stale leader's entries must not be appended";
+  EXPECT_EQ(r->commit_index(), 0u) << "a stale leader's commit index must not be followed";
+}
+
+TEST(RaftCoreTest, AppendWithMismatchedPrevIsRejectedWithHint) {
+  auto r = MakeTermFiveCore();
+  Message m;
+  m.type = MessageType::kAppend;
+  m.from = 2;
+  m.to = 1;
+  m.rpc_id = 78;
+  m.append.set_term(6);
+  m.append.set_leader_id(2);
+  m.append.set_prev_log_index(3);
+  m.append.set_prev_log_term(4);  // node 1 has term 5 at index 3
+  m.append.set_to(1);
+  r->Step(m);
+  Message resp = OnlyResponse(*r, 78);
+  EXPECT_FALSE(resp.append_resp.success());
+  EXPECT_EQ(resp.append_resp.term(), 6u);
+  EXPECT_EQ(resp.append_resp.rejected_index(), 3u);
+  EXPECT_EQ(resp.append_resp.conflict_term(), 5u);
+  EXPECT_EQ(resp.append_resp.conflict_index(), 3u);
+  EXPECT_EQ(r->leader_id(), 2u);
+}
+
+TEST(RaftCoreTest, VoteForOutOfDateLogIsRefused) {
+  // Lower last term.
+  {
+    auto r = MakeTermFiveCore();
+    r->Step(VoteRequest(2, 6, 10, 2, false, 11));
+    Ready rd;
+    Message resp = OnlyResponse(*r, 11, &rd);
+    EXPECT_EQ(resp.type, MessageType::kVoteResp);
+    EXPECT_FALSE(resp.vote_resp.granted());
+    EXPECT_NE(r->vote(), 2u);
+    if (rd.hard_state) EXPECT_NE(rd.hard_state->vote, 2u);
+  }
+  // Same last term, shorter log.
+  {
+    auto r = MakeTermFiveCore();
+    r->Step(VoteRequest(2, 6, 2, 5, false, 12));
+    Message resp = OnlyResponse(*r, 12);
+    EXPECT_FALSE(resp.vote_resp.granted());
+    EXPECT_NE(r->vote(), 2u);
+  }
+  // PreVote for an out-of-date log: refused, and the term does not move.
+  {
+    auto r = MakeTermFiveCore();
+    r->Step(VoteRequest(2, 6, 10, 2, true, 13));
+    Message resp = OnlyResponse(*r, 13);
+    EXPECT_FALSE(resp.vote_resp.granted());
+    EXPECT_TRUE(resp.vote_resp.pre_vote());
+    EXPECT_EQ(r->term(), 5u);
+  }
+}
+
+TEST(RaftCoreTest, VoteForUpToDateLogIsGrantedAndDurableFirst) {
+  auto r = MakeTermFiveCore();
+  r->Step(VoteRequest(3, 6, 3, 5, false, 21));
+  Ready rd;
+  Message resp = OnlyResponse(*r, 21, &rd);
+  EXPECT_TRUE(resp.vote_resp.granted());
+  EXPECT_EQ(resp.vote_resp.term(), 6u);
+  ASSERT_TRUE(rd.hard_state.has_value()) << "the vote must be in the Ready's hard state";
+  EXPECT_EQ(rd.hard_state->term, 6u);
+  EXPECT_EQ(rd.hard_state->vote, 3u);
+  EXPECT_FALSE(MessagesBeforePersist(resp)) << "a vote may only be sent once durable";
+  // A second candidate of the same term is refused.
+  r->Step(VoteRequest(2, 6, 3, 5, false, 22));
+  Message second = OnlyResponse(*r, 22);
+  EXPECT_FALSE(second.vote_resp.granted());
+  EXPECT_EQ(r->vote(), 3u);
+  // The same candidate asking again (a retry) is granted again.
+  r->Step(VoteRequest(3, 6, 3, 5, false, 23));
+  EXPECT_TRUE(OnlyResponse(*r, 23).vote_resp.granted());
+}
+
+TEST(RaftCoreTest, StaleVoteRequestIsAnsweredWithCurrentTerm) {
+  auto r = MakeTermFiveCore();
+  r->Step(VoteRequest(2, 4, 10, 4, false, 31));
+  Message resp = OnlyResponse(*r, 31);
+  EXPECT_FALSE(resp.vote_resp.granted());
+  EXPECT_EQ(resp.vote_resp.term(), 5u);
+  EXPECT_EQ(r->term(), 5u);
+}
+
+TEST(RaftCoreTest, RestartedCoreKeepsDurableVote) {
+  HardState hs;
+  hs.term = 7;
+  hs.vote = 2;
+  Raft r(ThreeNodeConfig(1), hs, {MakeEntry(1, 1)});
+  EXPECT_EQ(r.term(), 7u);
+  EXPECT_EQ(r.vote(), 2u);
+  r.Step(VoteRequest(3, 7, 5, 6, false, 41));
+  Message resp = OnlyResponse(r, 41);
+  EXPECT_FALSE(resp.vote_resp.granted()) << "voted for 2 in term 7 before the restart";
+}
+
+TEST(RaftCoreTest, MisroutedRequestIsNotAnswered) {
+  auto r = MakeTermFiveCore();
+  Message m = VoteRequest(2, 6, 3, 5, false, 51);
+  m.to = 3;
+  m.vote.set_to(3);
+  r->Step(m);
+  Ready rd = r->GetReady();
+  for (const Message& out : rd.messages) EXPECT_NE(out.rpc_id, 51u) << out.DebugString();
+  r->Advance(rd);
+  EXPECT_EQ(r->term(), 5u);
+}
+
+TEST(RaftCoreTest, FollowerRefusesProposalsAndReads) {
+  auto r = MakeTermFiveCore();
+  EXPECT_FALSE(r->Propose("x").accepted);
+  EXPECT_FALSE(r->ReadIndex(1));
+  EXPECT_EQ(r->last_index(), 3u);
+}
+
+TEST(RaftCoreTest, SingleNodeElectsItselfAndCommits) {
+  Config c;
+  c.id = 1;
+  c.voters = {1};
+  HardState hs;
+  Raft r(c, hs, {});
+  for (int i = 0; i < 3 * c.election_ticks && r.role() != Role::kLeader; ++i) {
+    r.Tick();
+    while (r.HasReady()) r.Advance(r.GetReady());
+  }
+  ASSERT_EQ(r.role(), Role::kLeader);
+  ProposeResult p = r.Propose("hello");
+  ASSERT_TRUE(p.accepted);
+  std::vector<Entry> applied;
+  for (int i = 0; i < 10 && r.HasReady(); ++i) {
+    Ready rd = r.GetReady();
+    EXPECT_TRUE(rd.messages.empty());
+    r.Advance(rd);
+    applied.insert(applied.end(), rd.committed.begin(), rd.committed.end());
+  }
+  EXPECT_EQ(r.commit_index(), p.index);
+  ASSERT_FALSE(applied.empty());
+  EXPECT_EQ(applied.back().data(), "hello");
+}
+
+}  // namespace
+}  // namespace raftkv::raft

@@ -1,0 +1,327 @@
+// A deterministic simulated cluster of consensus cores for tests.
+//
+// SimCluster drives N raft::Raft cores the way raftkv-server does (GetReady,
+// send the leader's appends, persist hard state and entries, send the other
+// messages, Advance, apply), over a simulated network whose every choice
+// (delays, drops, duplicates, reordering) comes from one seeded generator, so
+// a failing seed replays exactly.
+//
+// Each node keeps a simulated durable store (the persisted HardState and
+// log). Crash() discards the core and everything not in that store; Restart()
+// rebuilds the core from the store only.
+//
+// After every step (a delivered message, a tick of one node, a proposal, a
+// read) the Raft safety invariants are checked; violations are collected in
+// violations() (the run stops making progress once one is found) and
+// Report() formats them with the seed and the tail of the event trace.
+//
+// Time: the simulation clock counts units; every `tick_interval` units all
+// live nodes Tick() in id order. Messages are delivered between ticks after a
+// random delay of [min_delay, max_delay] units.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "raft/message.h"
+#include "raft/raft.h"
+#include "raftkv.pb.h"
+#include "storage/hard_state.h"
+
+namespace raftkv::raft::sim {
+
+// splitmix64: small, fast, and the same on every platform and standard library.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull) {}
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, n); n > 0.
+  uint64_t Uniform(uint64_t n) { return Next() % n; }
+  // Uniform in [lo, hi].
+  int64_t Range(int64_t lo, int64_t hi) {
+    return lo + static_cast<int64_t>(Uniform(static_cast<uint64_t>(hi - lo + 1)));
+  }
+  bool Chance(double p) {
+    if (p <= 0) return false;
+    if (p >= 1) return true;
+    return static_cast<double>(Next() >> 11) * (1.0 / 9007199254740992.0) < p;
+  }
+
+ private:
+  uint64_t state_;
+};
+
+struct SimOptions {
+  int nodes = 3;
+  uint64_t seed = 1;
+  // Core configuration (see raft::Config).
+  int election_ticks = 10;
+  int heartbeat_ticks = 1;
+  bool pre_vote = true;
+  bool check_quorum = true;
+  size_t max_inflight_appends = 64;
+  size_t max_append_entries = 4096;
+  size_t max_append_bytes = 1 << 20;
+
+  // Network, in simulation time units.
+  int tick_interval = 10;
+  int min_delay = 1;
+  int max_delay = 3;
+  double drop_prob = 0;
+  double dup_prob = 0;
+  // false: messages on one directed link arrive in the order they were sent.
+  bool reorder = false;
+  // Probability that a dropped request makes the transport call
+  // ReportUnreachable(peer) on the sender (as a failed RPC does).
+  double report_unreachable_prob = 0.5;
+
+  // Entry-by-entry comparison of every in-memory log with the persisted logs
+  // and of all logs pairwise runs every this many steps (cheap checks run
+  // after every step regardless).
+  int full_check_every = 16;
+  size_t trace_capacity = 200;
+};
+
+// Where, relative to a node's Ready cycle, a crash happens.
+enum class CrashPoint {
+  kNow,            // between two steps: everything handed to storage is durable
+  kBeforePersist,  // at the next Ready with entries or hard state: after the
+                   // leader's appends were sent, before anything was persisted
+  kAfterPersist,   // at the next such Ready: persisted, but no response sent
+};
+
+// A message in flight.
+struct Envelope {
+  Message msg;
+  uint64_t deliver_at = 0;
+  uint64_t seq = 0;        // queue order tie-break; unique
+  uint64_t send_event = 0; // event counter when it was sent
+  uint64_t from_incarnation = 0;
+  // For responses: the requester's incarnation when it sent the request; a
+  // response to a call of a previous incarnation is dropped (the call died).
+  uint64_t to_incarnation = 0;
+  bool duplicate = false;
+};
+
+class SimCluster {
+ public:
+  explicit SimCluster(const SimOptions& options);
+  ~SimCluster();
+  SimCluster(const SimCluster&) = delete;
+  SimCluster& operator=(const SimCluster&) = delete;
+
+  const SimOptions& options() const { return options_; }
+  uint64_t seed() const { return options_.seed; }
+  const std::vector<uint64_t>& ids() const { return ids_; }
+  Rng& rng() { return rng_; }
+
+  // ---- driving ----
+  // Processes the next event: the earliest due message, or else a tick of all
+  // live nodes. Returns false (and does nothing) once a violation was found.
+  bool RunOneEvent();
+  // Runs until `ticks` more tick rounds have happened.
+  void RunTicks(int ticks);
+  // Runs until pred() holds (checked after every event) or max_ticks tick
+  // rounds have passed; returns whether pred() held.
+  bool RunUntil(const std::function<bool()>& pred, int max_ticks);
+  // Delivers every in-flight message (and what they cause) without ticking,
+  // up to a bound on the number of deliveries.
+  void DrainNetwork(int max_deliveries = 100000);
+  uint64_t ticks() const { return ticks_; }
+  uint64_t now() const { return now_; }
+  uint64_t events() const { return event_; }
+
+  // ---- client operations (each is a step: a Ready cycle and checks follow) ----
+  ProposeResult Propose(uint64_t node, const std::string& data);
+  // Proposes to StableLeader() (or any live leader); 0/false when none.
+  ProposeResult ProposeToLeader(const std::string& data, uint64_t* leader_out = nullptr);
+  bool ReadIndex(uint64_t node, uint64_t read_id);
+
+  // ---- faults ----
+  void Crash(uint64_t node, CrashPoint point = CrashPoint::kNow);
+  void Restart(uint64_t node);
+  bool alive(uint64_t node) const;
+  bool crash_pending(uint64_t node) const;
+  // Nodes in different groups cannot talk; a node listed in no group is alone.
+  void Partition(const std::vector<std::vector<uint64_t>>& groups);
+  void Isolate(uint64_t node);
+  void Heal();
+  bool CanTalk(uint64_t a, uint64_t b) const;
+  void set_drop_prob(double p) { options_.drop_prob = p; }
+  void set_dup_prob(double p) { options_.dup_prob = p; }
+  void set_reorder(bool r) { options_.reorder = r; }
+  void set_delay(int min_delay, int max_delay) {
+    options_.min_delay = min_delay;
+    options_.max_delay = max_delay;
+  }
+
+  // ---- observation ----
+  // The core of a live node (nullptr when crashed).
+  Raft* core(uint64_t node);
+  const Raft* core(uint64_t node) const;
+  uint64_t incarnation(uint64_t node) const { return At(node).incarnation; }
+  // The live leader with the highest term (0 when none).
+  uint64_t Leader() const;
+  // A live leader whose term is >= the term of every live node it can talk to
+  // and which every such node follows (0 when none).
+  uint64_t StableLeader() const;
+  // Applied entries of the node's current incarnation (the state machine is
+  // rebuilt from the log after a restart).
+  const std::vector<Entry>& applied(uint64_t node) const { return At(node).applied; }
+  // The data of the applied COMMAND entries.
+  std::vector<std::string> AppliedCommands(uint64_t node) const;
+  const std::vector<Entry>& persisted_log(uint64_t node) const { return At(node).log; }
+  const HardState& persisted_hard_state(uint64_t node) const { return At(node).hs; }
+  // Every entry ever known committed, by index from 1 (entry i at [i-1]).
+  const std::vector<Entry>& committed() const { return committed_; }
+  // Reads reported in Ready::reads / failed_reads, by read id, all incarnations.
+  const std::map<uint64_t, ReadState>& reads(uint64_t node) const { return At(node).reads; }
+  const std::set<uint64_t>& failed_reads(uint64_t node) const { return At(node).failed_reads; }
+  // term -> leader id, for every term in which a leader was seen.
+  const std::map<uint64_t, uint64_t>& leaders_by_term() const { return leaders_by_term_; }
+  // The maximum term of any node (live or in its durable store).
+  uint64_t MaxTerm() const;
+  size_t in_flight() const { return queue_.size(); }
+  // True when every live node has applied everything its commit index covers,
+  // all live logs are identical, and every live node's commit index is the
+  // stable leader's last index (which is then the whole log).
+  bool Converged() const;
+
+  // Called for every message just before it is stepped into its destination.
+  std::function<void(const Envelope&)> on_deliver;
+
+  // ---- invariants ----
+  bool ok() const { return violations_.empty(); }
+  const std::vector<std::string>& violations() const { return violations_; }
+  // Records a failure found by a test (so it lands in Report()).
+  void Fail(const std::string& what);
+  // Seed, violations and the last events.
+  std::string Report() const;
+  // Runs every invariant check now (full: also the entry-by-entry ones).
+  void CheckInvariants(bool full);
+  // A description of every node's state, for failure messages.
+  std::string StateString() const;
+
+ private:
+  struct PendingRpc {
+    uint64_t requester = 0;
+    uint64_t requester_incarnation = 0;
+    MessageType type = MessageType::kAppend;
+  };
+  struct ReadCall {
+    uint64_t node = 0;
+    uint64_t incarnation = 0;
+    uint64_t call_event = 0;
+    uint64_t min_index = 0;  // highest commit index known anywhere at the call
+    // Causality: peers that received a message the leader sent after the
+    // call (with the event of that delivery), and peers that answered after.
+    std::map<uint64_t, uint64_t> touched;
+    std::set<uint64_t> confirmed;
+    bool done = false;
+  };
+  struct Node {
+    uint64_t id = 0;
+    std::unique_ptr<Raft> core;
+    uint64_t incarnation = 0;
+    // Durable store.
+    HardState hs;
+    std::vector<Entry> log;
+    // This incarnation.
+    std::vector<Entry> applied;
+    uint64_t last_commit = 0;
+    uint64_t recorded_commit = 0;  // commit indexes already checked against committed_
+    uint64_t leader_seen_term = 0; // last term in which it was seen leader and checked
+    std::map<uint64_t, PendingRpc> pending_rpcs;     // answered in the next Ready
+    std::map<uint64_t, PendingRpc> rpcs_in_progress; // rpc_id -> call, until answered
+    std::optional<CrashPoint> crash_at;
+    // All incarnations.
+    uint64_t max_term = 0;
+    std::map<uint64_t, ReadState> reads;
+    std::set<uint64_t> failed_reads;
+  };
+  // A compact event record, formatted only for Report().
+  struct TraceEvent {
+    uint64_t event = 0;
+    uint64_t tick = 0;
+    std::string text;
+  };
+
+  Node& At(uint64_t node);
+  const Node& At(uint64_t node) const;
+  void StartCore(Node& n);
+  void DoCrash(Node& n);
+  void Deliver(Envelope env);
+  void Drop(const Envelope& env, const char* why);
+  void TickAll();
+  // Runs Ready cycles until the core has nothing more to hand out.
+  void ProcessReady(Node& n);
+  void Persist(Node& n, const Ready& rd);
+  void Send(Node& n, const Message& m, bool before_persist);
+  void Enqueue(Envelope env);
+  void ValidateOutgoing(Node& n, const Message& m, bool before_persist);
+  void RegisterEntry(uint64_t node, const Entry& e, uint64_t prev_term, const char* where);
+  void RecordCommit(Node& n);
+  void CheckLeaderCompleteness(Node& n);
+  void CheckNodeCheap(Node& n);
+  void CheckNodeFull(Node& n);
+  void CheckPairwiseLogs();
+  void AfterStep();
+  void Trace(std::string text);
+  void Violation(const std::string& what);
+  static std::string Describe(const Message& m);
+  uint64_t MaxCommitAnywhere() const;
+
+  SimOptions options_;
+  Rng rng_;
+  std::vector<uint64_t> ids_;
+  std::map<uint64_t, Node> nodes_;
+  std::map<uint64_t, int> group_;  // partition group of each node
+
+  std::map<std::pair<uint64_t, uint64_t>, Envelope> queue_;  // (deliver_at, seq)
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> last_delivery_on_link_;
+  uint64_t next_seq_ = 1;
+  uint64_t next_rpc_id_ = 1;
+  uint64_t now_ = 0;
+  uint64_t next_tick_at_ = 0;
+  uint64_t ticks_ = 0;
+  uint64_t event_ = 0;
+  uint64_t steps_since_full_check_ = 0;
+
+  // ---- global history for the invariants ----
+  std::map<uint64_t, uint64_t> leaders_by_term_;
+  std::vector<Entry> committed_;
+  std::vector<uint64_t> committed_obs_term_;  // MaxTerm() when entry i was first known committed
+  struct EntryInfo {
+    EntryType type;
+    std::string data;
+    uint64_t prev_term;
+  };
+  std::map<std::pair<uint64_t, uint64_t>, EntryInfo> entry_registry_;  // (index, term)
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> votes_granted_;   // (voter, term) -> candidate
+  std::map<uint64_t, ReadCall> read_calls_;                            // read id -> call
+
+  std::vector<std::string> violations_;
+  std::deque<TraceEvent> trace_;
+};
+
+// Seeds for a test: RAFT_SIM_SEED=<n> runs only seed n; RAFT_SIM_SEEDS=<k>
+// overrides the count; otherwise 1..default_count.
+std::vector<uint64_t> TestSeeds(int default_count);
+
+// Human-readable one-liner for an entry.
+std::string EntryString(const Entry& e);
+
+}  // namespace raftkv::raft::sim

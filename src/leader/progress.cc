@@ -1,0 +1,63 @@
+#include "leader/progress.h"
+
+#include <algorithm>
+
+namespace raftkv::raft {
+
+bool Progress::IsPaused() const {
+  switch (state_) {
+    case State::kProbe: return probe_sent_;
+    case State::kReplicate: return inflight_.size() >= max_inflight_;
+  }
+  return false;
+}
+
+void Progress::OnSent(uint64_t last) {
+  if (state_ == State::kProbe) {
+    probe_sent_ = true;
+    return;
+  }
+  if (last >= next_) {
+    next_ = last + 1;
+    inflight_.push_back(last);
+  }
+}
+
+bool Progress::OnSuccess(uint64_t match) {
+  while (!inflight_.empty() && inflight_.front() <= match) inflight_.pop_front();
+  if (match <= match_) return false;
+  match_ = match;
+  next_ = std::max(next_, match + 1);
+  return true;
+}
+
+bool Progress::OnReject(uint64_t rejected, uint64_t next_hint) {
+  if (state_ == State::kReplicate) {
+    // A rejection of something at or below the known match answers an old
+    // message: the follower has since accepted more.
+    if (rejected <= match_) return false;
+    next_ = std::max(match_ + 1, std::min(next_hint, rejected));
+    BecomeProbe();
+    return true;
+  }
+  // Probing: only the answer to the latest probe (prev = next - 1) counts.
+  if (rejected != next_ - 1) return false;
+  next_ = std::max(match_ + 1, std::min(next_hint, rejected));
+  probe_sent_ = false;
+  return true;
+}
+
+void Progress::BecomeProbe() {
+  state_ = State::kProbe;
+  probe_sent_ = false;
+  inflight_.clear();
+}
+
+void Progress::BecomeReplicate() {
+  state_ = State::kReplicate;
+  next_ = match_ + 1;
+  probe_sent_ = false;
+  inflight_.clear();
+}
+
+}  // namespace raftkv::raft

@@ -1,0 +1,60 @@
+// A leader's view of one follower's replication (as etcd's raft Progress).
+//
+// kProbe: the leader does not know where the follower's log matches its own;
+// it sends one AppendEntries at a time and waits for the answer (or the next
+// heartbeat) before sending another. kReplicate: the logs are known to match
+// up to `match`; the leader streams entries optimistically from `next`,
+// keeping at most max_inflight AppendEntries outstanding (pipelining).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+
+namespace raftkv::raft {
+
+class Progress {
+ public:
+  enum class State { kProbe, kReplicate };
+
+  Progress() = default;
+  Progress(uint64_t next, size_t max_inflight) : next_(next), max_inflight_(max_inflight) {}
+
+  State state() const { return state_; }
+  // Highest index known to be replicated (durable) on the follower.
+  uint64_t match() const { return match_; }
+  // Index of the next entry to send.
+  uint64_t next() const { return next_; }
+  // True when the leader should not send more entries now.
+  bool IsPaused() const;
+  // Whether the follower answered anything since the last CheckQuorum.
+  bool recent_active() const { return recent_active_; }
+  void set_recent_active(bool v) { recent_active_ = v; }
+
+  // An AppendEntries carrying entries up to `last` was sent.
+  void OnSent(uint64_t last);
+  // A success response says the follower matches up to `match`. Returns true
+  // if that is news (match advanced).
+  bool OnSuccess(uint64_t match);
+  // A rejection of an AppendEntries whose prev_log_index was `rejected`.
+  // `next_hint` is where the leader should retry from (computed from the
+  // follower's conflict hints). Returns false if the rejection is stale
+  // (answers an older message) and was ignored.
+  bool OnReject(uint64_t rejected, uint64_t next_hint);
+  // The follower could not be reached or a probe is due: allow one more probe.
+  void ResumeProbe() { probe_sent_ = false; }
+  void BecomeProbe();
+  void BecomeReplicate();
+  size_t inflight() const { return inflight_.size(); }
+
+ private:
+  State state_ = State::kProbe;
+  uint64_t match_ = 0;
+  uint64_t next_ = 1;
+  size_t max_inflight_ = 64;
+  bool probe_sent_ = false;        // kProbe: one message outstanding
+  bool recent_active_ = false;
+  std::deque<uint64_t> inflight_;  // kReplicate: last index of each message in flight
+};
+
+}  // namespace raftkv::raft

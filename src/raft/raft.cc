@@ -1,0 +1,359 @@
+// Role transitions, elections (PreVote, RequestVote), term handling and the
+// Ready/Advance cycle. Leader-only logic is in leader/leader.cc and the
+// follower's AppendEntries handling in follower/follower.cc.
+#include "raft/raft.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+
+namespace raftkv::raft {
+
+const char* RoleName(Role role) {
+  switch (role) {
+    case Role::kFollower: return "follower";
+    case Role::kPreCandidate: return "precandidate";
+    case Role::kCandidate: return "candidate";
+    case Role::kLeader: return "leader";
+  }
+  return "?";
+}
+
+bool MessagesBeforePersist(const Message& m) { return m.type == MessageType::kAppend; }
+
+Raft::Raft(const Config& config, const HardState& hard_state, std::vector<Entry> log)
+    : config_(config),
+      term_(hard_state.term),
+      vote_(hard_state.vote),
+      persisted_hard_state_(hard_state),
+      log_(std::move(log)),
+      rng_(config.seed * 0x9E3779B97F4A7C15ull + config.id) {
+  CHECK_GT(config_.id, 0u) << "member id must be positive";
+  CHECK(IsVoter(config_.id)) << "member " << config_.id << " is not in the configuration";
+  CHECK_GE(config_.election_ticks, 1);
+  CHECK_GE(config_.heartbeat_ticks, 1);
+  for (size_t i = 0; i < log_.size(); ++i) {
+    CHECK_EQ(log_[i].index(), i + 1) << "recovered log is not contiguous";
+    CHECK(i == 0 || log_[i].term() >= log_[i - 1].term()) << "log terms decrease at " << i + 1;
+  }
+  CHECK_GE(term_, last_term()) << "hard state term is behind the log";
+  unstable_from_ = log_.size() + 1;
+  durable_index_ = log_.size();
+  BecomeFollower(term_, 0);
+}
+
+uint64_t Raft::TermAt(uint64_t index) const {
+  if (index == 0 || index > log_.size()) return 0;
+  return log_[index - 1].term();
+}
+
+bool Raft::IsVoter(uint64_t id) const {
+  return std::find(config_.voters.begin(), config_.voters.end(), id) != config_.voters.end();
+}
+
+bool Raft::LogUpToDate(uint64_t last_index, uint64_t last_term) const {
+  return last_term > this->last_term() ||
+         (last_term == this->last_term() && last_index >= this->last_index());
+}
+
+const Progress* Raft::ProgressOf(uint64_t peer) const {
+  if (role_ != Role::kLeader) return nullptr;
+  auto it = progress_.find(peer);
+  return it == progress_.end() ? nullptr : &it->second;
+}
+
+void Raft::ResetElectionTimer() {
+  election_elapsed_ = 0;
+  randomized_election_timeout_ =
+      config_.election_ticks + static_cast<int>(rng_() % static_cast<uint64_t>(config_.election_ticks));
+}
+
+void Raft::Send(Message m) {
+  m.from = config_.id;
+  msgs_.push_back(std::move(m));
+}
+
+void Raft::FailPendingReads() {
+  for (const PendingRead& r : pending_reads_) failed_reads_.push_back(r.id);
+  pending_reads_.clear();
+  read_round_needed_ = false;
+}
+
+void Raft::BecomeFollower(uint64_t term, uint64_t leader) {
+  if (role_ == Role::kLeader) FailPendingReads();
+  if (term > term_) {
+    term_ = term;
+    vote_ = 0;
+  }
+  if (role_ != Role::kFollower || leader_id_ != leader) {
+    VLOG(1) << "member " << config_.id << " follower in term " << term_ << ", leader " << leader;
+  }
+  role_ = Role::kFollower;
+  leader_id_ = leader;
+  progress_.clear();
+  acked_round_.clear();
+  votes_granted_.clear();
+  votes_rejected_.clear();
+  ResetElectionTimer();
+}
+
+void Raft::BecomePreCandidate() {
+  role_ = Role::kPreCandidate;
+  leader_id_ = 0;
+  votes_granted_.clear();
+  votes_rejected_.clear();
+  ResetElectionTimer();
+}
+
+void Raft::BecomeCandidate() {
+  role_ = Role::kCandidate;
+  ++term_;
+  vote_ = config_.id;
+  leader_id_ = 0;
+  votes_granted_.clear();
+  votes_rejected_.clear();
+  ResetElectionTimer();
+}
+
+void Raft::StartElection(bool pre_vote) {
+  if (pre_vote) {
+    BecomePreCandidate();
+  } else {
+    BecomeCandidate();
+  }
+  LOG(INFO) << "member " << config_.id << " starts " << (pre_vote ? "pre-vote" : "election")
+            << " for term " << (pre_vote ? term_ + 1 : term_) << " (last log " << last_index()
+            << "/" << last_term() << ")";
+  votes_granted_.insert(config_.id);
+  if (votes_granted_.size() >= Quorum()) {
+    if (pre_vote) {
+      StartElection(false);
+    } else {
+      BecomeLeader();
+    }
+    return;
+  }
+  for (uint64_t peer : config_.voters) {
+    if (peer == config_.id) continue;
+    Message m;
+    m.type = MessageType::kVote;
+    m.to = peer;
+    m.vote.set_term(pre_vote ? term_ + 1 : term_);
+    m.vote.set_candidate_id(config_.id);
+    m.vote.set_last_log_index(last_index());
+    m.vote.set_last_log_term(last_term());
+    m.vote.set_pre_vote(pre_vote);
+    m.vote.set_to(peer);
+    Send(std::move(m));
+  }
+}
+
+void Raft::Tick() {
+  if (role_ == Role::kLeader) {
+    LeaderTick();
+    return;
+  }
+  ++election_elapsed_;
+  if (election_elapsed_ >= randomized_election_timeout_ && IsVoter(config_.id)) {
+    StartElection(config_.pre_vote);
+  }
+}
+
+void Raft::Step(const Message& m) {
+  if (m.to != config_.id) {
+    LOG(WARNING) << "member " << config_.id << " dropped misrouted " << m.DebugString();
+    return;
+  }
+  const uint64_t mterm = m.Term();
+  if (mterm > term_) {
+    if (m.type == MessageType::kVote) {
+      // Leader stickiness: a member that heard from a live leader within the
+      // minimum election timeout neither grants a vote nor adopts the term.
+      const bool in_lease =
+          config_.check_quorum && leader_id_ != 0 && election_elapsed_ < config_.election_ticks;
+      if (in_lease) {
+        Message resp;
+        resp.type = MessageType::kVoteResp;
+        resp.to = m.from;
+        resp.rpc_id = m.rpc_id;
+        resp.vote_resp.set_term(term_);
+        resp.vote_resp.set_from(config_.id);
+        resp.vote_resp.set_granted(false);
+        resp.vote_resp.set_pre_vote(m.vote.pre_vote());
+        Send(std::move(resp));
+        return;
+      }
+    }
+    const bool pre_vote_request = m.type == MessageType::kVote && m.vote.pre_vote();
+    const bool pre_vote_grant = m.type == MessageType::kVoteResp && m.vote_resp.pre_vote() &&
+                                m.vote_resp.granted();
+    if (!pre_vote_request && !pre_vote_grant) {
+      BecomeFollower(mterm, m.type == MessageType::kAppend ? m.from : 0);
+    }
+  } else if (mterm < term_) {
+    // A stale request still gets an answer carrying our term, so the sender
+    // learns it is behind; stale responses are dropped.
+    if (m.type == MessageType::kAppend) {
+      Message resp;
+      resp.type = MessageType::kAppendResp;
+      resp.to = m.from;
+      resp.rpc_id = m.rpc_id;
+      resp.append_resp.set_term(term_);
+      resp.append_resp.set_from(config_.id);
+      resp.append_resp.set_success(false);
+      resp.append_resp.set_rejected_index(m.append.prev_log_index());
+      resp.append_resp.set_last_log_index(last_index());
+      resp.append_resp.set_read_round(m.append.read_round());
+      Send(std::move(resp));
+    } else if (m.type == MessageType::kVote) {
+      Message resp;
+      resp.type = MessageType::kVoteResp;
+      resp.to = m.from;
+      resp.rpc_id = m.rpc_id;
+      resp.vote_resp.set_term(term_);
+      resp.vote_resp.set_from(config_.id);
+      resp.vote_resp.set_granted(false);
+      resp.vote_resp.set_pre_vote(m.vote.pre_vote());
+      Send(std::move(resp));
+    }
+    return;
+  }
+
+  switch (m.type) {
+    case MessageType::kAppend:
+      if (role_ == Role::kLeader) {
+        // Two leaders in one term would violate election safety.
+        LOG(DFATAL) << "member " << config_.id << " is leader of term " << term_
+                    << " and received " << m.DebugString();
+        return;
+      }
+      if (role_ != Role::kFollower) BecomeFollower(term_, m.from);
+      HandleAppendEntries(m);
+      break;
+    case MessageType::kAppendResp:
+      if (role_ == Role::kLeader) HandleAppendResponse(m);
+      break;
+    case MessageType::kVote:
+      HandleVoteRequest(m);
+      break;
+    case MessageType::kVoteResp:
+      HandleVoteResponse(m);
+      break;
+  }
+}
+
+void Raft::HandleVoteRequest(const Message& m) {
+  const RequestVoteRequest& req = m.vote;
+  const bool can_vote = vote_ == req.candidate_id() || (vote_ == 0 && leader_id_ == 0) ||
+                        (req.pre_vote() && req.term() > term_);
+  const bool grant = can_vote && LogUpToDate(req.last_log_index(), req.last_log_term());
+  if (grant && !req.pre_vote()) {
+    vote_ = req.candidate_id();
+    ResetElectionTimer();
+  }
+  Message resp;
+  resp.type = MessageType::kVoteResp;
+  resp.to = m.from;
+  resp.rpc_id = m.rpc_id;
+  resp.vote_resp.set_term(grant && req.pre_vote() ? req.term() : term_);
+  resp.vote_resp.set_from(config_.id);
+  resp.vote_resp.set_granted(grant);
+  resp.vote_resp.set_pre_vote(req.pre_vote());
+  VLOG(1) << "member " << config_.id << (grant ? " grants " : " denies ")
+          << (req.pre_vote() ? "pre-vote" : "vote") << " to " << req.candidate_id() << " for term "
+          << req.term();
+  Send(std::move(resp));
+}
+
+void Raft::HandleVoteResponse(const Message& m) {
+  const RequestVoteResponse& resp = m.vote_resp;
+  const Role expected = resp.pre_vote() ? Role::kPreCandidate : Role::kCandidate;
+  if (role_ != expected) return;
+  if (resp.granted()) {
+    votes_granted_.insert(m.from);
+  } else {
+    votes_rejected_.insert(m.from);
+  }
+  if (votes_granted_.size() >= Quorum()) {
+    if (role_ == Role::kPreCandidate) {
+      StartElection(false);
+    } else {
+      BecomeLeader();
+    }
+  } else if (votes_rejected_.size() >= Quorum()) {
+    BecomeFollower(term_, 0);
+  }
+}
+
+void Raft::AppendToLog(std::vector<Entry> entries) {
+  if (entries.empty()) return;
+  const uint64_t first = entries.front().index();
+  CHECK(first >= 1 && first <= last_index() + 1) << "append at " << first << " past " << last_index();
+  if (first <= last_index()) {
+    CHECK_GT(first, commit_) << "member " << config_.id << " would truncate committed entry";
+    LOG(INFO) << "member " << config_.id << " truncates conflicting log suffix from " << first
+              << " (last was " << last_index() << ")";
+    log_.resize(first - 1);
+    unstable_from_ = std::min(unstable_from_, first);
+    durable_index_ = std::min(durable_index_, first - 1);
+  }
+  for (Entry& e : entries) log_.push_back(std::move(e));
+}
+
+bool Raft::HasReady() const {
+  if (HardState{term_, vote_} != persisted_hard_state_) return true;
+  if (unstable_from_ <= last_index()) return true;
+  if (!msgs_.empty() || commit_ > applied_sent_) return true;
+  if (!ready_reads_.empty() || !failed_reads_.empty() || read_round_needed_) return true;
+  return false;
+}
+
+Ready Raft::GetReady() {
+  if (role_ == Role::kLeader) {
+    if (read_round_needed_) {
+      read_round_needed_ = false;
+      ++read_round_;
+      BroadcastHeartbeat();
+      AdvanceReadRounds();
+    }
+    BroadcastAppend();
+  }
+  Ready rd;
+  HardState hs{term_, vote_};
+  if (hs != persisted_hard_state_) {
+    rd.hard_state = hs;
+    persisted_hard_state_ = hs;
+  }
+  if (unstable_from_ <= last_index()) {
+    rd.entries.assign(log_.begin() + static_cast<std::ptrdiff_t>(unstable_from_ - 1), log_.end());
+    unstable_from_ = last_index() + 1;
+  }
+  rd.messages = std::move(msgs_);
+  msgs_.clear();
+  if (commit_ > applied_sent_) {
+    rd.committed.assign(log_.begin() + static_cast<std::ptrdiff_t>(applied_sent_),
+                        log_.begin() + static_cast<std::ptrdiff_t>(commit_));
+    applied_sent_ = commit_;
+  }
+  rd.reads = std::move(ready_reads_);
+  ready_reads_.clear();
+  rd.failed_reads = std::move(failed_reads_);
+  failed_reads_.clear();
+  return rd;
+}
+
+void Raft::Advance(const Ready& rd) {
+  if (!rd.entries.empty()) {
+    const Entry& last = rd.entries.back();
+    // The entries may have been replaced by a conflicting suffix after
+    // GetReady(); only count them durable if they are still in the log.
+    if (TermAt(last.index()) == last.term()) {
+      durable_index_ = std::max(durable_index_, last.index());
+    } else {
+      durable_index_ = std::min(durable_index_, rd.entries.front().index() - 1);
+    }
+  }
+  if (role_ == Role::kLeader) MaybeAdvanceCommit();
+}
+
+}  // namespace raftkv::raft

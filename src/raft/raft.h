@@ -1,0 +1,224 @@
+// The Raft consensus core.
+//
+// A deterministic state machine in the style of etcd's raft: no I/O, no
+// threads, no clocks. Its inputs are Tick() (logical time), Step(message),
+// Propose(data) and ReadIndex(id); its output is a Ready that lists what the
+// caller must persist, send and apply. A simulated network can therefore
+// drive whole clusters in tests, and the same code runs in raftkv-server.
+//
+// The caller's loop (see service/node.h):
+//   Ready rd = raft.GetReady();
+//   send rd.messages with MessagesBeforePersist() true (leader appends)
+//   persist rd.hard_state (if set) and rd.entries   (fsync)
+//   send the other messages (responses and votes: only after persisting)
+//   raft.Advance(rd);                 // the core may now count its own log
+//   apply rd.committed, answer rd.reads once applied >= read index
+//
+// This class does no internal locking; the service calls it under one mutex.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "leader/progress.h"
+#include "raft/message.h"
+#include "raftkv.pb.h"
+#include "storage/hard_state.h"
+
+namespace raftkv::raft {
+
+enum class Role { kFollower, kPreCandidate, kCandidate, kLeader };
+const char* RoleName(Role role);
+
+struct Config {
+  uint64_t id = 0;                 // this member's id (> 0)
+  std::vector<uint64_t> voters;    // every voting member, including id
+  // Election timeout is drawn uniformly from [election_ticks, 2*election_ticks).
+  int election_ticks = 10;
+  int heartbeat_ticks = 1;
+  bool pre_vote = true;
+  // A leader that has not heard from a majority within an election timeout
+  // steps down (needed so that PreVote cannot be blocked by a stale leader).
+  bool check_quorum = true;
+  // Replication flow control per follower.
+  size_t max_inflight_appends = 64;
+  size_t max_append_entries = 4096;
+  size_t max_append_bytes = 1 << 20;
+  uint64_t seed = 1;  // for the randomized election timeout
+};
+
+// A linearizable read that may be served once the state machine has applied
+// `index`.
+struct ReadState {
+  uint64_t id = 0;
+  uint64_t index = 0;
+};
+
+struct Ready {
+  // Set when term or vote changed since the last Ready: persist it before
+  // sending any message in `messages`.
+  std::optional<HardState> hard_state;
+  // Entries to write to the LogStore. If entries.front().index is <= the
+  // store's last index, the store truncates its suffix from there first.
+  std::vector<Entry> entries;
+  std::vector<Message> messages;
+  // Newly committed entries, in order, to apply to the state machine.
+  std::vector<Entry> committed;
+  std::vector<ReadState> reads;
+  // Reads that can never be served by this node (it lost leadership before
+  // confirming them): fail them with UNAVAILABLE.
+  std::vector<uint64_t> failed_reads;
+
+  bool empty() const {
+    return !hard_state && entries.empty() && messages.empty() && committed.empty() &&
+           reads.empty() && failed_reads.empty();
+  }
+};
+
+// True for messages that may be sent before the Ready's entries and hard
+// state are durable: a leader's AppendEntries (Raft thesis 10.2.1: the leader
+// may write to its disk in parallel with replicating). All other messages
+// (responses, votes) reflect state that must be durable first.
+bool MessagesBeforePersist(const Message& m);
+
+struct ProposeResult {
+  bool accepted = false;  // false: not leader
+  uint64_t index = 0;
+  uint64_t term = 0;
+};
+
+class Raft {
+ public:
+  // `hard_state` and `log` are what storage recovered (log: every entry from
+  // index 1, contiguous).
+  Raft(const Config& config, const HardState& hard_state, std::vector<Entry> log);
+
+  // Advances logical time by one tick: election timeouts and heartbeats.
+  void Tick();
+  // Handles a message from a peer. Every request (kAppend, kVote) produces
+  // exactly one response message with the request's rpc_id, whatever the
+  // terms involved, unless it is not addressed to this member.
+  void Step(const Message& m);
+  // Leader only: appends a COMMAND entry with `data`.
+  ProposeResult Propose(std::string data);
+  // Leader only: registers a linearizable read with caller-chosen `id`. It
+  // appears in Ready::reads once a majority has confirmed this node is still
+  // leader after the call. Returns false when not leader.
+  bool ReadIndex(uint64_t id);
+  // The transport could not reach `peer`: a pipelined follower falls back to
+  // probing from its last known match.
+  void ReportUnreachable(uint64_t peer);
+
+  bool HasReady() const;
+  // Collects the pending output. Call Advance() with the same Ready after the
+  // entries and hard state are durable.
+  Ready GetReady();
+  void Advance(const Ready& rd);
+
+  // ---- observers ----
+  uint64_t id() const { return config_.id; }
+  Role role() const { return role_; }
+  uint64_t term() const { return term_; }
+  uint64_t vote() const { return vote_; }
+  uint64_t leader_id() const { return leader_id_; }
+  uint64_t commit_index() const { return commit_; }
+  uint64_t last_index() const { return log_.size(); }
+  uint64_t last_term() const { return log_.empty() ? 0 : log_.back().term(); }
+  uint64_t durable_index() const { return durable_index_; }
+  const std::vector<uint64_t>& voters() const { return config_.voters; }
+  // Term of the entry at `index` (0 for index 0 or beyond the log).
+  uint64_t TermAt(uint64_t index) const;
+  // The entry at index (1 <= index <= last_index()).
+  const Entry& EntryAt(uint64_t index) const { return log_[index - 1]; }
+  // Leader only: replication progress of `peer` (nullptr otherwise).
+  const Progress* ProgressOf(uint64_t peer) const;
+
+ private:
+  // ---- common (raft/raft.cc) ----
+  void BecomeFollower(uint64_t term, uint64_t leader);
+  void BecomePreCandidate();
+  void BecomeCandidate();
+  void BecomeLeader();
+  void StartElection(bool pre_vote);
+  void HandleVoteRequest(const Message& m);
+  void HandleVoteResponse(const Message& m);
+  void Send(Message m);
+  void ResetElectionTimer();
+  bool IsVoter(uint64_t id) const;
+  size_t Quorum() const { return config_.voters.size() / 2 + 1; }
+  bool LogUpToDate(uint64_t last_index, uint64_t last_term) const;
+  void AppendToLog(std::vector<Entry> entries);  // may truncate a suffix
+  void FailPendingReads();
+
+  // ---- leader role (leader/leader.cc) ----
+  void LeaderTick();
+  void BroadcastAppend();
+  void BroadcastHeartbeat();
+  // Sends entries to `peer` if flow control allows; returns true if sent.
+  bool MaybeSendAppend(uint64_t peer, bool allow_empty);
+  void SendHeartbeat(uint64_t peer);
+  void HandleAppendResponse(const Message& m);
+  bool MaybeAdvanceCommit();
+  void AdvanceReadRounds();
+  bool CommittedInCurrentTerm() const;
+
+  // ---- follower role (follower/follower.cc) ----
+  void HandleAppendEntries(const Message& m);
+
+  Config config_;
+  Role role_ = Role::kFollower;
+  uint64_t term_ = 0;
+  uint64_t vote_ = 0;
+  uint64_t leader_id_ = 0;
+  HardState persisted_hard_state_;
+
+  // The whole log, entry i at log_[i - 1] (compaction will add an offset).
+  std::vector<Entry> log_;
+  uint64_t commit_ = 0;
+  uint64_t applied_sent_ = 0;    // last index handed out in Ready::committed
+  // Entries with index >= unstable_from_ have not been handed to storage yet.
+  uint64_t unstable_from_ = 1;
+  // Highest index known durable in the local LogStore (after Advance).
+  uint64_t durable_index_ = 0;
+
+  // ---- timers, in ticks ----
+  int election_elapsed_ = 0;
+  int randomized_election_timeout_ = 0;
+  int heartbeat_elapsed_ = 0;
+  std::mt19937_64 rng_;
+
+  // ---- candidate state ----
+  std::set<uint64_t> votes_granted_;
+  std::set<uint64_t> votes_rejected_;
+
+  // ---- leader state ----
+  std::map<uint64_t, Progress> progress_;  // every voter except self
+  // Index of the no-op entry this leader appended when elected. Every entry
+  // committed by earlier leaders lies below it, so it bounds read indexes.
+  uint64_t term_start_index_ = 0;
+  // ReadIndex: reads wait for a heartbeat round confirmed by a quorum.
+  struct PendingRead {
+    uint64_t id;
+    uint64_t index;   // commit index when the read arrived
+    uint64_t round;   // the heartbeat round that must be acknowledged
+  };
+  std::deque<PendingRead> pending_reads_;
+  uint64_t read_round_ = 0;          // last round started
+  bool read_round_needed_ = false;   // a read is waiting for a new round
+  // Highest round acknowledged by each peer (leader state).
+  std::map<uint64_t, uint64_t> acked_round_;
+
+  // ---- output buffers ----
+  std::vector<Message> msgs_;
+  std::vector<ReadState> ready_reads_;
+  std::vector<uint64_t> failed_reads_;
+};
+
+}  // namespace raftkv::raft

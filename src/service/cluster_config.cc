@@ -1,0 +1,96 @@
+#include "service/cluster_config.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace raftkv {
+
+const Member* ClusterConfig::Find(uint64_t id) const {
+  for (const Member& m : members) {
+    if (m.id == id) return &m;
+  }
+  return nullptr;
+}
+
+std::vector<uint64_t> ClusterConfig::Ids() const {
+  std::vector<uint64_t> ids;
+  for (const Member& m : members) ids.push_back(m.id);
+  return ids;
+}
+
+bool ValidHostPort(const std::string& address, std::string* why) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    *why = "expected host:port, got '" + address + "'";
+    return false;
+  }
+  const std::string host = address.substr(0, colon);
+  if (host.front() == '[' && host.back() != ']') {
+    *why = "unbalanced '[' in '" + address + "'";
+    return false;
+  }
+  const std::string port = address.substr(colon + 1);
+  for (char c : port) {
+    if (c < '0' || c > '9') {
+      *why = "port '" + port + "' is not a number";
+      return false;
+    }
+  }
+  const long value = std::strtol(port.c_str(), nullptr, 10);
+  if (port.size() > 5 || value < 1 || value > 65535) {
+    *why = "port " + port + " is out of range 1..65535";
+    return false;
+  }
+  return true;
+}
+
+Status ParseClusterConfig(const std::string& text, const std::string& source, ClusterConfig* out) {
+  ClusterConfig config;
+  std::set<uint64_t> ids;
+  std::set<std::string> addresses;
+  std::istringstream in(text);
+  std::string line;
+  int lineno = 0;
+  auto error = [&](const std::string& what) {
+    return Status::InvalidArgument(source + ":" + std::to_string(lineno) + ": " + what);
+  };
+  while (std::getline(in, line)) {
+    ++lineno;
+    const size_t hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    std::istringstream fields(line);
+    std::string id_text, address, extra;
+    if (!(fields >> id_text)) continue;  // blank or comment
+    if (!(fields >> address)) return error("expected '<id> <host:port>', got only '" + id_text + "'");
+    if (fields >> extra) return error("unexpected text '" + extra + "' after the address");
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long id = std::strtoull(id_text.c_str(), &end, 10);
+    if (id_text[0] == '-' || *end != '\0' || errno != 0 || id == 0) {
+      return error("member id '" + id_text + "' is not a positive integer");
+    }
+    std::string why;
+    if (!ValidHostPort(address, &why)) return error(why);
+    if (!ids.insert(id).second) return error("member id " + id_text + " appears twice");
+    if (!addresses.insert(address).second) return error("address " + address + " appears twice");
+    config.members.push_back(Member{id, address});
+  }
+  if (config.members.empty()) {
+    return Status::InvalidArgument(source + ": no members listed (expected lines '<id> <host:port>')");
+  }
+  *out = std::move(config);
+  return Status::OK();
+}
+
+Status LoadClusterConfig(const std::string& path, ClusterConfig* out) {
+  std::ifstream file(path);
+  if (!file) return Status::IOError("cannot open cluster file " + path);
+  std::stringstream buffer;
+  buffer << file.rdbuf();
+  return ParseClusterConfig(buffer.str(), path, out);
+}
+
+}  // namespace raftkv

@@ -1,0 +1,353 @@
+#include "service/grpc_server.h"
+
+#include <glog/logging.h>
+
+#include <functional>
+
+#include "service/peer_client.h"
+
+namespace raftkv {
+
+namespace {
+
+// Anything whose pointer travels through a completion queue as a tag.
+class Tagged {
+ public:
+  virtual ~Tagged() = default;
+  virtual void Proceed(bool ok) = 0;
+};
+
+// One unary call of any method. Lifetime: created waiting for a request;
+// when one arrives, posts its replacement and runs the handler; deleted when
+// its Finish completes (or when the server shuts down before a request came).
+template <class Req, class Resp>
+class UnaryCall final : public Tagged {
+ public:
+  using Writer = grpc::ServerAsyncResponseWriter<Resp>;
+  // Asks the service for the next call of this method on `cq`.
+  using RequestFn = std::function<void(grpc::ServerContext*, Req*, Writer*,
+                                       grpc::ServerCompletionQueue*, void*)>;
+  using Handler = std::function<void(UnaryCall*)>;
+
+  // `request` and `handler` are owned by the server and outlive every call.
+  static void Post(const RequestFn* request, const Handler* handler, grpc::ServerCompletionQueue* cq) {
+    new UnaryCall(request, handler, cq);
+  }
+
+  void Proceed(bool ok) override {
+    if (finishing_ || !ok) {  // Finish done, or the server is shutting down
+      delete this;
+      return;
+    }
+    Post(request_fn_, handler_, cq_);
+    (*handler_)(this);  // may Finish (and so delete this) from any thread
+  }
+
+  grpc::ServerContext& context() { return context_; }
+  Req& request() { return request_; }
+
+  void Finish(const Resp& resp) {
+    finishing_ = true;
+    writer_.Finish(resp, grpc::Status::OK, this);
+  }
+  void FinishWithError(const grpc::Status& status) {
+    finishing_ = true;
+    writer_.FinishWithError(status, this);
+  }
+
+ private:
+  UnaryCall(const RequestFn* request, const Handler* handler, grpc::ServerCompletionQueue* cq)
+      : request_fn_(request), handler_(handler), cq_(cq), writer_(&context_) {
+    (*request_fn_)(&context_, &request_, &writer_, cq_, this);
+  }
+
+  const RequestFn* request_fn_;
+  const Handler* handler_;
+  grpc::ServerCompletionQueue* cq_;
+  grpc::ServerContext context_;
+  Req request_;
+  Writer writer_;
+  bool finishing_ = false;
+};
+
+template <class Call>
+void FinishWithOutcome(Call* call, const Outcome& out) {
+  if (out.status.error_code() == grpc::StatusCode::FAILED_PRECONDITION && out.leader_id != 0) {
+    call->context().AddTrailingMetadata("raftkv-leader-id", std::to_string(out.leader_id));
+    call->context().AddTrailingMetadata("raftkv-leader-addr", out.leader_address);
+  }
+  call->FinishWithError(out.status);
+}
+
+}  // namespace
+
+// The method table: how to request each method, and what to do with it.
+class GrpcServer::Handlers {
+ public:
+  using PutCall = UnaryCall<PutRequest, PutResponse>;
+  using GetCall = UnaryCall<GetRequest, GetResponse>;
+  using DeleteCall = UnaryCall<DeleteRequest, DeleteResponse>;
+  using StatusCall = UnaryCall<StatusRequest, StatusResponse>;
+  using EchoCall = UnaryCall<EchoRequest, EchoResponse>;
+  using AppendCall = UnaryCall<AppendEntriesRequest, AppendEntriesResponse>;
+  using VoteCall = UnaryCall<RequestVoteRequest, RequestVoteResponse>;
+
+  Handlers(const ServerOptions& options, RaftNode* node, KV::AsyncService* kv, Raft::AsyncService* raft)
+      : options_(options), node_(node) {
+    request_put_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestPut(c, r, w, cq, cq, tag); };
+    request_get_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestGet(c, r, w, cq, cq, tag); };
+    request_delete_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestDelete(c, r, w, cq, cq, tag); };
+    request_status_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestStatus(c, r, w, cq, cq, tag); };
+    request_echo_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestEcho(c, r, w, cq, cq, tag); };
+    request_append_ = [raft](auto* c, auto* r, auto* w, auto* cq, void* tag) { raft->RequestAppendEntries(c, r, w, cq, cq, tag); };
+    request_vote_ = [raft](auto* c, auto* r, auto* w, auto* cq, void* tag) { raft->RequestRequestVote(c, r, w, cq, cq, tag); };
+
+    handle_put_ = [this](PutCall* call) { HandlePut(call); };
+    handle_get_ = [this](GetCall* call) { HandleGet(call); };
+    handle_delete_ = [this](DeleteCall* call) { HandleDelete(call); };
+    handle_status_ = [this](StatusCall* call) { HandleStatus(call); };
+    handle_echo_ = [](EchoCall* call) {
+      EchoResponse resp;
+      resp.set_payload(std::move(*call->request().mutable_payload()));
+      call->Finish(resp);
+    };
+    handle_append_ = [this](AppendCall* call) { HandleAppend(call); };
+    handle_vote_ = [this](VoteCall* call) { HandleVote(call); };
+  }
+
+  // Pre-posts calls on `cq`: many for the busy methods, a few for the rest.
+  void PostAll(grpc::ServerCompletionQueue* cq, int busy) {
+    for (int i = 0; i < busy; ++i) {
+      PutCall::Post(&request_put_, &handle_put_, cq);
+      GetCall::Post(&request_get_, &handle_get_, cq);
+      AppendCall::Post(&request_append_, &handle_append_, cq);
+      EchoCall::Post(&request_echo_, &handle_echo_, cq);
+    }
+    for (int i = 0; i < 4; ++i) {
+      DeleteCall::Post(&request_delete_, &handle_delete_, cq);
+      StatusCall::Post(&request_status_, &handle_status_, cq);
+      VoteCall::Post(&request_vote_, &handle_vote_, cq);
+    }
+  }
+
+ private:
+  Clock::time_point Deadline(grpc::ServerContext& context) const {
+    const auto cap = Clock::now() + std::chrono::milliseconds(options_.max_request_timeout_ms);
+    const auto client = context.deadline();
+    if (client == std::chrono::system_clock::time_point::max()) return cap;
+    const auto remaining = client - std::chrono::system_clock::now();
+    return std::min(cap, Clock::now() + std::chrono::duration_cast<Clock::duration>(remaining));
+  }
+
+  // INVALID_ARGUMENT for keys and values the service does not accept.
+  grpc::Status CheckKey(const std::string& key) const {
+    if (key.empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "key must not be empty");
+    if (key.size() > options_.max_key_bytes) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "key is " + std::to_string(key.size()) + " bytes; the limit is " +
+                              std::to_string(options_.max_key_bytes) + " (--max_key_bytes)");
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status CheckValue(const std::string& value) const {
+    if (value.size() > options_.max_value_bytes) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "value is " + std::to_string(value.size()) + " bytes; the limit is " +
+                              std::to_string(options_.max_value_bytes) + " (--max_value_bytes)");
+    }
+    return grpc::Status::OK;
+  }
+
+  void HandlePut(PutCall* call) {
+    grpc::Status bad = CheckKey(call->request().key());
+    if (bad.ok()) bad = CheckValue(call->request().value());
+    if (!bad.ok()) return call->FinishWithError(bad);
+    Command cmd;
+    cmd.set_op(Command::PUT);
+    cmd.set_key(std::move(*call->request().mutable_key()));
+    cmd.set_value(std::move(*call->request().mutable_value()));
+    node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
+      if (!out.status.ok()) return FinishWithOutcome(call, out);
+      PutResponse resp;
+      resp.set_index(out.index);
+      resp.set_term(out.term);
+      call->Finish(resp);
+    });
+  }
+
+  void HandleDelete(DeleteCall* call) {
+    grpc::Status bad = CheckKey(call->request().key());
+    if (!bad.ok()) return call->FinishWithError(bad);
+    Command cmd;
+    cmd.set_op(Command::DELETE);
+    cmd.set_key(std::move(*call->request().mutable_key()));
+    node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
+      if (!out.status.ok()) return FinishWithOutcome(call, out);
+      DeleteResponse resp;
+      resp.set_existed(out.apply.existed);
+      resp.set_index(out.index);
+      resp.set_term(out.term);
+      call->Finish(resp);
+    });
+  }
+
+  void HandleGet(GetCall* call) {
+    grpc::Status bad = CheckKey(call->request().key());
+    if (!bad.ok()) return call->FinishWithError(bad);
+    const KvStateMachine& sm = node_->state_machine();
+    auto answer = [call, &sm](uint64_t index) {
+      GetResponse resp;
+      if (auto value = sm.Get(call->request().key())) {
+        resp.set_found(true);
+        resp.set_value(std::move(*value));
+      }
+      resp.set_applied_index(std::max(index, sm.AppliedIndex()));
+      call->Finish(resp);
+    };
+    if (call->request().allow_stale()) return answer(0);
+    node_->ReadBarrier(Deadline(call->context()), [call, answer](Outcome out) {
+      if (!out.status.ok()) return FinishWithOutcome(call, out);
+      answer(out.index);
+    });
+  }
+
+  void HandleStatus(StatusCall* call) {
+    const NodeStatus st = node_->GetStatus();
+    StatusResponse resp;
+    resp.set_id(st.id);
+    resp.set_address(st.address);
+    resp.set_role(raft::RoleName(st.role));
+    resp.set_term(st.term);
+    resp.set_commit_index(st.commit_index);
+    resp.set_applied_index(st.applied_index);
+    resp.set_leader_id(st.leader_id);
+    resp.set_leader_address(st.leader_address);
+    resp.set_last_log_index(st.last_log_index);
+    resp.set_durable_index(st.durable_index);
+    for (uint64_t v : st.voters) resp.add_voters(v);
+    call->Finish(resp);
+  }
+
+  // Peer requests must name this member and come from a configured member:
+  // a misconfigured cluster file is reported, not silently obeyed.
+  grpc::Status CheckPeer(uint64_t from, uint64_t to) const {
+    if (to != node_->id()) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "message for member " + std::to_string(to) + " reached member " +
+                              std::to_string(node_->id()) + "; check the cluster files");
+    }
+    if (from == node_->id() || node_->cluster().Find(from) == nullptr) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "sender " + std::to_string(from) + " is not a peer of member " +
+                              std::to_string(node_->id()));
+    }
+    return grpc::Status::OK;
+  }
+
+  void HandleAppend(AppendCall* call) {
+    const AppendEntriesRequest& req = call->request();
+    grpc::Status bad = CheckPeer(req.leader_id(), req.to());
+    if (!bad.ok()) return call->FinishWithError(bad);
+    raft::Message m;
+    m.type = raft::MessageType::kAppend;
+    m.from = req.leader_id();
+    m.to = req.to();
+    m.append.Swap(&call->request());
+    node_->StepRequest(std::move(m), [call](const raft::Message* reply) {
+      if (reply == nullptr) {
+        return call->FinishWithError(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
+      }
+      call->Finish(reply->append_resp);
+    });
+  }
+
+  void HandleVote(VoteCall* call) {
+    const RequestVoteRequest& req = call->request();
+    grpc::Status bad = CheckPeer(req.candidate_id(), req.to());
+    if (!bad.ok()) return call->FinishWithError(bad);
+    raft::Message m;
+    m.type = raft::MessageType::kVote;
+    m.from = req.candidate_id();
+    m.to = req.to();
+    m.vote.Swap(&call->request());
+    node_->StepRequest(std::move(m), [call](const raft::Message* reply) {
+      if (reply == nullptr) {
+        return call->FinishWithError(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
+      }
+      call->Finish(reply->vote_resp);
+    });
+  }
+
+  const ServerOptions options_;
+  RaftNode* node_;
+  PutCall::RequestFn request_put_;
+  GetCall::RequestFn request_get_;
+  DeleteCall::RequestFn request_delete_;
+  StatusCall::RequestFn request_status_;
+  EchoCall::RequestFn request_echo_;
+  AppendCall::RequestFn request_append_;
+  VoteCall::RequestFn request_vote_;
+  PutCall::Handler handle_put_;
+  GetCall::Handler handle_get_;
+  DeleteCall::Handler handle_delete_;
+  StatusCall::Handler handle_status_;
+  EchoCall::Handler handle_echo_;
+  AppendCall::Handler handle_append_;
+  VoteCall::Handler handle_vote_;
+};
+
+GrpcServer::GrpcServer(const ServerOptions& options, RaftNode* node)
+    : options_(options),
+      node_(node),
+      handlers_(std::make_unique<Handlers>(options, node, &kv_service_, &raft_service_)) {}
+
+GrpcServer::~GrpcServer() {
+  Shutdown(0);
+  Join();
+}
+
+Status GrpcServer::Start() {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options_.listen_address, grpc::InsecureServerCredentials(), &bound_port_);
+  builder.RegisterService(&kv_service_);
+  builder.RegisterService(&raft_service_);
+  // Room for a full AppendEntries batch of maximum-size values.
+  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxSendMessageSize(-1);
+  for (int i = 0; i < std::max(1, options_.cq_num); ++i) cqs_.push_back(builder.AddCompletionQueue());
+  server_ = builder.BuildAndStart();
+  if (!server_ || bound_port_ == 0) {
+    return Status::IOError("cannot listen on " + options_.listen_address +
+                           " (address in use or not local?)");
+  }
+  for (auto& cq : cqs_) handlers_->PostAll(cq.get(), options_.calls_per_cq);
+  for (auto& cq : cqs_) {
+    for (int t = 0; t < std::max(1, options_.threads_per_cq); ++t) {
+      threads_.emplace_back([this, q = cq.get()] { Poll(q); });
+    }
+  }
+  LOG(INFO) << "member " << node_->id() << " serving on " << options_.listen_address << " with "
+            << cqs_.size() << " completion queues x " << options_.threads_per_cq << " threads";
+  return Status::OK();
+}
+
+void GrpcServer::Poll(grpc::ServerCompletionQueue* cq) {
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq->Next(&tag, &ok)) static_cast<Tagged*>(tag)->Proceed(ok);
+}
+
+void GrpcServer::Shutdown(int grace_ms) {
+  if (shut_down_ || !server_) return;
+  shut_down_ = true;
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
+}
+
+void GrpcServer::Join() {
+  for (auto& cq : cqs_) cq->Shutdown();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  cqs_.clear();
+}
+
+}  // namespace raftkv

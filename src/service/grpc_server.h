@@ -1,0 +1,61 @@
+// The node's gRPC server: the client service (KV) and the peer service (Raft)
+// on one port, served with the asynchronous completion-queue API by a pool of
+// `cq_num` completion queues, each polled by `threads_per_cq` threads. Every
+// call is an object that moves through "waiting for a request" -> "handled"
+// -> "finished"; handlers never block: writes and linearizable reads finish
+// from the node's I/O loop when they commit.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "raftkv.grpc.pb.h"
+#include "service/node.h"
+
+namespace raftkv {
+
+struct ServerOptions {
+  std::string listen_address;  // host:port to bind
+  int cq_num = 2;
+  int threads_per_cq = 1;
+  size_t max_key_bytes = 4096;
+  size_t max_value_bytes = 1 << 20;
+  // Deadline applied to client calls that carry none (or a later one).
+  int max_request_timeout_ms = 10000;
+  // Calls pre-posted per completion queue for each busy method.
+  int calls_per_cq = 64;
+};
+
+class GrpcServer {
+ public:
+  GrpcServer(const ServerOptions& options, RaftNode* node);
+  ~GrpcServer();
+  // Binds and starts the completion-queue threads.
+  Status Start();
+  // Stops accepting calls; calls in flight get `grace_ms` to finish.
+  void Shutdown(int grace_ms = 1000);
+  // Drains and joins the completion queues; call after the node stopped.
+  void Join();
+  int bound_port() const { return bound_port_; }
+
+ private:
+  class Handlers;
+  void Poll(grpc::ServerCompletionQueue* cq);
+
+  const ServerOptions options_;
+  RaftNode* node_;
+  KV::AsyncService kv_service_;
+  Raft::AsyncService raft_service_;
+  std::unique_ptr<Handlers> handlers_;
+  std::unique_ptr<grpc::Server> server_;
+  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs_;
+  std::vector<std::thread> threads_;
+  int bound_port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace raftkv

@@ -1,0 +1,176 @@
+// RaftNode: one member of the cluster. It owns the consensus core, the log
+// store, the hard-state file and the KV state machine, and runs two threads:
+//
+//  - the I/O loop ("raft-io"): repeatedly takes the core's Ready, sends the
+//    leader's AppendEntries, persists entries and hard state with one fsync
+//    (group commit: everything proposed since the previous fsync), sends the
+//    responses and votes that required durability, applies committed entries
+//    and completes waiting client calls;
+//  - the ticker: advances the core's logical clock every tick_ms and expires
+//    client calls whose deadline passed.
+//
+// gRPC threads call Propose/Read/StepRequest/StepResponse; these only touch
+// the core under `mu_` and wake the I/O loop, never block on disk or network.
+//
+// Lock order: mu_ before the state machine's internal lock. Callbacks are
+// always invoked without mu_ held.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <grpcpp/support/status.h>
+
+#include "raft/raft.h"
+#include "service/cluster_config.h"
+#include "storage/hard_state.h"
+#include "storage/kv_state_machine.h"
+#include "storage/log_store.h"
+
+namespace raftkv {
+
+using Clock = std::chrono::steady_clock;
+
+struct NodeOptions {
+  uint64_t id = 0;
+  ClusterConfig cluster;
+  std::string data_dir;
+  int tick_ms = 50;
+  int election_ticks = 10;
+  int heartbeat_ticks = 2;
+  size_t max_inflight_appends = 64;
+  size_t max_append_entries = 4096;
+  size_t max_append_bytes = 1 << 20;
+  SegmentedLogOptions log;
+};
+
+// The result of a client call handled by the node.
+struct Outcome {
+  grpc::Status status;
+  uint64_t index = 0;  // write: log index applied; read: index the read waited for
+  uint64_t term = 0;
+  ApplyResult apply;
+  // For FAILED_PRECONDITION (not leader): the leader, when known.
+  uint64_t leader_id = 0;
+  std::string leader_address;
+};
+using OutcomeCallback = std::function<void(Outcome)>;
+
+struct NodeStatus {
+  uint64_t id = 0;
+  std::string address;
+  raft::Role role = raft::Role::kFollower;
+  uint64_t term = 0;
+  uint64_t commit_index = 0;
+  uint64_t applied_index = 0;
+  uint64_t leader_id = 0;
+  std::string leader_address;
+  uint64_t last_log_index = 0;
+  uint64_t durable_index = 0;
+  std::vector<uint64_t> voters;
+};
+
+// How the node sends messages to peers (implemented over gRPC by PeerClient).
+class PeerSender {
+ public:
+  virtual ~PeerSender() = default;
+  virtual void Send(raft::Message m) = 0;
+};
+
+class RaftNode {
+ public:
+  // Opens (or creates) the data directory, recovers the hard state and log,
+  // and builds the core. Refuses corrupt data with a clear error.
+  static Status Open(const NodeOptions& options, std::unique_ptr<RaftNode>* node);
+  ~RaftNode();
+
+  // Starts the I/O loop and the ticker; `sender` must outlive Stop().
+  void Start(PeerSender* sender);
+  // Stops both threads and fails every waiting call with UNAVAILABLE.
+  void Stop();
+
+  // Replicates `command` (a serialized Command). `done` runs once: OK after
+  // the entry is committed and applied; FAILED_PRECONDITION if not leader;
+  // UNAVAILABLE if leadership was lost and the entry was overwritten;
+  // DEADLINE_EXCEEDED at `deadline` (outcome unknown).
+  void Propose(std::string command, Clock::time_point deadline, OutcomeCallback done);
+  // Linearizable read barrier (ReadIndex). `done` runs with OK once this node,
+  // confirmed leader by a quorum, has applied the read index: the caller then
+  // reads the state machine.
+  void ReadBarrier(Clock::time_point deadline, OutcomeCallback done);
+
+  // A request from a peer; `reply` receives the core's response after the
+  // state it reflects is durable, or nullptr if the node stops first.
+  using ReplyCallback = std::function<void(const raft::Message*)>;
+  void StepRequest(raft::Message request, ReplyCallback reply);
+  void StepResponse(const raft::Message& response);
+  void ReportUnreachable(uint64_t peer);
+
+  NodeStatus GetStatus() const;
+  const KvStateMachine& state_machine() const { return state_machine_; }
+  uint64_t id() const { return options_.id; }
+  const ClusterConfig& cluster() const { return options_.cluster; }
+  // Fills the leader fields of a FAILED_PRECONDITION outcome.
+  Outcome NotLeader() const;
+
+ private:
+  RaftNode(const NodeOptions& options, std::unique_ptr<SegmentedLog> log,
+           std::unique_ptr<HardStateFile> hard_state_file, const HardState& hard_state,
+           std::vector<Entry> entries);
+  void IoLoop();
+  void TickLoop();
+  Outcome NotLeaderLocked() const;  // requires mu_
+  void ApplyCommitted(const std::vector<Entry>& committed,
+                      std::vector<std::function<void()>>* completions);
+  void ReleaseReads(std::vector<std::function<void()>>* completions);  // requires mu_
+  void ExpireDeadlines(std::vector<std::function<void()>>* completions);  // requires mu_
+
+  const NodeOptions options_;
+  std::unique_ptr<SegmentedLog> log_;                // used by the I/O loop only
+  std::unique_ptr<HardStateFile> hard_state_file_;  // used by the I/O loop only
+  KvStateMachine state_machine_;
+  PeerSender* sender_ = nullptr;
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;  // the I/O loop waits here for a Ready
+  std::condition_variable stop_signal_;  // the ticker sleeps here; signalled by Stop()
+  bool stopping_ = false;         // guarded by mu_
+  raft::Raft core_;               // guarded by mu_
+
+  struct PendingWrite {
+    uint64_t term;
+    Clock::time_point deadline;
+    OutcomeCallback done;
+  };
+  // Proposals waiting for their entry to be applied, by log index. Guarded by mu_.
+  std::map<uint64_t, PendingWrite> pending_writes_;
+  struct PendingRead {
+    Clock::time_point deadline;
+    OutcomeCallback done;
+    uint64_t index = 0;  // set once confirmed by a quorum; 0 while waiting
+  };
+  // Reads by id: waiting for a quorum, then for the apply index. Guarded by mu_.
+  std::map<uint64_t, PendingRead> pending_reads_;
+  // Confirmed reads waiting for the apply index: read index -> read id.
+  std::multimap<uint64_t, uint64_t> confirmed_reads_;  // guarded by mu_
+  uint64_t next_read_id_ = 1;  // guarded by mu_
+  // Peer requests waiting for their durable response, by rpc id. Guarded by mu_.
+  std::unordered_map<uint64_t, ReplyCallback> pending_replies_;
+  uint64_t next_rpc_id_ = 1;  // guarded by mu_
+  uint64_t applied_index_ = 0;  // guarded by mu_ (the state machine has its own copy)
+
+  std::thread io_thread_;
+  std::thread tick_thread_;
+  int lock_fd_ = -1;  // flock on <data_dir>/LOCK: one server per data directory
+};
+
+}  // namespace raftkv

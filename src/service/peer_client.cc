@@ -1,0 +1,148 @@
+#include "service/peer_client.h"
+
+#include <glog/logging.h>
+
+namespace raftkv {
+
+grpc::ChannelArguments RaftkvChannelArguments() {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  return args;
+}
+
+// One outgoing call and everything it needs until its completion.
+struct PeerClient::Call {
+  uint64_t peer = 0;
+  raft::MessageType type = raft::MessageType::kAppend;
+  grpc::ClientContext context;
+  grpc::Status status;
+  AppendEntriesResponse append_resp;
+  RequestVoteResponse vote_resp;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<AppendEntriesResponse>> append_reader;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<RequestVoteResponse>> vote_reader;
+};
+
+PeerClient::PeerClient(const ClusterConfig& cluster, uint64_t self_id,
+                       const PeerClientOptions& options, ResponseHandler on_response,
+                       UnreachableHandler on_unreachable)
+    : self_id_(self_id),
+      options_(options),
+      on_response_(std::move(on_response)),
+      on_unreachable_(std::move(on_unreachable)) {
+  for (const Member& m : cluster.members) {
+    if (m.id == self_id) continue;
+    auto channel = grpc::CreateCustomChannel(m.address, grpc::InsecureChannelCredentials(),
+                                             RaftkvChannelArguments());
+    stubs_.emplace(m.id, Raft::NewStub(channel));
+  }
+  const int cq_num = std::max(1, options_.cq_num);
+  for (int i = 0; i < cq_num; ++i) cqs_.push_back(std::make_unique<grpc::CompletionQueue>());
+  for (auto& cq : cqs_) {
+    for (int t = 0; t < std::max(1, options_.threads_per_cq); ++t) {
+      threads_.emplace_back([this, q = cq.get()] { Poll(q); });
+    }
+  }
+}
+
+PeerClient::~PeerClient() { Shutdown(); }
+
+void PeerClient::Send(raft::Message m) {
+  auto stub = stubs_.find(m.to);
+  if (stub == stubs_.end()) {
+    LOG(DFATAL) << "no channel to member " << m.to << " for " << m.DebugString();
+    return;
+  }
+  auto* call = new Call;
+  call->peer = m.to;
+  call->type = m.type;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) {
+      delete call;
+      return;
+    }
+    inflight_.insert(call);
+  }
+  grpc::CompletionQueue* cq = cqs_[next_cq_.fetch_add(1, std::memory_order_relaxed) % cqs_.size()].get();
+  switch (m.type) {
+    case raft::MessageType::kAppend:
+      call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(options_.append_timeout_ms));
+      call->append_reader = stub->second->PrepareAsyncAppendEntries(&call->context, m.append, cq);
+      call->append_reader->StartCall();
+      call->append_reader->Finish(&call->append_resp, &call->status, call);
+      break;
+    case raft::MessageType::kVote:
+      call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(options_.vote_timeout_ms));
+      call->vote_reader = stub->second->PrepareAsyncRequestVote(&call->context, m.vote, cq);
+      call->vote_reader->StartCall();
+      call->vote_reader->Finish(&call->vote_resp, &call->status, call);
+      break;
+    default: {
+      LOG(DFATAL) << "responses travel as RPC replies, not calls: " << m.DebugString();
+      std::lock_guard<std::mutex> lock(mu_);
+      inflight_.erase(call);
+      delete call;
+    }
+  }
+}
+
+void PeerClient::Poll(grpc::CompletionQueue* cq) {
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq->Next(&tag, &ok)) {
+    std::unique_ptr<Call> call(static_cast<Call*>(tag));
+    bool shutting_down;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      inflight_.erase(call.get());
+      shutting_down = shut_down_;
+    }
+    if (shutting_down) continue;
+    if (ok && call->status.ok()) {
+      raft::Message r;
+      r.from = call->peer;
+      r.to = self_id_;
+      if (call->type == raft::MessageType::kAppend) {
+        r.type = raft::MessageType::kAppendResp;
+        r.append_resp = std::move(call->append_resp);
+      } else {
+        r.type = raft::MessageType::kVoteResp;
+        r.vote_resp = std::move(call->vote_resp);
+      }
+      on_response_(r);
+      continue;
+    }
+    bool log_it = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto& last = last_failure_log_[call->peer];
+      if (Clock::now() - last > std::chrono::seconds(5)) {
+        last = Clock::now();
+        log_it = true;
+      }
+    }
+    LOG_IF(WARNING, log_it) << "RPC " << raft::MessageTypeName(call->type) << " to member "
+                            << call->peer << " failed: "
+                            << static_cast<int>(call->status.error_code()) << " "
+                            << call->status.error_message() << " (further failures muted for 5s)";
+    on_unreachable_(call->peer);
+  }
+}
+
+void PeerClient::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    for (Call* call : inflight_) call->context.TryCancel();
+  }
+  for (auto& cq : cqs_) cq->Shutdown();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+}  // namespace raftkv

@@ -1,0 +1,87 @@
+#include "storage/hard_state.h"
+
+#include <cstring>
+
+#include "storage/crc32c.h"
+#include "storage/file_util.h"
+
+namespace raftkv {
+namespace {
+
+// Layout, all little-endian:
+//   [0, 4)   magic "RKHS"
+//   [4, 8)   version (kVersion)
+//   [8, 16)  term
+//   [16, 24) vote
+//   [24, 28) crc32c of bytes [0, 24)
+constexpr char kMagic[4] = {'R', 'K', 'H', 'S'};
+constexpr uint32_t kVersion = 1;
+constexpr size_t kBodySize = 24;
+constexpr size_t kFileSize = kBodySize + 4;
+
+void PutLE(char* p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xFF);
+}
+
+uint64_t GetLE(const char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(p[i])) << (8 * i);
+  return v;
+}
+
+}  // namespace
+
+Status HardStateFile::Load(HardState* state) const {
+  file::File f;
+  bool missing = false;
+  Status s = file::File::Open(path_, file::OpenMode::kReadOnly, &f, &missing);
+  if (!s.ok()) return s;
+  if (missing) {
+    *state = HardState{};
+    return Status::OK();
+  }
+  std::string buf;
+  s = f.ReadAll(&buf);
+  if (!s.ok()) return s;
+  if (buf.size() != kFileSize) {
+    return Status::Corruption(path_ + ": hard state file is " + std::to_string(buf.size()) +
+                              " bytes, expected " + std::to_string(kFileSize));
+  }
+  if (std::memcmp(buf.data(), kMagic, sizeof(kMagic)) != 0) {
+    return Status::Corruption(path_ + ": bad magic (not a raftkv hard state file)");
+  }
+  const uint32_t stored_crc = static_cast<uint32_t>(GetLE(buf.data() + kBodySize, 4));
+  const uint32_t actual_crc = crc32c::Value(buf.data(), kBodySize);
+  if (stored_crc != actual_crc) {
+    return Status::Corruption(path_ + ": checksum mismatch");
+  }
+  const uint32_t version = static_cast<uint32_t>(GetLE(buf.data() + 4, 4));
+  if (version != kVersion) {
+    return Status::Corruption(path_ + ": unsupported hard state version " +
+                              std::to_string(version));
+  }
+  state->term = GetLE(buf.data() + 8, 8);
+  state->vote = GetLE(buf.data() + 16, 8);
+  return Status::OK();
+}
+
+Status HardStateFile::Save(const HardState& state) {
+  char buf[kFileSize];
+  std::memcpy(buf, kMagic, sizeof(kMagic));
+  PutLE(buf + 4, kVersion, 4);
+  PutLE(buf + 8, state.term, 8);
+  PutLE(buf + 16, state.vote, 8);
+  PutLE(buf + kBodySize, crc32c::Value(buf, kBodySize), 4);
+
+  const std::string tmp = path_ + ".tmp";
+  file::File f;
+  Status s = file::File::Open(tmp, file::OpenMode::kCreateTruncate, &f);
+  if (s.ok()) s = f.WriteAt(buf, sizeof(buf), 0);
+  if (s.ok()) s = f.Sync();
+  if (s.ok()) s = f.Close();
+  if (s.ok()) s = file::Rename(tmp, path_);
+  if (s.ok()) s = file::SyncDir(file::DirName(path_));
+  return s;
+}
+
+}  // namespace raftkv

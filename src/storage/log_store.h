@@ -1,0 +1,97 @@
+// The durable half of the Raft log. The consensus core keeps the entries it
+// needs in memory; a LogStore makes them survive a crash.
+//
+// On-disk format (SegmentedLog), documented in doc/architecture.md:
+//   <dir>/<20-digit first index>.seg   segment files, in index order
+//   record  := crc32c:u32le  length:u32le  payload[length]
+//   crc32c  covers the 4 length bytes followed by the payload
+//   payload := serialized raftkv.Entry
+// Segments are contiguous: the first record of a segment holds the index in its
+// name, and each record's index is one more than the previous record's.
+//
+// This class does no internal locking: one thread (the node's I/O loop) calls it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "raftkv.pb.h"
+#include "storage/status.h"
+
+namespace raftkv {
+
+// What Open() found on disk.
+struct LogRecovery {
+  std::vector<Entry> entries;  // every valid entry, in index order
+  // True if a torn or corrupt record at the tail of the last segment was cut
+  // off. `detail` then says which file, at which offset, and why.
+  bool truncated_tail = false;
+  std::string detail;
+};
+
+class LogStore {
+ public:
+  virtual ~LogStore() = default;
+
+  // Writes `entries` (contiguous, ascending indexes) after the existing log.
+  // If entries.front().index <= LastIndex(), every stored entry with an index
+  // >= entries.front().index is removed first (Raft's conflicting-suffix
+  // truncation). entries.front().index must be <= LastIndex() + 1 and
+  // > 0. The data is not durable until Sync() returns OK.
+  virtual Status Append(const std::vector<Entry>& entries) = 0;
+
+  // Makes everything appended so far durable (fdatasync; directory fsync when
+  // files were created or removed). One Sync covers every Append since the
+  // last one: group commit.
+  virtual Status Sync() = 0;
+
+  // Index of the last entry stored (0 when empty).
+  virtual uint64_t LastIndex() const = 0;
+};
+
+struct SegmentedLogOptions {
+  // A new segment file is started once the current one reaches this size.
+  uint64_t max_segment_bytes = 64ull << 20;
+};
+
+// The file implementation. Open() scans every segment: a torn or corrupt tail
+// of the *last* segment (a record that is short, or whose CRC fails and which
+// is the last record in the file) is reported in `recovery` and in the log
+// (glog WARNING) and truncated away. Anything else invalid -- a bad record
+// followed by more data, a corrupt record in an earlier segment, a gap or
+// repeat in the indexes -- is refused with Status::Corruption naming the file
+// and offset: the node must not serve data it cannot trust.
+class SegmentedLog : public LogStore {
+ public:
+  static Status Open(const std::string& dir, const SegmentedLogOptions& options,
+                     std::unique_ptr<SegmentedLog>* log, LogRecovery* recovery);
+  ~SegmentedLog() override;
+
+  Status Append(const std::vector<Entry>& entries) override;
+  Status Sync() override;
+  uint64_t LastIndex() const override;
+
+  // Number of segment files (for tests and status).
+  size_t SegmentCount() const;
+
+ private:
+  struct Impl;
+  explicit SegmentedLog(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// An in-memory LogStore for tests of the layers above storage.
+class MemoryLogStore : public LogStore {
+ public:
+  Status Append(const std::vector<Entry>& entries) override;
+  Status Sync() override { return Status::OK(); }
+  uint64_t LastIndex() const override;
+  const std::vector<Entry>& entries() const { return entries_; }
+
+ private:
+  std::vector<Entry> entries_;
+};
+
+}  // namespace raftkv

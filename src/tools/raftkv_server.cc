@@ -1,0 +1,151 @@
+// raftkv-server: one member of a raftkv cluster.
+//
+//   raftkv-server --flagfile=conf/node1.flags
+//   raftkv-server --id=1 --cluster_file=conf/cluster.conf --data_dir=data/node1
+//
+// SIGTERM / SIGINT stop the server gracefully; SIGKILL at any point loses no
+// acknowledged write (see doc/architecture.md).
+#include <signal.h>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "service/cluster_config.h"
+#include "service/grpc_server.h"
+#include "service/node.h"
+#include "service/peer_client.h"
+
+DEFINE_uint64(id, 0, "This member's id; must appear in --cluster_file (required).");
+DEFINE_string(cluster_file, "conf/cluster.conf",
+              "Cluster file listing every member as '<id> <host:port>', one per line. The same "
+              "file is given to every member; it is the bootstrap configuration.");
+DEFINE_string(data_dir, "", "Directory for this member's log and state (required).");
+DEFINE_string(listen_address, "",
+              "host:port to bind. Default: 0.0.0.0 and the port of this member's address in "
+              "--cluster_file (so LAN peers can connect).");
+DEFINE_int32(server_cq_num, 2, "Completion queues serving incoming client and peer calls.");
+DEFINE_int32(server_threads_per_cq, 1, "Threads polling each server completion queue.");
+DEFINE_int32(peer_cq_num, 1, "Completion queues for this member's calls to its peers.");
+DEFINE_int32(peer_threads_per_cq, 1, "Threads polling each peer completion queue.");
+DEFINE_int32(calls_per_cq, 64, "Calls pre-posted per server completion queue for each busy method.");
+DEFINE_int32(tick_ms, 50, "Length of one logical clock tick in milliseconds.");
+DEFINE_int32(election_ticks, 10,
+             "Minimum election timeout in ticks; each timeout is drawn from [n, 2n) ticks.");
+DEFINE_int32(heartbeat_ticks, 2, "Ticks between leader heartbeats; must be < --election_ticks.");
+DEFINE_uint64(max_key_bytes, 4096, "Largest key accepted; longer keys get INVALID_ARGUMENT.");
+DEFINE_uint64(max_value_bytes, 1 << 20, "Largest value accepted; longer values get INVALID_ARGUMENT.");
+DEFINE_int32(max_request_timeout_ms, 10000,
+             "Server-side deadline for client calls with no deadline (or a later one).");
+DEFINE_uint64(max_inflight_appends, 64,
+              "AppendEntries calls in flight per follower (pipelining window).");
+DEFINE_uint64(max_append_entries, 4096, "Most entries in one AppendEntries.");
+DEFINE_uint64(max_append_bytes, 1 << 20, "Soft limit on the entry bytes in one AppendEntries.");
+DEFINE_int32(append_timeout_ms, 2000, "Deadline of one AppendEntries call to a peer.");
+DEFINE_int32(vote_timeout_ms, 1000, "Deadline of one RequestVote call to a peer.");
+DEFINE_uint64(segment_bytes, 64ull << 20, "Log segment size at which a new segment file starts.");
+
+namespace {
+
+int Fail(const std::string& message) {
+  std::cerr << "raftkv-server: " << message << std::endl;
+  LOG(ERROR) << message;
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("raftkv-server --flagfile=conf/node1.flags  (see --help)");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  google::InitGoogleLogging(argv[0]);
+  if (argc > 1) return Fail(std::string("unexpected argument '") + argv[1] + "'");
+  if (FLAGS_id == 0) return Fail("--id is required (a positive member id)");
+  if (FLAGS_data_dir.empty()) return Fail("--data_dir is required");
+  if (FLAGS_tick_ms < 1) return Fail("--tick_ms must be >= 1");
+  if (FLAGS_heartbeat_ticks < 1 || FLAGS_heartbeat_ticks >= FLAGS_election_ticks) {
+    return Fail("--heartbeat_ticks must be >= 1 and < --election_ticks");
+  }
+  if (FLAGS_server_cq_num < 1 || FLAGS_server_threads_per_cq < 1 || FLAGS_peer_cq_num < 1 ||
+      FLAGS_peer_threads_per_cq < 1 || FLAGS_calls_per_cq < 1) {
+    return Fail("completion queue and thread counts must be >= 1");
+  }
+  if (FLAGS_max_inflight_appends < 1 || FLAGS_max_append_entries < 1) {
+    return Fail("--max_inflight_appends and --max_append_entries must be >= 1");
+  }
+
+  raftkv::ClusterConfig cluster;
+  raftkv::Status s = raftkv::LoadClusterConfig(FLAGS_cluster_file, &cluster);
+  if (!s.ok()) return Fail(s.message());
+  const raftkv::Member* self = cluster.Find(FLAGS_id);
+  if (self == nullptr) {
+    return Fail("--id=" + std::to_string(FLAGS_id) + " is not listed in " + FLAGS_cluster_file);
+  }
+
+  raftkv::NodeOptions node_options;
+  node_options.id = FLAGS_id;
+  node_options.cluster = cluster;
+  node_options.data_dir = FLAGS_data_dir;
+  node_options.tick_ms = FLAGS_tick_ms;
+  node_options.election_ticks = FLAGS_election_ticks;
+  node_options.heartbeat_ticks = FLAGS_heartbeat_ticks;
+  node_options.max_inflight_appends = FLAGS_max_inflight_appends;
+  node_options.max_append_entries = FLAGS_max_append_entries;
+  node_options.max_append_bytes = FLAGS_max_append_bytes;
+  node_options.log.max_segment_bytes = FLAGS_segment_bytes;
+
+  // Handle termination signals synchronously in main; every thread created
+  // from here on inherits the blocked mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  std::unique_ptr<raftkv::RaftNode> node;
+  s = raftkv::RaftNode::Open(node_options, &node);
+  if (!s.ok()) return Fail("cannot open " + FLAGS_data_dir + ": " + s.ToString());
+
+  raftkv::PeerClientOptions peer_options;
+  peer_options.cq_num = FLAGS_peer_cq_num;
+  peer_options.threads_per_cq = FLAGS_peer_threads_per_cq;
+  peer_options.append_timeout_ms = FLAGS_append_timeout_ms;
+  peer_options.vote_timeout_ms = FLAGS_vote_timeout_ms;
+  raftkv::RaftNode* raw_node = node.get();
+  raftkv::PeerClient peers(
+      cluster, FLAGS_id, peer_options,
+      [raw_node](const raftkv::raft::Message& m) { raw_node->StepResponse(m); },
+      [raw_node](uint64_t peer) { raw_node->ReportUnreachable(peer); });
+
+  raftkv::ServerOptions server_options;
+  server_options.listen_address = FLAGS_listen_address;
+  if (server_options.listen_address.empty()) {
+    server_options.listen_address = "0.0.0.0" + self->address.substr(self->address.rfind(':'));
+  }
+  server_options.cq_num = FLAGS_server_cq_num;
+  server_options.threads_per_cq = FLAGS_server_threads_per_cq;
+  server_options.calls_per_cq = FLAGS_calls_per_cq;
+  server_options.max_key_bytes = FLAGS_max_key_bytes;
+  server_options.max_value_bytes = FLAGS_max_value_bytes;
+  server_options.max_request_timeout_ms = FLAGS_max_request_timeout_ms;
+  raftkv::GrpcServer server(server_options, raw_node);
+  s = server.Start();
+  if (!s.ok()) return Fail(s.message());
+  node->Start(&peers);
+  LOG(INFO) << "raftkv-server member " << FLAGS_id << " of " << cluster.members.size()
+            << " started; data in " << FLAGS_data_dir;
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  LOG(INFO) << "signal " << signal_number << ": shutting down";
+  server.Shutdown(500);
+  node->Stop();
+  peers.Shutdown();
+  server.Join();
+  node.reset();
+  google::ShutdownGoogleLogging();
+  return 0;
+}
