@@ -11,6 +11,7 @@
 #include <glog/logging.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -61,6 +62,10 @@ int Fail(const std::string& message) {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("raftkv-server --flagfile=conf/node1.flags  (see --help)");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (!FLAGS_log_dir.empty()) {
+    std::error_code ec;  // glog silently drops logs if its directory is missing
+    std::filesystem::create_directories(FLAGS_log_dir, ec);
+  }
   google::InitGoogleLogging(argv[0]);
   if (argc > 1) return Fail(std::string("unexpected argument '") + argv[1] + "'");
   if (FLAGS_id == 0) return Fail("--id is required (a positive member id)");

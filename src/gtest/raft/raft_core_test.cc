@@ -126,7 +126,9 @@ TEST(RaftCoreTest, VoteForOutOfDateLogIsRefused) {
     EXPECT_EQ(resp.type, MessageType::kVoteResp);
     EXPECT_FALSE(resp.vote_resp.granted());
     EXPECT_NE(r->vote(), 2u);
-    if (rd.hard_state) EXPECT_NE(rd.hard_state->vote, 2u);
+    if (rd.hard_state) {
+      EXPECT_NE(rd.hard_state->vote, 2u);
+    }
   }
   // Same last term, shorter log.
   {

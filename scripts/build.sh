@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Configures and builds raftkv into ./build (the README's default build
+# directory). Extra arguments are passed to `cmake --build` (e.g. --target X).
+#   RAFTKV_BUILD_DIR   build directory (default <repo>/build)
+#   RAFTKV_BUILD_TYPE  CMAKE_BUILD_TYPE (default RelWithDebInfo)
+set -euo pipefail
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${RAFTKV_BUILD_DIR:-$REPO_ROOT/build}
+GENERATOR=()
+command -v ninja >/dev/null 2>&1 && GENERATOR=(-G Ninja)
+if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+  cmake -S "$REPO_ROOT" -B "$BUILD_DIR" "${GENERATOR[@]}" \
+    -DCMAKE_BUILD_TYPE="${RAFTKV_BUILD_TYPE:-RelWithDebInfo}"
+fi
+JOBS=$( (nproc || sysctl -n hw.ncpu || echo 2) 2>/dev/null | head -1)
+cmake --build "$BUILD_DIR" -j "$JOBS" "$@"
