@@ -10,7 +10,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev libboost-dev
-  python3
+  python3 python3-matplotlib
 )
 
 # Prints the packages of APT_PACKAGES that dpkg does not report as installed.

@@ -5,7 +5,7 @@
 set -euo pipefail
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$REPO_ROOT/scripts/install-deps.sh"
-"$REPO_ROOT/scripts/build.sh" --target raftkv-server raftkvctl
+"$REPO_ROOT/scripts/build.sh" --target raftkv-server raftkvctl raftkv-bench
 
 export RAFTKV_BIN_DIR=${RAFTKV_BIN_DIR:-$REPO_ROOT/build}
 export RAFTKV_DATA=${RAFTKV_DATA:-$REPO_ROOT/data/demo}
@@ -55,3 +55,8 @@ echo "\$ raftkvctl --endpoints=<member $leader> --stale get after-crash"
 
 step "stop"
 "$CLUSTER" stop
+
+step "benchmark: async writes and the gRPC echo ceiling (local cluster: leader + 2 followers)"
+echo "\$ raftkv-bench --gtest_filter=Benchmark.Write:Benchmark.Echo --requests=20000"
+"$RAFTKV_BIN_DIR/raftkv-bench" --gtest_filter=Benchmark.Write:Benchmark.Echo --requests=20000 \
+  --gtest_brief=1

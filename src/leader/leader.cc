@@ -99,6 +99,15 @@ void Raft::LeaderTick() {
   }
   if (heartbeat_elapsed_ >= config_.heartbeat_ticks) {
     heartbeat_elapsed_ = 0;
+    // An election timeout's worth of heartbeat intervals.
+    const int stall_limit = std::max(2, config_.election_ticks / config_.heartbeat_ticks);
+    for (auto& [peer, pr] : progress_) {
+      if (pr.CheckStalled(stall_limit)) {
+        LOG(INFO) << "member " << config_.id << ": replication to " << peer
+                  << " stalled at match " << pr.match() << "; probing";
+        pr.BecomeProbe();
+      }
+    }
     BroadcastHeartbeat();
   }
 }

@@ -26,6 +26,7 @@ void Progress::OnSent(uint64_t last) {
 bool Progress::OnSuccess(uint64_t match) {
   while (!inflight_.empty() && inflight_.front() <= match) inflight_.pop_front();
   if (match <= match_) return false;
+  stalled_intervals_ = 0;
   match_ = match;
   next_ = std::max(next_, match + 1);
   return true;
@@ -47,13 +48,23 @@ bool Progress::OnReject(uint64_t rejected, uint64_t next_hint) {
   return true;
 }
 
+bool Progress::CheckStalled(int limit) {
+  if (state_ != State::kReplicate || inflight_.empty()) {
+    stalled_intervals_ = 0;
+    return false;
+  }
+  return ++stalled_intervals_ >= limit;
+}
+
 void Progress::BecomeProbe() {
+  stalled_intervals_ = 0;
   state_ = State::kProbe;
   probe_sent_ = false;
   inflight_.clear();
 }
 
 void Progress::BecomeReplicate() {
+  stalled_intervals_ = 0;
   state_ = State::kReplicate;
   next_ = match_ + 1;
   probe_sent_ = false;

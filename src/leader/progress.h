@@ -46,6 +46,11 @@ class Progress {
   void BecomeProbe();
   void BecomeReplicate();
   size_t inflight() const { return inflight_.size(); }
+  // Called once per heartbeat interval. Returns true when messages have been
+  // in flight for `limit` intervals without the match advancing: one was
+  // lost, and the caller should fall back to probing. (The transport reports
+  // failed calls, but the core does not rely on every loss being reported.)
+  bool CheckStalled(int limit);
 
  private:
   State state_ = State::kProbe;
@@ -55,6 +60,7 @@ class Progress {
   bool probe_sent_ = false;        // kProbe: one message outstanding
   bool recent_active_ = false;
   std::deque<uint64_t> inflight_;  // kReplicate: last index of each message in flight
+  int stalled_intervals_ = 0;      // heartbeat intervals with inflight_ stuck
 };
 
 }  // namespace raftkv::raft

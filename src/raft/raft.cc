@@ -203,7 +203,9 @@ void Raft::Step(const Message& m) {
       resp.append_resp.set_success(false);
       resp.append_resp.set_rejected_index(m.append.prev_log_index());
       resp.append_resp.set_last_log_index(last_index());
-      resp.append_resp.set_read_round(m.append.read_round());
+      // No read_round: this answer carries our (newer) term, and echoing the
+      // old request's round could confirm a ReadIndex round of a later
+      // leadership of the sender in this term.
       Send(std::move(resp));
     } else if (m.type == MessageType::kVote) {
       Message resp;

@@ -116,6 +116,36 @@ TEST(RaftCoreTest, AppendWithMismatchedPrevIsRejectedWithHint) {
   EXPECT_EQ(r->leader_id(), 2u);
 }
 
+// The follower's log has a stale suffix after the entries the leader sent:
+// the leader's commit index covers only what the message proved to match.
+TEST(RaftCoreTest, FollowerCommitsOnlyUpToLastNewEntry) {
+  HardState hs;
+  hs.term = 2;
+  std::vector<Entry> log = {MakeEntry(1, 1), MakeEntry(2, 2), MakeEntry(3, 2, "stale"),
+                            MakeEntry(4, 2, "stale")};
+  Raft r(ThreeNodeConfig(1), hs, std::move(log));
+  while (r.HasReady()) r.Advance(r.GetReady());
+  // Leader 2 of term 3 holds [1/1, 2/2, 3/3, 4/3] with commit 4, and sends
+  // only entry 2 (flow control).
+  Message m;
+  m.type = MessageType::kAppend;
+  m.from = 2;
+  m.to = 1;
+  m.rpc_id = 90;
+  m.append.set_term(3);
+  m.append.set_leader_id(2);
+  m.append.set_prev_log_index(1);
+  m.append.set_prev_log_term(1);
+  *m.append.add_entries() = MakeEntry(2, 2);
+  m.append.set_leader_commit(4);
+  m.append.set_to(1);
+  r.Step(m);
+  Message resp = OnlyResponse(r, 90);
+  EXPECT_TRUE(resp.append_resp.success());
+  EXPECT_EQ(resp.append_resp.match_index(), 2u);
+  EXPECT_LE(r.commit_index(), 2u) << "committed the stale entries 3..4";
+}
+
 TEST(RaftCoreTest, VoteForOutOfDateLogIsRefused) {
   // Lower last term.
   {

@@ -52,6 +52,7 @@ std::vector<uint64_t> TestSeeds(int default_count) {
     return seeds;
   }
   int count = default_count;
+  if (const char* scale = std::getenv("RAFT_SIM_SCALE")) count *= std::max(1, std::atoi(scale));
   if (const char* n = std::getenv("RAFT_SIM_SEEDS")) count = std::atoi(n);
   for (int i = 1; i <= count; ++i) seeds.push_back(static_cast<uint64_t>(i));
   return seeds;
@@ -117,6 +118,9 @@ void SimCluster::StartCore(Node& n) {
   n.pending_rpcs.clear();
   n.rpcs_in_progress.clear();
   n.crash_at.reset();
+  n.inflight.reset();
+  // A term that was never durable was never revealed to anyone either.
+  n.max_term = n.hs.term;
   Trace("start node " + U(n.id) + " incarnation " + U(n.incarnation) + " hs=" + U(n.hs.term) +
         "/" + U(n.hs.vote) + " log=" + U(n.log.size()));
   if (n.core->term() != n.hs.term || n.core->vote() != n.hs.vote) {
@@ -149,7 +153,33 @@ void SimCluster::DoCrash(Node& n) {
   Trace("CRASH node " + U(n.id) + " incarnation " + U(n.incarnation) + " (durable: hs=" +
         U(n.hs.term) + "/" + U(n.hs.vote) + " log=" + U(n.log.size()) +
         (n.core ? ", in memory: log=" + U(n.core->last_index()) : std::string()) + ")");
+  if (n.inflight) {
+    // The write was in progress: hard state is saved before the entries.
+    Ready partial = std::move(*n.inflight);
+    n.inflight.reset();
+    // The hard state file is saved first; then the log is truncated (if the
+    // write starts inside it) and records are appended in order, so a crash
+    // leaves the old state, or the new hard state and a prefix of the entries
+    // (a torn tail is cut off on recovery).
+    if (rng_.Chance(0.3)) {
+      Trace("  the in-progress write is lost");
+    } else {
+      const size_t keep = static_cast<size_t>(rng_.Uniform(partial.entries.size() + 1));
+      Trace("  the in-progress write is durable up to " + U(keep) + " of " +
+            U(partial.entries.size()) + " entries");
+      const std::vector<Entry> all = partial.entries;
+      partial.entries.resize(keep);
+      Persist(n, partial);
+      if (keep == 0 && !all.empty() && all.front().index() <= n.log.size()) {
+        TruncateDurable(n, all.front().index(), all);  // truncated, nothing appended
+      }
+    }
+  }
   n.core.reset();
+  // Calls this node was serving fail at their callers.
+  for (const auto& [rpc, call] : n.rpcs_in_progress) {
+    ScheduleUnreachable(call.requester, call.requester_incarnation, n.id, true);
+  }
   n.pending_rpcs.clear();
   n.rpcs_in_progress.clear();
   n.crash_at.reset();
@@ -328,6 +358,10 @@ bool SimCluster::ReadIndex(uint64_t node, uint64_t read_id) {
 void SimCluster::Enqueue(Envelope env) {
   env.seq = next_seq_++;
   uint64_t at = now_ + static_cast<uint64_t>(rng_.Range(options_.min_delay, options_.max_delay));
+  if (options_.reorder && rng_.Chance(options_.long_delay_prob)) {
+    at += static_cast<uint64_t>(options_.tick_interval) *
+          static_cast<uint64_t>(rng_.Range(1, options_.long_delay_max_ticks));
+  }
   if (!options_.reorder) {
     uint64_t& last = last_delivery_on_link_[{env.msg.from, env.msg.to}];
     at = std::max(at, last);
@@ -343,12 +377,16 @@ void SimCluster::Send(Node& n, const Message& m, bool before_persist) {
   env.msg = m;
   env.send_event = event_;
   env.from_incarnation = n.incarnation;
-  if (m.IsResponse()) {
-    auto it = n.rpcs_in_progress.find(m.rpc_id);
+  if (env.msg.IsResponse()) {
+    auto it = n.rpcs_in_progress.find(env.msg.rpc_id);
     if (it != n.rpcs_in_progress.end()) {
       env.to_incarnation = it->second.requester_incarnation;
       n.rpcs_in_progress.erase(it);
     }
+  }
+  if (intercept && intercept(env)) {
+    Trace("intercepted " + Describe(env.msg));
+    return;
   }
   const bool dup = rng_.Chance(options_.dup_prob);
   if (dup) {
@@ -361,22 +399,38 @@ void SimCluster::Send(Node& n, const Message& m, bool before_persist) {
   }
 }
 
+void SimCluster::Inject(Envelope env) {
+  Trace("inject " + Describe(env.msg));
+  Enqueue(std::move(env));
+}
+
 void SimCluster::Drop(const Envelope& env, const char* why) {
   const Message& m = env.msg;
   Trace(std::string("drop (") + why + ") " + Describe(m));
-  if (!rng_.Chance(options_.report_unreachable_prob)) return;
   // The failed RPC is reported to the side that made the call.
-  uint64_t caller = m.IsResponse() ? m.to : m.from;
-  uint64_t caller_incarnation = m.IsResponse() ? env.to_incarnation : env.from_incarnation;
-  uint64_t peer = m.IsResponse() ? m.from : m.to;
-  auto it = nodes_.find(caller);
-  if (it == nodes_.end()) return;
-  Node& c = it->second;
-  if (!c.core || c.incarnation != caller_incarnation) return;
-  Trace("ReportUnreachable(" + U(peer) + ") at " + U(caller));
-  c.core->ReportUnreachable(peer);
-  ProcessReady(c);
-  AfterStep();
+  if (m.IsResponse()) {
+    ScheduleUnreachable(m.to, env.to_incarnation, m.from, false);
+  } else {
+    ScheduleUnreachable(m.from, env.from_incarnation, m.to, !alive(m.to));
+  }
+}
+
+void SimCluster::ScheduleUnreachable(uint64_t caller, uint64_t caller_incarnation, uint64_t peer,
+                                     bool immediate) {
+  if (!rng_.Chance(options_.report_unreachable_prob)) return;
+  Envelope env;
+  env.unreachable_report = true;
+  env.msg.from = peer;
+  env.msg.to = caller;
+  env.to_incarnation = caller_incarnation;
+  env.seq = next_seq_++;
+  const uint64_t interval = static_cast<uint64_t>(options_.tick_interval);
+  env.deliver_at =
+      now_ + (immediate ? 1
+                        : interval * static_cast<uint64_t>(rng_.Range(
+                                         options_.rpc_timeout_min_ticks,
+                                         options_.rpc_timeout_max_ticks)));
+  queue_.emplace(std::make_pair(env.deliver_at, env.seq), std::move(env));
 }
 
 void SimCluster::Deliver(Envelope env) {
@@ -387,6 +441,25 @@ void SimCluster::Deliver(Envelope env) {
     return;
   }
   Node& dest = it->second;
+  if (env.io_completion) {
+    if (!dest.core || dest.incarnation != env.to_incarnation || !dest.inflight) return;
+    Trace("write done at " + U(dest.id));
+    Ready rd = std::move(*dest.inflight);
+    std::vector<bool> sent = std::move(dest.inflight_sent);
+    dest.inflight.reset();
+    if (CompleteReady(dest, rd, sent)) ProcessReady(dest);
+    touched_.insert(dest.id);
+    AfterStep();
+    return;
+  }
+  if (env.unreachable_report) {
+    if (!dest.core || dest.incarnation != env.to_incarnation) return;
+    Trace("ReportUnreachable(" + U(m.from) + ") at " + U(m.to));
+    dest.core->ReportUnreachable(m.from);
+    ProcessReady(dest);
+    AfterStep();
+    return;
+  }
   if (!dest.core) return Drop(env, "destination down");
   if (!CanTalk(m.from, m.to)) return Drop(env, "partitioned");
   if (m.IsResponse() && env.to_incarnation != dest.incarnation) {
@@ -428,8 +501,9 @@ void SimCluster::Deliver(Envelope env) {
 // ---------------------------------------------------------------------------
 
 void SimCluster::ProcessReady(Node& n) {
+  touched_.insert(n.id);
   for (int iter = 0;; ++iter) {
-    if (!n.core) return;
+    if (!n.core || n.inflight) return;
     if (n.pending_rpcs.empty() && !n.core->HasReady()) break;
     if (iter >= 1000) {
       Violation("node " + U(n.id) + ": HasReady() stays true after 1000 Ready cycles");
@@ -479,21 +553,53 @@ void SimCluster::ProcessReady(Node& n) {
     RecordCommit(n);
 
     // 1. The leader's appends may go out before the write.
-    for (const Message& m : rd.messages) {
+    std::vector<bool> sent(rd.messages.size(), false);
+    for (size_t i = 0; i < rd.messages.size(); ++i) {
+      const Message& m = rd.messages[i];
       if (!MessagesBeforePersist(m)) continue;
       if (m.IsResponse()) {
         Violation("MessagesBeforePersist() is true for a response: " + Describe(m));
       }
+      sent[i] = true;
       Send(n, m, true);
     }
+    // The write may take a while: like raftkv-server's I/O thread, the core
+    // is unlocked meanwhile and keeps stepping messages, ticks and proposals;
+    // the next GetReady() waits for this Advance().
+    if (rng_.Chance(options_.async_persist_prob)) {
+      n.inflight = std::move(rd);
+      n.inflight_sent = std::move(sent);
+      Envelope done;
+      done.io_completion = true;
+      done.msg.from = n.id;
+      done.msg.to = n.id;
+      done.to_incarnation = n.incarnation;
+      done.seq = next_seq_++;
+      done.deliver_at = now_ + static_cast<uint64_t>(rng_.Range(options_.min_persist_delay,
+                                                                options_.max_persist_delay));
+      queue_.emplace(std::make_pair(done.deliver_at, done.seq), std::move(done));
+      return;
+    }
+    if (!CompleteReady(n, rd, sent)) return;
+  }
+}
+
+bool SimCluster::CompleteReady(Node& n, const Ready& rd, const std::vector<bool>& sent) {
+  {
     const bool durable_work = rd.hard_state.has_value() || !rd.entries.empty();
-    if (durable_work && n.crash_at == CrashPoint::kBeforePersist) return DoCrash(n);
+    if (durable_work && n.crash_at == CrashPoint::kBeforePersist) {
+      DoCrash(n);
+      return false;
+    }
     // 2. Persist.
     Persist(n, rd);
-    if (durable_work && n.crash_at == CrashPoint::kAfterPersist) return DoCrash(n);
+    if (durable_work && n.crash_at == CrashPoint::kAfterPersist) {
+      DoCrash(n);
+      return false;
+    }
     // 3. Everything else reflects durable state.
-    for (const Message& m : rd.messages) {
-      if (!MessagesBeforePersist(m)) Send(n, m, false);
+    for (size_t i = 0; i < rd.messages.size(); ++i) {
+      if (!sent[i]) Send(n, rd.messages[i], false);
     }
     n.core->Advance(rd);
 
@@ -502,7 +608,7 @@ void SimCluster::ProcessReady(Node& n) {
       if (e.index() != n.applied.size() + 1) {
         Violation("node " + U(n.id) + " applies index " + U(e.index()) + " after " +
                   U(n.applied.size()) + " (not consecutive)");
-        return;
+        return true;
       }
       if (e.index() > n.core->commit_index()) {
         Violation("node " + U(n.id) + " applies index " + U(e.index()) +
@@ -562,6 +668,7 @@ void SimCluster::ProcessReady(Node& n) {
       n.failed_reads.insert(id);
     }
   }
+  return true;
 }
 
 void SimCluster::Persist(Node& n, const Ready& rd) {
@@ -591,20 +698,7 @@ void SimCluster::Persist(Node& n, const Ready& rd) {
               " but the durable log ends at " + U(n.log.size()));
     return;
   }
-  if (first <= n.log.size()) {
-    // Truncation: a committed entry this node holds must never be removed.
-    for (uint64_t i = first; i <= n.log.size(); ++i) {
-      if (i > committed_.size()) break;
-      if (!SameEntry(n.log[i - 1], committed_[i - 1])) continue;
-      const size_t k = static_cast<size_t>(i - first);
-      if (k >= rd.entries.size() || !SameEntry(rd.entries[k], committed_[i - 1])) {
-        Violation("node " + U(n.id) + " truncates its log from " + U(first) +
-                  ", removing committed entry " + EntryString(committed_[i - 1]));
-        break;
-      }
-    }
-    n.log.resize(first - 1);
-  }
+  if (first <= n.log.size()) TruncateDurable(n, first, rd.entries);
   for (const Entry& e : rd.entries) {
     RegisterEntry(n.id, e, n.log.empty() ? 0 : n.log.back().term(), "persisted");
     n.log.push_back(e);
@@ -613,6 +707,21 @@ void SimCluster::Persist(Node& n, const Ready& rd) {
     Violation("node " + U(n.id) + " persists " + EntryString(n.log.back()) +
               " with a term above its durable term " + U(n.hs.term));
   }
+}
+
+void SimCluster::TruncateDurable(Node& n, uint64_t first, const std::vector<Entry>& replacement) {
+  // A committed entry this node holds must never be removed.
+  for (uint64_t i = first; i <= n.log.size(); ++i) {
+    if (i > committed_.size()) break;
+    if (!SameEntry(n.log[i - 1], committed_[i - 1])) continue;
+    const size_t k = static_cast<size_t>(i - first);
+    if (k >= replacement.size() || !SameEntry(replacement[k], committed_[i - 1])) {
+      Violation("node " + U(n.id) + " truncates its log from " + U(first) +
+                ", removing committed entry " + EntryString(committed_[i - 1]));
+      break;
+    }
+  }
+  n.log.resize(first - 1);
 }
 
 void SimCluster::ValidateOutgoing(Node& n, const Message& m, bool before_persist) {
@@ -651,7 +760,11 @@ void SimCluster::ValidateOutgoing(Node& n, const Message& m, bool before_persist
     case MessageType::kAppendResp: {
       const AppendEntriesResponse& r = m.append_resp;
       if (r.from() != n.id) Violation("AppendEntriesResponse.from wrong: " + Describe(m));
-      if (r.success() && r.match_index() > n.log.size()) {
+      // Only within one term: a node that has since moved to a higher term
+      // may have truncated what it acknowledged while still in memory, just
+      // as it could after making it durable; the acknowledgement is then
+      // merely delayed.
+      if (r.success() && r.term() == n.hs.term && r.match_index() > n.log.size()) {
         Violation("node " + U(n.id) + " acknowledges match " + U(r.match_index()) +
                   " but only " + U(n.log.size()) + " entries are durable: " + Describe(m));
       }
@@ -662,13 +775,16 @@ void SimCluster::ValidateOutgoing(Node& n, const Message& m, bool before_persist
       if (v.to() != m.to || v.candidate_id() != n.id) {
         Violation("RequestVote header fields wrong: " + Describe(m));
       }
-      if (!v.pre_vote() && (n.hs.term != v.term() || n.hs.vote != n.id)) {
+      // (The term may have moved on since the message was made: a stale
+      // request is harmless, an undurable candidacy is not.)
+      if (!v.pre_vote() &&
+          (n.hs.term < v.term() || (n.hs.term == v.term() && n.hs.vote != n.id))) {
         Violation("node " + U(n.id) + " requests votes for term " + U(v.term()) +
                   " but its durable hard state is " + U(n.hs.term) + "/" + U(n.hs.vote));
       }
-      if (v.pre_vote() && v.term() <= n.hs.term) {
+      if (v.pre_vote() && v.term() > n.hs.term + 1) {
         Violation("node " + U(n.id) + " pre-votes for term " + U(v.term()) +
-                  " not above its durable term " + U(n.hs.term));
+                  " more than one above its durable term " + U(n.hs.term));
       }
       break;
     }
@@ -676,7 +792,7 @@ void SimCluster::ValidateOutgoing(Node& n, const Message& m, bool before_persist
       const RequestVoteResponse& r = m.vote_resp;
       if (r.from() != n.id) Violation("RequestVoteResponse.from wrong: " + Describe(m));
       if (r.granted() && !r.pre_vote()) {
-        if (n.hs.term != r.term() || n.hs.vote != m.to) {
+        if (n.hs.term < r.term() || (n.hs.term == r.term() && n.hs.vote != m.to)) {
           Violation("node " + U(n.id) + " grants its vote to " + U(m.to) + " in term " +
                     U(r.term()) + " before that vote is durable (durable: " + U(n.hs.term) + "/" +
                     U(n.hs.vote) + ")");
@@ -774,7 +890,7 @@ void SimCluster::CheckNodeCheap(Node& n) {
     Violation("node " + U(n.id) + " applied " + U(n.applied.size()) + " entries, beyond its commit " +
               U(r.commit_index()));
   }
-  if (r.HasReady()) return;  // only right after a crash point; checked next time
+  if (n.inflight || r.HasReady()) return;  // a write in progress; checked after it
   if (r.term() != n.hs.term || r.vote() != n.hs.vote) {
     Violation("node " + U(n.id) + " in-memory term/vote " + U(r.term()) + "/" + U(r.vote()) +
               " not durable after its Ready cycle (durable " + U(n.hs.term) + "/" + U(n.hs.vote) +
@@ -815,7 +931,7 @@ void SimCluster::CheckNodeCheap(Node& n) {
 
 void SimCluster::CheckNodeFull(Node& n) {
   Raft& r = *n.core;
-  if (r.HasReady() || r.last_index() != n.log.size()) return;
+  if (n.inflight || r.HasReady() || r.last_index() != n.log.size()) return;
   for (uint64_t i = 1; i <= r.last_index(); ++i) {
     if (!SameEntry(r.EntryAt(i), n.log[i - 1]) || r.TermAt(i) != n.log[i - 1].term()) {
       Violation("node " + U(n.id) + " in-memory entry " + EntryString(r.EntryAt(i)) +
@@ -855,9 +971,25 @@ void SimCluster::CheckInvariants(bool full) {
 }
 
 void SimCluster::AfterStep() {
-  const bool full = ++steps_since_full_check_ >= static_cast<uint64_t>(options_.full_check_every);
-  if (full) steps_since_full_check_ = 0;
-  CheckInvariants(full);
+  // The entry-by-entry checks cost O(total log size): space them so that
+  // they cost a few entries per step on average.
+  uint64_t total_entries = 0;
+  for (const auto& [id, n] : nodes_) total_entries += n.log.size();
+  const uint64_t every =
+      std::max(static_cast<uint64_t>(options_.full_check_every), total_entries / 4);
+  if (++steps_since_full_check_ >= every) {
+    steps_since_full_check_ = 0;
+    touched_.clear();
+    CheckInvariants(true);
+    return;
+  }
+  // A step changes only the nodes that ran a Ready cycle in it; the others'
+  // invariants were checked when they last changed.
+  for (uint64_t id : touched_) {
+    Node& n = nodes_[id];
+    if (n.core) CheckNodeCheap(n);
+  }
+  touched_.clear();
 }
 
 uint64_t SimCluster::MaxTerm() const {

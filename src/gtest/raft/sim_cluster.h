@@ -84,13 +84,28 @@ struct SimOptions {
   double dup_prob = 0;
   // false: messages on one directed link arrive in the order they were sent.
   bool reorder = false;
-  // Probability that a dropped request makes the transport call
-  // ReportUnreachable(peer) on the sender (as a failed RPC does).
-  double report_unreachable_prob = 0.5;
+  // With this probability a message is held up for [1, long_delay_max_ticks]
+  // ticks (a stalled connection or server queue): stale messages arrive
+  // after elections. Only with reorder on.
+  double long_delay_prob = 0;
+  int long_delay_max_ticks = 40;
+  // A lost request or response is a failed RPC: like raftkv-server's peer
+  // client, the transport calls ReportUnreachable(peer) on the caller once
+  // the call's deadline passes, [min, max] ticks after the loss. With a
+  // probability below 1 some failures go unreported (a lossy transport).
+  double report_unreachable_prob = 1.0;
+  // Probability that a Ready's write takes [min, max] units instead of being
+  // instantaneous; meanwhile the core keeps stepping (as in raftkv-server,
+  // whose I/O thread drops the lock while writing) but gets no new Ready.
+  double async_persist_prob = 0.5;
+  int min_persist_delay = 1;
+  int max_persist_delay = 8;
+  int rpc_timeout_min_ticks = 1;
+  int rpc_timeout_max_ticks = 3;
 
   // Entry-by-entry comparison of every in-memory log with the persisted logs
-  // and of all logs pairwise runs every this many steps (cheap checks run
-  // after every step regardless).
+  // and of all logs pairwise runs every max(this, total log entries / 4)
+  // steps; the incremental checks run after every step regardless.
   int full_check_every = 16;
   size_t trace_capacity = 200;
 };
@@ -114,6 +129,11 @@ struct Envelope {
   // response to a call of a previous incarnation is dropped (the call died).
   uint64_t to_incarnation = 0;
   bool duplicate = false;
+  // Not a message: the transport reports to msg.to (of incarnation
+  // to_incarnation) that its call to msg.from failed.
+  bool unreachable_report = false;
+  // Not a message: node msg.to's write of its in-progress Ready completes.
+  bool io_completion = false;
 };
 
 class SimCluster {
@@ -163,6 +183,8 @@ class SimCluster {
   void set_drop_prob(double p) { options_.drop_prob = p; }
   void set_dup_prob(double p) { options_.dup_prob = p; }
   void set_reorder(bool r) { options_.reorder = r; }
+  void set_report_unreachable_prob(double p) { options_.report_unreachable_prob = p; }
+  void set_async_persist_prob(double p) { options_.async_persist_prob = p; }
   void set_delay(int min_delay, int max_delay) {
     options_.min_delay = min_delay;
     options_.max_delay = max_delay;
@@ -202,6 +224,12 @@ class SimCluster {
 
   // Called for every message just before it is stepped into its destination.
   std::function<void(const Envelope&)> on_deliver;
+  // Called for every message a node sends (after the sim's checks); returning
+  // true swallows it: it never reaches the network. Scripted tests use this
+  // to hold messages back and Inject() them later.
+  std::function<bool(const Envelope&)> intercept;
+  // Puts a message on the network (a fresh delay; intercept is not called).
+  void Inject(Envelope env);
 
   // ---- invariants ----
   bool ok() const { return violations_.empty(); }
@@ -247,6 +275,10 @@ class SimCluster {
     std::map<uint64_t, PendingRpc> pending_rpcs;     // answered in the next Ready
     std::map<uint64_t, PendingRpc> rpcs_in_progress; // rpc_id -> call, until answered
     std::optional<CrashPoint> crash_at;
+    // A Ready whose write is in progress (async persistence), and which of
+    // its messages were already sent.
+    std::optional<Ready> inflight;
+    std::vector<bool> inflight_sent;
     // All incarnations.
     uint64_t max_term = 0;
     std::map<uint64_t, ReadState> reads;
@@ -265,10 +297,19 @@ class SimCluster {
   void DoCrash(Node& n);
   void Deliver(Envelope env);
   void Drop(const Envelope& env, const char* why);
+  // The RPC that `caller` made to `peer` failed: report it after its deadline.
+  void ScheduleUnreachable(uint64_t caller, uint64_t caller_incarnation, uint64_t peer,
+                           bool immediate);
   void TickAll();
   // Runs Ready cycles until the core has nothing more to hand out.
   void ProcessReady(Node& n);
+  // Persists a Ready, sends the rest of its messages, Advance()s and applies.
+  // False if the node crashed on the way.
+  bool CompleteReady(Node& n, const Ready& rd, const std::vector<bool>& sent);
   void Persist(Node& n, const Ready& rd);
+  // Cuts the durable log before `first`, checking no committed entry is lost
+  // (`replacement`: the entries written from `first` on).
+  void TruncateDurable(Node& n, uint64_t first, const std::vector<Entry>& replacement);
   void Send(Node& n, const Message& m, bool before_persist);
   void Enqueue(Envelope env);
   void ValidateOutgoing(Node& n, const Message& m, bool before_persist);
@@ -299,6 +340,7 @@ class SimCluster {
   uint64_t ticks_ = 0;
   uint64_t event_ = 0;
   uint64_t steps_since_full_check_ = 0;
+  std::set<uint64_t> touched_;  // nodes that ran a Ready cycle in this step
 
   // ---- global history for the invariants ----
   std::map<uint64_t, uint64_t> leaders_by_term_;
@@ -318,7 +360,8 @@ class SimCluster {
 };
 
 // Seeds for a test: RAFT_SIM_SEED=<n> runs only seed n; RAFT_SIM_SEEDS=<k>
-// overrides the count; otherwise 1..default_count.
+// runs seeds 1..k; RAFT_SIM_SCALE=<m> runs m times the default count (for
+// long soak runs); otherwise 1..default_count.
 std::vector<uint64_t> TestSeeds(int default_count);
 
 // Human-readable one-liner for an entry.

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "gtest/raft/sim_cluster.h"
 
@@ -20,12 +22,17 @@ inline int FailedParts() {
   return failed;
 }
 
-// Runs body(seed) for every test seed (see TestSeeds), each failure message
-// naming the seed; stops after three failing seeds.
+// Runs body(seed) for every test seed (see TestSeeds) plus `offset`, each
+// failure message naming the seed; stops after three failing seeds.
+// RAFT_SIM_SEED=<n> runs exactly seed n (the number the failure printed).
 template <typename Body>
-void ForEachSeed(int default_count, Body body) {
+void ForEachSeed(int default_count, Body body, uint64_t offset = 0) {
   int failing_seeds = 0;
-  for (uint64_t seed : TestSeeds(default_count)) {
+  std::vector<uint64_t> seeds = TestSeeds(default_count);
+  if (std::getenv("RAFT_SIM_SEED") == nullptr) {
+    for (uint64_t& s : seeds) s += offset;
+  }
+  for (uint64_t seed : seeds) {
     SCOPED_TRACE("seed=" + std::to_string(seed) + " (rerun with RAFT_SIM_SEED=" +
                  std::to_string(seed) + " --gtest_filter=" +
                  ::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name() +

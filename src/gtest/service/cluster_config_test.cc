@@ -18,7 +18,9 @@ std::string ParseError(const std::string& text, const std::string& source = "con
   EXPECT_FALSE(s.ok()) << "expected a parse error for:\n" << text;
   // A failed parse leaves the output alone.
   EXPECT_EQ(config.members.size(), 1u);
-  if (!config.members.empty()) EXPECT_EQ(config.members[0].id, 99u);
+  if (!config.members.empty()) {
+    EXPECT_EQ(config.members[0].id, 99u);
+  }
   return s.message();
 }
 
@@ -243,6 +245,17 @@ TEST(ValidHostPortTest, Rejects) {
     std::string why;
     EXPECT_FALSE(ValidHostPort(c.address, &why)) << "'" << c.address << "'";
     EXPECT_CONTAINS(why, c.expect) << "'" << c.address << "'";
+  }
+}
+
+// "[v6]:port allowed" implies the host is either a name/IPv4 address or a
+// bracketed, non-empty IPv6 address. These are not host:port for gRPC (an
+// unbracketed "::1:7001" is an IPv6 address without a port), so they should
+// be refused when the cluster file is read, not when the first peer dials.
+TEST(ValidHostPortTest, RejectsMalformedIpv6Hosts) {
+  for (const std::string address : {"[]:7001", "::1]:7001", "::1:7001", "fe80::1:80"}) {
+    std::string why;
+    EXPECT_FALSE(ValidHostPort(address, &why)) << "'" << address << "' was accepted";
   }
 }
 

@@ -1,0 +1,106 @@
+// The benchmark report: one ScenarioReport per scenario run, printed as text
+// (summary, latency percentiles, a log-scale latency histogram) and as a JSON
+// object (--json_out).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench/histogram.h"
+
+namespace raftkv {
+namespace bench {
+
+// Latency summary in microseconds.
+struct LatencySummary {
+  double avg = 0, p50 = 0, p90 = 0, p99 = 0, p999 = 0, min = 0, max = 0;
+};
+// From a histogram of nanoseconds.
+LatencySummary Summarize(const Histogram& latency_ns);
+
+// What the post-run check found.
+struct Verification {
+  std::string mode = "none";  // "all", "sample" (Write), "every read" (Read), "every echo" (Echo)
+  uint64_t population = 0;     // values that could have been checked
+  uint64_t checked = 0;        // values checked
+  uint64_t ok = 0;             // ... and found as expected
+  uint64_t missing = 0;        // key absent
+  uint64_t wrong = 0;          // present with another value / wrong payload
+  uint64_t errors = 0;         // the check itself failed (RPC error)
+  std::map<std::string, uint64_t> errors_by_status;
+  bool passed() const { return checked == ok; }
+};
+
+// CPU time (user + system, seconds) used during the timed part of a run; -1
+// where not measured (the servers of an external cluster).
+struct CpuSeconds {
+  double client = -1;     // the benchmark process
+  double leader = -1;     // the leader's raftkv-server process
+  double followers = -1;  // all followers together
+};
+
+struct ScenarioReport {
+  std::string scenario;  // "Write", "Read", "Echo"
+  std::string operation;  // "Put", "Get", "Echo"
+  // Setup
+  std::string cluster;   // "local" (started by the benchmark) or "external"
+  std::string target;    // the leader the load went to
+  int followers = 0;
+  int value_len = 0;
+  int key_len = 0;
+  int conns = 0;
+  int inflight = 0;
+  int client_cq_num = 0;
+  int client_threads_per_cq = 0;
+  int timeout_ms = 0;
+  std::string server_flags;
+  uint64_t seed = 0;
+  // Results
+  uint64_t requests = 0;
+  uint64_t acknowledged = 0;
+  uint64_t failed = 0;
+  uint64_t wrong_answer = 0;  // part of failed: OK status but not the expected answer
+  std::map<std::string, uint64_t> failed_by_status;  // gRPC code name -> count
+  double seconds = 0;
+  double ops_per_sec = 0;
+  double mb_per_sec = 0;  // (key_len + value_len) * acknowledged / seconds / 1e6
+  Histogram latency_ns;
+  CpuSeconds cpu;
+  Verification verified;
+  std::string setup_error;  // non-empty: the scenario could not run
+
+  bool passed() const {
+    return setup_error.empty() && failed == 0 && acknowledged == requests && verified.passed();
+  }
+};
+
+// Fills acknowledged/failed/.../ops_per_sec/mb_per_sec from the raw counts.
+void ComputeRates(ScenarioReport* report);
+
+// The log-scale latency histogram, in microseconds, one line per bucket from
+// the bucket holding the minimum to the one holding the maximum. Bucket
+// bounds follow 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8 x 10^k us (ten per decade,
+// each 1.2-1.33x the previous):
+//   [     500,      600)       1234    1.5%    1.54%  ######
+std::string FormatHistogram(const Histogram& latency_ns, int bar_width = 40);
+
+// The full text report of one run (ends with a FAILED line if it failed).
+std::string FormatReport(const ScenarioReport& report);
+
+// The FAILED line of a failed run (empty if it passed).
+std::string FailureLine(const ScenarioReport& report);
+
+// One row per run: scenario, sizes, counts, ops/s, MB/s, latency percentiles.
+std::string FormatSummaryTable(const std::vector<ScenarioReport>& reports);
+
+// One JSON object for a run, and a JSON array of runs (with a newline).
+std::string ToJson(const ScenarioReport& report);
+std::string ToJsonArray(const std::vector<ScenarioReport>& reports);
+
+// JSON string literal of s (quoted, escaped).
+std::string JsonString(const std::string& s);
+
+}  // namespace bench
+}  // namespace raftkv

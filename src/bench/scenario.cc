@@ -1,0 +1,473 @@
+#include "bench/scenario.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "bench/keyspace.h"
+#include "bench/load.h"
+#include "client/kv_client.h"
+#include "gtest/integration/process_cluster.h"
+
+namespace raftkv {
+namespace bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using PutCall = UnaryBenchCall<PutRequest, PutResponse>;
+using EchoCall = UnaryBenchCall<EchoRequest, EchoResponse>;
+
+// A linearizable Get whose answer must be `expected`; counts absent keys and
+// other values into the run's counters.
+class GetCall : public UnaryBenchCall<GetRequest, GetResponse> {
+ public:
+  GetCall(std::atomic<uint64_t>* missing, std::atomic<uint64_t>* wrong)
+      : UnaryBenchCall(&KV::Stub::PrepareAsyncGet, nullptr), missing_(missing), wrong_(wrong) {}
+  bool AnswerIsExpected() const override {
+    if (!response.found()) {
+      missing_->fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    if (response.value() != expected) {
+      wrong_->fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  std::atomic<uint64_t>* missing_;
+  std::atomic<uint64_t>* wrong_;
+};
+
+bool EchoMatches(const EchoCall& call) { return call.response.payload() == call.request.payload(); }
+
+void Progress(const BenchConfig& config, const std::string& text) {
+  static const Clock::time_point t0 = Clock::now();
+  if (config.quiet) return;
+  char when[32];
+  std::snprintf(when, sizeof(when), "%7.3f s",
+                std::chrono::duration<double>(Clock::now() - t0).count());
+  std::cerr << "[ bench    ] " << when << "  " << text << std::endl;
+}
+
+std::string Join(const std::vector<std::string>& items, const char* sep) {
+  std::string out;
+  for (const auto& s : items) {
+    if (!out.empty()) out += sep;
+    out += s;
+  }
+  return out;
+}
+
+// Deadline of the untimed calls (verification reads, the Read scenario's
+// preload): a check must not fail because the benchmark's deadline is tight.
+constexpr int kCheckTimeoutMs = 10000;
+
+LoadOptions MakeLoadOptions(const BenchConfig& config, uint64_t requests, bool record,
+                            int timeout_ms) {
+  LoadOptions o;
+  o.requests = requests;
+  o.cq_num = config.client_cq_num;
+  o.threads_per_cq = config.client_threads_per_cq;
+  o.inflight = config.inflight;
+  o.timeout_ms = timeout_ms;
+  o.record_outcomes = record;
+  return o;
+}
+
+std::map<std::string, uint64_t> CodeNames(const LoadResult& lr) {
+  std::map<std::string, uint64_t> out;
+  for (int c = 0; c < kNumStatusCodes; ++c) {
+    const uint64_t n = lr.failed_by_code[static_cast<size_t>(c)];
+    if (n > 0) out[StatusCodeName(static_cast<grpc::StatusCode>(c))] = n;
+  }
+  return out;
+}
+
+void FillFromLoad(const LoadResult& lr, ScenarioReport* r) {
+  r->requests = lr.sent;
+  r->acknowledged = lr.succeeded_count;
+  r->failed = lr.failed();
+  r->wrong_answer = lr.wrong_answer;
+  r->failed_by_status = CodeNames(lr);
+  r->seconds = lr.seconds;
+  r->latency_ns = lr.latency_ns;
+  ComputeRates(r);
+}
+
+// CPU time of this process and of the local servers.
+struct CpuProbe {
+  pid_t leader = -1;
+  std::vector<pid_t> followers;
+};
+
+double ProcessCpuSeconds(pid_t pid) {
+  if (pid <= 0) return -1;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Fields after the ")" closing the command name: state is field 3,
+  // utime field 14, stime field 15.
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(close + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+CpuSeconds SampleCpu(const CpuProbe& probe) {
+  CpuSeconds c;
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  c.client = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+             static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  if (probe.leader > 0) {
+    c.leader = ProcessCpuSeconds(probe.leader);
+    c.followers = 0;
+    for (pid_t f : probe.followers) c.followers += std::max(0.0, ProcessCpuSeconds(f));
+  }
+  return c;
+}
+
+CpuSeconds CpuDelta(const CpuSeconds& a, const CpuSeconds& b) {
+  CpuSeconds d;
+  d.client = b.client - a.client;
+  if (a.leader >= 0 && b.leader >= 0) {
+    d.leader = b.leader - a.leader;
+    d.followers = b.followers - a.followers;
+  }
+  return d;
+}
+
+// Runs the timed load and records the CPU time it took.
+LoadResult TimedLoad(const Connections& conns, const LoadOptions& options,
+                     const CallFactory& factory, const CpuProbe& probe, ScenarioReport* r) {
+  const CpuSeconds before = SampleCpu(probe);
+  LoadResult lr = RunLoad(conns, options, factory);
+  r->cpu = CpuDelta(before, SampleCpu(probe));
+  return lr;
+}
+
+// Finds the leader of an existing cluster through Status. Returns its
+// address and the number of followers, or false with *error.
+bool FindLeader(const std::vector<std::string>& endpoints, int timeout_ms, std::string* leader,
+                int* followers, std::string* error) {
+  const auto start = Clock::now();
+  std::string last;
+  for (;;) {
+    for (const std::string& ep : endpoints) {
+      ClientOptions options;
+      options.endpoints = {ep};
+      KvClient client(options);
+      StatusResponse st;
+      grpc::Status s = client.StatusOf(ep, &st, 1000);
+      if (!s.ok()) {
+        last = ep + ": " + StatusCodeName(s.error_code()) + " " + s.error_message();
+        continue;
+      }
+      std::string candidate;
+      if (st.role() == "leader") {
+        candidate = ep;
+      } else if (!st.leader_address().empty()) {
+        StatusResponse lst;
+        ClientOptions lopt;
+        lopt.endpoints = {st.leader_address()};
+        KvClient lclient(lopt);
+        if (lclient.StatusOf(st.leader_address(), &lst, 1000).ok() && lst.role() == "leader") {
+          candidate = st.leader_address();
+          st = lst;
+        } else {
+          last = ep + " names leader " + st.leader_address() + ", which does not answer as leader";
+          continue;
+        }
+      } else {
+        last = ep + ": " + st.role() + ", no leader known";
+        continue;
+      }
+      *leader = candidate;
+      *followers = st.voters_size() > 0 ? st.voters_size() - 1 : 0;
+      return true;
+    }
+    if (std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count() >
+        timeout_ms) {
+      *error = "no leader found among " + Join(endpoints, ",") + " within " +
+               std::to_string(timeout_ms) + " ms; last: " + last;
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+// Reads back `numbers` (request numbers of ks) with linearizable Gets.
+Verification ReadBack(const Connections& conns, const BenchConfig& config, const KeySpace& ks,
+                      const std::vector<uint64_t>& numbers) {
+  Verification v;
+  std::atomic<uint64_t> missing{0}, wrong{0};
+  const LoadOptions options = MakeLoadOptions(config, numbers.size(), false,
+                                              std::max(config.timeout_ms, kCheckTimeoutMs));
+  const LoadResult lr = RunLoad(conns, options, [&](uint64_t n) {
+    auto call = std::make_unique<GetCall>(&missing, &wrong);
+    const uint64_t i = numbers[n];
+    call->request.set_key(ks.Key(i));
+    ks.FillValue(i, &call->expected);
+    return call;
+  });
+  v.checked = lr.sent;
+  v.ok = lr.succeeded_count;
+  v.missing = missing.load();
+  v.wrong = wrong.load();
+  v.errors = lr.failed() - lr.wrong_answer;
+  v.errors_by_status = CodeNames(lr);
+  return v;
+}
+
+CallFactory PutFactory(const KeySpace& ks, const std::vector<uint64_t>* numbers) {
+  return [&ks, numbers](uint64_t n) {
+    auto call = std::make_unique<PutCall>(&KV::Stub::PrepareAsyncPut, nullptr);
+    const uint64_t i = numbers ? (*numbers)[n] : n;
+    call->request.set_key(ks.Key(i));
+    ks.FillValue(i, call->request.mutable_value());
+    return call;
+  };
+}
+
+// The part of a run that needs a leader: load + verification.
+void RunOnLeader(Scenario scenario, const BenchConfig& config, const CpuProbe& probe,
+                 ScenarioReport* r) {
+  Connections conns(r->target, config.conns);
+  std::string error;
+  if (!conns.WaitConnected(10000, &error)) {
+    r->setup_error = error;
+    return;
+  }
+  const uint64_t requests = config.requests;
+  switch (scenario) {
+    case Scenario::kWrite: {
+      KeySpace ks(requests, config.key_len, config.value_len, config.seed);
+      Progress(config, "Write: " + std::to_string(requests) + " Puts to " + r->target);
+      const LoadResult lr =
+          TimedLoad(conns, MakeLoadOptions(config, requests, true, config.timeout_ms),
+                    PutFactory(ks, nullptr), probe, r);
+      FillFromLoad(lr, r);
+      std::vector<uint64_t> acked;
+      acked.reserve(lr.succeeded_count);
+      for (uint64_t n = 0; n < requests; ++n) {
+        if (lr.succeeded[n]) acked.push_back(n);
+      }
+      const uint64_t population = acked.size();
+      std::string mode = "all";
+      if (config.verify_sample > 0 && config.verify_sample < acked.size()) {
+        mode = "sample";
+        std::mt19937_64 rng(Mix64(config.seed ^ 0x73616d706c65ull));
+        for (uint64_t k = 0; k < config.verify_sample; ++k) {
+          std::uniform_int_distribution<uint64_t> pick(k, acked.size() - 1);
+          std::swap(acked[k], acked[pick(rng)]);
+        }
+        acked.resize(config.verify_sample);
+        std::sort(acked.begin(), acked.end());
+      }
+      Progress(config, "verifying " + std::string(mode == "all" ? "all " : "a random sample of ") +
+                           std::to_string(acked.size()) + " of " + std::to_string(population) +
+                           " acknowledged writes (linearizable Gets)");
+      r->verified = ReadBack(conns, config, ks, acked);
+      r->verified.mode = mode;
+      r->verified.population = population;
+      break;
+    }
+    case Scenario::kRead: {
+      KeySpace ks(requests, config.key_len, config.value_len, config.seed);
+      Progress(config, "Read: writing " + std::to_string(requests) + " keys first (not timed)");
+      std::vector<uint64_t> todo(requests);
+      for (uint64_t n = 0; n < requests; ++n) todo[n] = n;
+      for (int round = 0; round < 5 && !todo.empty(); ++round) {
+        const LoadOptions options = MakeLoadOptions(
+            config, todo.size(), true, std::max(config.timeout_ms, kCheckTimeoutMs));
+        const LoadResult lr = RunLoad(conns, options, PutFactory(ks, &todo));
+        std::vector<uint64_t> again;
+        for (uint64_t n = 0; n < todo.size(); ++n) {
+          if (!lr.succeeded[n]) again.push_back(todo[n]);
+        }
+        if (!again.empty()) {
+          Progress(config, std::to_string(again.size()) + " writes failed, retrying them");
+        }
+        todo.swap(again);
+      }
+      if (!todo.empty()) {
+        r->setup_error = std::to_string(todo.size()) + " of the " + std::to_string(requests) +
+                         " keys to read could not be written after 5 attempts";
+        return;
+      }
+      Progress(config,
+               "Read: " + std::to_string(requests) + " linearizable Gets from " + r->target);
+      std::atomic<uint64_t> missing{0}, wrong{0};
+      const LoadResult lr = TimedLoad(
+          conns, MakeLoadOptions(config, requests, false, config.timeout_ms),
+          [&](uint64_t n) {
+            auto call = std::make_unique<GetCall>(&missing, &wrong);
+            call->request.set_key(ks.Key(n));
+            ks.FillValue(n, &call->expected);
+            return call;
+          },
+          probe, r);
+      FillFromLoad(lr, r);
+      Verification& v = r->verified;
+      v.mode = "every read";
+      v.population = requests;
+      v.checked = lr.succeeded_count + lr.wrong_answer;  // reads that got an answer
+      v.ok = lr.succeeded_count;
+      v.missing = missing.load();
+      v.wrong = wrong.load();
+      break;
+    }
+    case Scenario::kEcho: {
+      // The payload is as long as a Put's key + value.
+      KeySpace ks(requests, 1, config.key_len + config.value_len, config.seed);
+      Progress(config, "Echo: " + std::to_string(requests) + " Echo calls to " + r->target);
+      const LoadResult lr = TimedLoad(
+          conns, MakeLoadOptions(config, requests, false, config.timeout_ms),
+          [&](uint64_t n) {
+            auto call = std::make_unique<EchoCall>(&KV::Stub::PrepareAsyncEcho, &EchoMatches);
+            ks.FillValue(n, call->request.mutable_payload());
+            return call;
+          },
+          probe, r);
+      FillFromLoad(lr, r);
+      Verification& v = r->verified;
+      v.mode = "every echo";
+      v.population = requests;
+      v.checked = lr.succeeded_count + lr.wrong_answer;
+      v.ok = lr.succeeded_count;
+      v.wrong = lr.wrong_answer;
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+const char* ScenarioName(Scenario s) {
+  switch (s) {
+    case Scenario::kWrite: return "Write";
+    case Scenario::kRead: return "Read";
+    case Scenario::kEcho: return "Echo";
+  }
+  return "?";
+}
+
+std::vector<std::string> SplitFlags(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> out;
+  std::string item;
+  while (in >> item) out.push_back(item);
+  return out;
+}
+
+std::string ValidateConfig(const BenchConfig& c) {
+  if (c.requests == 0) return "--requests must be at least 1";
+  if (c.key_len < 1) return "--key_len must be at least 1";
+  if (c.value_len < 0) return "--value_len must not be negative";
+  if (c.followers < 0) return "--followers must not be negative";
+  if (c.conns < 1) return "--conns must be at least 1";
+  if (c.client_cq_num < 1) return "--client_cq_num must be at least 1";
+  if (c.client_threads_per_cq < 1) return "--client_threads_per_cq must be at least 1";
+  if (c.inflight < 1) return "--inflight must be at least 1";
+  if (c.timeout_ms < 1) return "--write_timeout_ms must be at least 1";
+  KeySpace ks(c.requests, c.key_len, c.value_len, 0);
+  if (!ks.error().empty()) return ks.error();
+  if (!c.target.empty()) {
+    std::vector<std::string> eps;
+    std::string error;
+    if (!ParseEndpointList(c.target, &eps, &error)) return "--target: " + error;
+  }
+  return "";
+}
+
+ScenarioReport RunScenario(Scenario scenario, const BenchConfig& config) {
+  ScenarioReport r;
+  r.scenario = ScenarioName(scenario);
+  r.operation = scenario == Scenario::kWrite ? "Put" : scenario == Scenario::kRead ? "Get" : "Echo";
+  r.value_len = config.value_len;
+  r.key_len = config.key_len;
+  r.followers = config.followers;
+  r.conns = config.conns;
+  r.inflight = config.inflight;
+  r.client_cq_num = config.client_cq_num;
+  r.client_threads_per_cq = config.client_threads_per_cq;
+  r.timeout_ms = config.timeout_ms;
+  r.server_flags = Join(config.server_flags, " ");
+  r.seed = config.seed;
+  r.requests = config.requests;
+  r.setup_error = ValidateConfig(config);
+  if (!r.setup_error.empty()) return r;
+
+  if (!config.target.empty()) {
+    r.cluster = "external";
+    std::vector<std::string> endpoints;
+    std::string error;
+    ParseEndpointList(config.target, &endpoints, &error);
+    if (!FindLeader(endpoints, 10000, &r.target, &r.followers, &error)) {
+      r.setup_error = error;
+      return r;
+    }
+    Progress(config, "using the existing cluster " + config.target + ": leader " + r.target +
+                         ", " + std::to_string(r.followers) + " followers");
+    RunOnLeader(scenario, config, CpuProbe(), &r);
+    return r;
+  }
+
+  r.cluster = "local";
+  const int members = 1 + config.followers;
+  Progress(config, "starting a local cluster of " + std::to_string(members) +
+                       " raftkv-server processes");
+  integration::ProcessCluster cluster(members, config.server_flags);
+  std::string error;
+  if (!cluster.StartAll(&error)) {
+    r.setup_error = "cannot start the local cluster: " + error;
+    cluster.KeepDir();
+    return r;
+  }
+  const uint64_t leader = cluster.WaitForLeader(30000, &error);
+  if (leader == 0) {
+    r.setup_error = error;
+    cluster.KeepDir();
+    return r;
+  }
+  r.target = cluster.Endpoint(static_cast<int>(leader));
+  if (config.keep_cluster_dir) cluster.KeepDir();
+  Progress(config, "leader is member " + std::to_string(leader) + " at " + r.target + " (data in " +
+                       cluster.dir() + ")");
+  CpuProbe probe;
+  probe.leader = cluster.Pid(static_cast<int>(leader));
+  for (int i = 1; i <= members; ++i) {
+    if (i != static_cast<int>(leader)) probe.followers.push_back(cluster.Pid(i));
+  }
+  RunOnLeader(scenario, config, probe, &r);
+  Progress(config, "stopping the local cluster");
+  if (config.keep_cluster_dir) cluster.KeepDir();
+  if (!r.passed()) {
+    cluster.KeepDir();
+    std::cerr << "[ bench    ] keeping the cluster's logs and data for inspection:\n"
+              << cluster.Describe(2000);
+  }
+  return r;
+}
+
+}  // namespace bench
+}  // namespace raftkv

@@ -1,0 +1,928 @@
+// Tests of GrpcServer (service/grpc_server.h): a real node behind a real
+// server on 127.0.0.1, called through the generated KV and Raft stubs, the
+// async client API and KvClient.
+#include "service/grpc_server.h"
+
+#include <gtest/gtest.h>
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/kv_client.h"
+#include "fake_peers.h"
+#include "raftkv.grpc.pb.h"
+#include "service/peer_client.h"
+#include "service_test_util.h"
+
+namespace raftkv {
+namespace {
+
+using namespace std::chrono_literals;
+using testing_util::FakePeers;
+using testing_util::TempDir;
+using testing_util::WaitFor;
+
+constexpr char kSelfAddress[] = "127.0.0.1:7001";  // what Status reports; the server binds :0
+constexpr size_t kMaxKey = 64;
+constexpr size_t kMaxValue = 1024;
+
+std::string StatusText(const grpc::Status& s) {
+  return std::to_string(static_cast<int>(s.error_code())) + " " + s.error_message();
+}
+
+std::chrono::system_clock::time_point In(std::chrono::milliseconds d) {
+  return std::chrono::system_clock::now() + d;
+}
+
+// The server-side trailing metadata value for `key`, or "" if absent.
+std::string Trailer(const grpc::ClientContext& ctx, const std::string& key) {
+  const auto& md = ctx.GetServerTrailingMetadata();
+  auto it = md.find(key);
+  if (it == md.end()) return "";
+  return std::string(it->second.data(), it->second.size());
+}
+
+// One node + its server, torn down in the order raftkv-server uses:
+// server.Shutdown(); node->Stop(); peers.Shutdown(); server.Join().
+class ServerTest : public ::testing::Test {
+ protected:
+  struct Setup {
+    int members = 1;
+    int election_ticks = 5;
+    int max_request_timeout_ms = 10000;
+    bool real_peers = false;   // PeerClient to dead addresses, else FakePeers
+    bool grant_votes = false;  // FakePeers: grant votes (no appends acknowledged)
+    int cq_num = 2;
+    int threads_per_cq = 2;
+    int calls_per_cq = 16;
+  };
+
+  void StartNode(const Setup& setup) {
+    NodeOptions no;
+    no.id = 1;
+    no.cluster.members.push_back(Member{1, kSelfAddress});
+    // Dead addresses: nothing listens on these ports.
+    for (int i = 2; i <= setup.members; ++i) {
+      no.cluster.members.push_back(Member{static_cast<uint64_t>(i), "127.0.0.1:" + std::to_string(i - 1)});
+    }
+    no.data_dir = dir_.path();
+    no.tick_ms = 5;
+    no.election_ticks = setup.election_ticks;
+    no.heartbeat_ticks = 1;
+    Status s = RaftNode::Open(no, &node_);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+
+    RaftNode* raw = node_.get();
+    PeerSender* sender = &fake_peers_;
+    if (setup.real_peers) {
+      PeerClientOptions po;
+      po.append_timeout_ms = 200;
+      po.vote_timeout_ms = 200;
+      peer_client_ = std::make_unique<PeerClient>(
+          no.cluster, 1, po, [raw](const raft::Message& m) { raw->StepResponse(m); },
+          [raw](uint64_t peer) { raw->ReportUnreachable(peer); });
+      sender = peer_client_.get();
+    } else {
+      fake_peers_.set_node(raw);
+      fake_peers_.set_grant_votes(setup.grant_votes);
+    }
+
+    ServerOptions so;
+    so.listen_address = "127.0.0.1:0";
+    so.cq_num = setup.cq_num;
+    so.threads_per_cq = setup.threads_per_cq;
+    so.max_key_bytes = kMaxKey;
+    so.max_value_bytes = kMaxValue;
+    so.max_request_timeout_ms = setup.max_request_timeout_ms;
+    so.calls_per_cq = setup.calls_per_cq;
+    server_ = std::make_unique<GrpcServer>(so, raw);
+    s = server_->Start();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_GT(server_->bound_port(), 0);
+    address_ = "127.0.0.1:" + std::to_string(server_->bound_port());
+    node_->Start(sender);
+
+    auto channel = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+    kv_ = KV::NewStub(channel);
+    raft_ = Raft::NewStub(channel);
+  }
+
+  void StartSingleLeader() { StartSingleLeader(Setup()); }
+  void StartSingleLeader(const Setup& setup) {
+    StartNode(setup);
+    ASSERT_TRUE(WaitFor([&] { return node_->GetStatus().role == raft::Role::kLeader &&
+                                     node_->GetStatus().applied_index >= 1; }))
+        << "single member never became leader";
+  }
+
+  void Shutdown(int grace_ms = 1000) {
+    if (!server_) return;
+    server_->Shutdown(grace_ms);
+    node_->Stop();
+    if (peer_client_) peer_client_->Shutdown();
+    server_->Join();
+    server_.reset();
+    peer_client_.reset();
+    node_.reset();
+  }
+
+  void TearDown() override { Shutdown(); }
+
+  grpc::Status Put(const std::string& key, const std::string& value, PutResponse* resp = nullptr) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    PutRequest req;
+    req.set_key(key);
+    req.set_value(value);
+    PutResponse local;
+    return kv_->Put(&ctx, req, resp ? resp : &local);
+  }
+  grpc::Status Get(const std::string& key, GetResponse* resp, bool stale = false) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    GetRequest req;
+    req.set_key(key);
+    req.set_allow_stale(stale);
+    return kv_->Get(&ctx, req, resp);
+  }
+  grpc::Status Delete(const std::string& key, DeleteResponse* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    DeleteRequest req;
+    req.set_key(key);
+    return kv_->Delete(&ctx, req, resp);
+  }
+  grpc::Status GetStatus(StatusResponse* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    return kv_->Status(&ctx, StatusRequest(), resp);
+  }
+
+  TempDir dir_;
+  FakePeers fake_peers_;
+  std::unique_ptr<RaftNode> node_;
+  std::unique_ptr<PeerClient> peer_client_;
+  std::unique_ptr<GrpcServer> server_;
+  std::string address_;
+  std::unique_ptr<KV::Stub> kv_;
+  std::unique_ptr<Raft::Stub> raft_;
+};
+
+// ---------------------------------------------------------------------------
+// A single-member cluster: the node leads and commits on its own.
+// ---------------------------------------------------------------------------
+
+TEST_F(ServerTest, PutGetDelete) {
+  StartSingleLeader();
+  PutResponse put;
+  grpc::Status s = Put("fruit", "apple", &put);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_GE(put.index(), 2u);
+  EXPECT_GE(put.term(), 1u);
+
+  GetResponse get;
+  s = Get("fruit", &get);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_TRUE(get.found());
+  EXPECT_EQ(get.value(), "apple");
+  EXPECT_GE(get.applied_index(), put.index());
+
+  PutResponse put2;
+  ASSERT_TRUE(Put("fruit", "pear", &put2).ok());
+  EXPECT_GT(put2.index(), put.index());
+  ASSERT_TRUE(Get("fruit", &get).ok());
+  EXPECT_EQ(get.value(), "pear");
+
+  DeleteResponse del;
+  s = Delete("fruit", &del);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_TRUE(del.existed());
+  EXPECT_GT(del.index(), put2.index());
+  EXPECT_EQ(del.term(), put2.term());
+
+  ASSERT_TRUE(Get("fruit", &get).ok());
+  EXPECT_FALSE(get.found());
+  EXPECT_EQ(get.value(), "");
+
+  DeleteResponse del2;
+  ASSERT_TRUE(Delete("fruit", &del2).ok());
+  EXPECT_FALSE(del2.existed());
+  EXPECT_GT(del2.index(), del.index());
+}
+
+TEST_F(ServerTest, BinaryKeysAndValues) {
+  StartSingleLeader();
+  const std::string key("k\0\xff\x01", 4);
+  const std::string value("\0\0v\xfe", 4);
+  ASSERT_TRUE(Put(key, value).ok());
+  GetResponse get;
+  ASSERT_TRUE(Get(key, &get).ok());
+  EXPECT_TRUE(get.found());
+  EXPECT_EQ(get.value(), value);
+  ASSERT_TRUE(Get(std::string("k\0\xff", 3), &get).ok());
+  EXPECT_FALSE(get.found());
+  // An empty value is a value.
+  ASSERT_TRUE(Put("empty", "").ok());
+  ASSERT_TRUE(Get("empty", &get).ok());
+  EXPECT_TRUE(get.found());
+  EXPECT_EQ(get.value(), "");
+}
+
+TEST_F(ServerTest, GetMissingKey) {
+  StartSingleLeader();
+  GetResponse get;
+  grpc::Status s = Get("never-written", &get);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_FALSE(get.found());
+  EXPECT_EQ(get.value(), "");
+  EXPECT_GE(get.applied_index(), 1u);
+  ASSERT_TRUE(Get("never-written", &get, /*stale=*/true).ok());
+  EXPECT_FALSE(get.found());
+}
+
+TEST_F(ServerTest, StatusOfALeader) {
+  StartSingleLeader();
+  PutResponse put;
+  ASSERT_TRUE(Put("a", "b", &put).ok());
+  StatusResponse st;
+  grpc::Status s = GetStatus(&st);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_EQ(st.id(), 1u);
+  EXPECT_EQ(st.address(), kSelfAddress);
+  EXPECT_EQ(st.role(), "leader");
+  EXPECT_GT(st.term(), 0u);
+  EXPECT_EQ(st.term(), put.term());
+  EXPECT_GE(st.commit_index(), put.index());
+  EXPECT_GE(st.applied_index(), put.index());
+  EXPECT_GE(st.commit_index(), 1u);
+  EXPECT_GE(st.applied_index(), 1u);
+  EXPECT_EQ(st.leader_id(), st.id());
+  EXPECT_EQ(st.leader_address(), kSelfAddress);
+  EXPECT_GE(st.last_log_index(), put.index());
+  EXPECT_GE(st.durable_index(), put.index());
+  ASSERT_EQ(st.voters_size(), 1);
+  EXPECT_EQ(st.voters(0), 1u);
+}
+
+TEST_F(ServerTest, StaleGet) {
+  StartSingleLeader();
+  PutResponse put;
+  ASSERT_TRUE(Put("s", "stale-ok", &put).ok());
+  GetResponse get;
+  grpc::Status s = Get("s", &get, /*stale=*/true);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  // A single member applies before acknowledging the write.
+  EXPECT_TRUE(get.found());
+  EXPECT_EQ(get.value(), "stale-ok");
+  EXPECT_GE(get.applied_index(), put.index());
+}
+
+TEST_F(ServerTest, Echo) {
+  StartSingleLeader();
+  for (const std::string& payload :
+       {std::string(), std::string("hello"), std::string("\0\x01\xff", 3), std::string(1 << 20, 'x')}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    EchoRequest req;
+    req.set_payload(payload);
+    EchoResponse resp;
+    grpc::Status s = kv_->Echo(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << StatusText(s);
+    EXPECT_EQ(resp.payload(), payload);
+  }
+}
+
+TEST_F(ServerTest, InvalidArguments) {
+  StartSingleLeader();
+  // Empty keys.
+  {
+    grpc::Status s = Put("", "v");
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+    EXPECT_CONTAINS(s.error_message(), "empty");
+    GetResponse get;
+    s = Get("", &get);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+    s = Get("", &get, /*stale=*/true);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+    DeleteResponse del;
+    s = Delete("", &del);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  }
+  // Keys over the limit: the message names the size, the limit and the flag.
+  const std::string long_key(kMaxKey + 1, 'k');
+  {
+    grpc::Status s = Put(long_key, "v");
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+    EXPECT_CONTAINS(s.error_message(), std::to_string(kMaxKey + 1));
+    EXPECT_CONTAINS(s.error_message(), "limit is " + std::to_string(kMaxKey));
+    EXPECT_CONTAINS(s.error_message(), "max_key_bytes");
+    GetResponse get;
+    s = Get(long_key, &get);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+    EXPECT_CONTAINS(s.error_message(), "max_key_bytes");
+    DeleteResponse del;
+    s = Delete(long_key, &del);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+    EXPECT_CONTAINS(s.error_message(), "max_key_bytes");
+  }
+  // Values over the limit.
+  {
+    grpc::Status s = Put("k", std::string(kMaxValue + 1, 'v'));
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+    EXPECT_CONTAINS(s.error_message(), std::to_string(kMaxValue + 1));
+    EXPECT_CONTAINS(s.error_message(), "limit is " + std::to_string(kMaxValue));
+    EXPECT_CONTAINS(s.error_message(), "max_value_bytes");
+  }
+  // Exactly at the limits is fine.
+  const std::string max_key(kMaxKey, 'k');
+  grpc::Status s = Put(max_key, std::string(kMaxValue, 'v'));
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  GetResponse get;
+  ASSERT_TRUE(Get(max_key, &get).ok());
+  EXPECT_EQ(get.value().size(), kMaxValue);
+  // Nothing rejected was written.
+  ASSERT_TRUE(Get("k", &get).ok());
+  EXPECT_FALSE(get.found());
+  EXPECT_EQ(node_->state_machine().Size(), 1u);
+}
+
+// Many calls in flight at once through the async client API: every Put
+// succeeds with its own log index, and every value is then readable.
+TEST_F(ServerTest, ManyConcurrentAsyncPuts) {
+  StartSingleLeader();
+  constexpr int kCalls = 2000;
+  struct PutCall {
+    grpc::ClientContext ctx;
+    PutResponse resp;
+    grpc::Status status;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<PutResponse>> rpc;
+  };
+  grpc::CompletionQueue cq;
+  std::vector<std::unique_ptr<PutCall>> puts;
+  for (int i = 0; i < kCalls; ++i) {
+    auto call = std::make_unique<PutCall>();
+    call->ctx.set_deadline(In(30s));
+    PutRequest req;
+    req.set_key("async-" + std::to_string(i));
+    req.set_value("value-" + std::to_string(i));
+    call->rpc = kv_->PrepareAsyncPut(&call->ctx, req, &cq);
+    call->rpc->StartCall();
+    call->rpc->Finish(&call->resp, &call->status, call.get());
+    puts.push_back(std::move(call));
+  }
+  std::set<void*> seen;
+  for (int i = 0; i < kCalls; ++i) {
+    void* tag = nullptr;
+    bool ok = false;
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_TRUE(ok);
+    EXPECT_TRUE(seen.insert(tag).second) << "tag completed twice";
+  }
+  std::set<uint64_t> indexes;
+  int failed = 0;
+  for (const auto& call : puts) {
+    if (!call->status.ok()) {
+      if (++failed <= 5) ADD_FAILURE() << StatusText(call->status);
+      continue;
+    }
+    indexes.insert(call->resp.index());
+  }
+  EXPECT_EQ(failed, 0);
+  EXPECT_EQ(indexes.size(), static_cast<size_t>(kCalls)) << "indexes must be distinct";
+
+  // Read them all back, also asynchronously.
+  struct GetCall {
+    grpc::ClientContext ctx;
+    GetResponse resp;
+    grpc::Status status;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<GetResponse>> rpc;
+  };
+  std::vector<std::unique_ptr<GetCall>> gets;
+  for (int i = 0; i < kCalls; ++i) {
+    auto call = std::make_unique<GetCall>();
+    call->ctx.set_deadline(In(30s));
+    GetRequest req;
+    req.set_key("async-" + std::to_string(i));
+    call->rpc = kv_->PrepareAsyncGet(&call->ctx, req, &cq);
+    call->rpc->StartCall();
+    call->rpc->Finish(&call->resp, &call->status, call.get());
+    gets.push_back(std::move(call));
+  }
+  for (int i = 0; i < kCalls; ++i) {
+    void* tag = nullptr;
+    bool ok = false;
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_TRUE(ok);
+  }
+  int missing = 0;
+  for (int i = 0; i < kCalls; ++i) {
+    const GetCall& call = *gets[i];
+    if (!call.status.ok() || !call.resp.found() ||
+        call.resp.value() != "value-" + std::to_string(i)) {
+      if (++missing <= 5) {
+        ADD_FAILURE() << "async-" << i << ": " << StatusText(call.status) << " found="
+                      << call.resp.found() << " value=" << call.resp.value();
+      }
+    }
+  }
+  EXPECT_EQ(missing, 0);
+  EXPECT_EQ(node_->state_machine().Size(), static_cast<size_t>(kCalls));
+  cq.Shutdown();
+  void* tag;
+  bool ok;
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
+TEST_F(ServerTest, ConcurrentSyncClientsFromManyThreads) {
+  StartSingleLeader();
+  constexpr int kThreads = 8;
+  constexpr int kOps = 50;
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kOps; ++i) {
+        const std::string key = "t" + std::to_string(t) + "-" + std::to_string(i);
+        if (!Put(key, key).ok()) ++errors;
+        GetResponse get;
+        if (!Get(key, &get).ok() || get.value() != key) ++errors;
+        StatusResponse st;
+        if (!GetStatus(&st).ok()) ++errors;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(node_->state_machine().Size(), static_cast<size_t>(kThreads * kOps));
+}
+
+TEST_F(ServerTest, ExpiredDeadlineAndTheServerKeepsWorking) {
+  StartSingleLeader();
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() - 1s);
+    PutRequest req;
+    req.set_key("late");
+    req.set_value("v");
+    PutResponse resp;
+    grpc::Status s = kv_->Put(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << StatusText(s);
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now());
+    GetRequest req;
+    req.set_key("late");
+    GetResponse resp;
+    grpc::Status s = kv_->Get(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << StatusText(s);
+  }
+  // Deadlines that expire while the call is in the server: each call either
+  // completes or fails with DEADLINE_EXCEEDED, and nothing leaks or crashes.
+  int ok_count = 0, late_count = 0;
+  for (int i = 0; i < 200; ++i) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::microseconds(50 * (i % 20)));
+    PutRequest req;
+    req.set_key("racy-" + std::to_string(i));
+    req.set_value("v");
+    PutResponse resp;
+    grpc::Status s = kv_->Put(&ctx, req, &resp);
+    if (s.ok()) {
+      ++ok_count;
+    } else {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << StatusText(s);
+      ++late_count;
+    }
+  }
+  EXPECT_EQ(ok_count + late_count, 200);
+  // Still serving.
+  PutResponse put;
+  grpc::Status s = Put("after", "deadlines", &put);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  GetResponse get;
+  ASSERT_TRUE(Get("after", &get).ok());
+  EXPECT_EQ(get.value(), "deadlines");
+  StatusResponse st;
+  ASSERT_TRUE(GetStatus(&st).ok());
+  EXPECT_EQ(st.role(), "leader");
+}
+
+TEST_F(ServerTest, KvClientAgainstTheServer) {
+  StartSingleLeader();
+  ClientOptions options;
+  options.endpoints = {address_};
+  KvClient client(options);
+  grpc::Status s = client.Put("client-key", "client-value");
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_EQ(client.last_leader(), address_);
+  std::string value;
+  bool found = false;
+  ASSERT_TRUE(client.Get("client-key", &value, &found).ok());
+  EXPECT_TRUE(found);
+  EXPECT_EQ(value, "client-value");
+  ASSERT_TRUE(client.Get("client-key", &value, &found, /*allow_stale=*/true).ok());
+  EXPECT_EQ(value, "client-value");
+  bool existed = false;
+  ASSERT_TRUE(client.Delete("client-key", &existed).ok());
+  EXPECT_TRUE(existed);
+  ASSERT_TRUE(client.Get("client-key", &value, &found).ok());
+  EXPECT_FALSE(found);
+  StatusResponse st;
+  ASSERT_TRUE(client.StatusOf(address_, &st).ok());
+  EXPECT_EQ(st.role(), "leader");
+  // Not retried: returned at once.
+  s = client.Put("", "x");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+}
+
+TEST_F(ServerTest, ShutdownWithCallsInFlight) {
+  StartSingleLeader();
+  constexpr int kCalls = 300;
+  grpc::CompletionQueue cq;
+  struct Call {
+    grpc::ClientContext ctx;
+    PutResponse resp;
+    grpc::Status status;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<PutResponse>> rpc;
+  };
+  std::vector<std::unique_ptr<Call>> calls;
+  for (int i = 0; i < kCalls; ++i) {
+    auto call = std::make_unique<Call>();
+    call->ctx.set_deadline(In(10s));
+    PutRequest req;
+    req.set_key("inflight-" + std::to_string(i));
+    req.set_value("v");
+    call->rpc = kv_->PrepareAsyncPut(&call->ctx, req, &cq);
+    call->rpc->StartCall();
+    call->rpc->Finish(&call->resp, &call->status, call.get());
+    calls.push_back(std::move(call));
+  }
+  Shutdown();  // must neither hang nor crash; every call completes somehow
+  for (int i = 0; i < kCalls; ++i) {
+    void* tag = nullptr;
+    bool ok = false;
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+  }
+  for (const auto& call : calls) {
+    const auto code = call->status.error_code();
+    EXPECT_TRUE(code == grpc::StatusCode::OK || code == grpc::StatusCode::UNAVAILABLE ||
+                code == grpc::StatusCode::CANCELLED)
+        << StatusText(call->status);
+  }
+  cq.Shutdown();
+  void* tag;
+  bool ok;
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
+// Large requests still arriving while the server shuts down. Each cycle
+// starts a server, lets clients stream 1 MB Echo and Put calls at it, and
+// shuts it down in the middle. A call whose request completes (ok == true)
+// after Join() shut the completion queues down must not be re-posted: gRPC
+// aborts on a request for a call on a shut-down queue
+// (server_cc.cc: "assertion failed: grpc_server_request_registered_call(...)
+// == GRPC_CALL_OK").
+TEST_F(ServerTest, ShutdownWhileLargeRequestsArrive) {
+  for (int cycle = 0; cycle < 5; ++cycle) {
+    SCOPED_TRACE("cycle " + std::to_string(cycle));
+    Setup setup;  // one polling thread with a long queue of posted calls
+    setup.cq_num = 1;
+    setup.threads_per_cq = 1;
+    setup.calls_per_cq = 500;
+    StartSingleLeader(setup);  // reopens the same data directory after cycle 0
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> clients;
+    const std::string big(1 << 20, 'x');
+    for (int t = 0; t < 4; ++t) {
+      clients.emplace_back([&, t] {
+        auto stub = KV::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+        for (int i = 0; !stop; ++i) {
+          grpc::ClientContext ctx;
+          ctx.set_deadline(In(2s));
+          if (t % 2 == 0) {
+            EchoRequest req;
+            req.set_payload(big);
+            EchoResponse resp;
+            stub->Echo(&ctx, req, &resp);
+          } else {
+            PutRequest req;
+            req.set_key("big");
+            req.set_value(std::string(kMaxValue, 'v'));
+            PutResponse resp;
+            stub->Put(&ctx, req, &resp);
+          }
+        }
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(30 + 20 * cycle));
+    Shutdown(/*grace_ms=*/0);
+    stop = true;
+    for (auto& c : clients) c.join();
+  }
+}
+
+// A second server on a port that is already served must fail to start, as
+// Start()'s "address in use" error promises. gRPC sets SO_REUSEPORT by
+// default, so without GRPC_ARG_ALLOW_REUSEPORT=0 both bind and the kernel
+// splits connections between them (two raftkv-servers started on one port by
+// mistake would each get part of the clients and peers).
+TEST_F(ServerTest, StartFailsOnAPortInUse) {
+  StartSingleLeader();
+  ServerOptions so;
+  so.listen_address = address_;
+  GrpcServer second(so, node_.get());
+  Status s = second.Start();
+  EXPECT_FALSE(s.ok()) << "a second server bound " << address_;
+  EXPECT_CONTAINS(s.message(), address_);
+}
+
+TEST_F(ServerTest, StartFailsOnAnAddressNotLocal) {
+  StartSingleLeader();
+  {
+    ServerOptions so;
+    so.listen_address = "192.0.2.1:7001";  // TEST-NET-1: not an address of this host
+    GrpcServer other(so, node_.get());
+    Status s = other.Start();
+    EXPECT_FALSE(s.ok());
+    EXPECT_CONTAINS(s.message(), "192.0.2.1:7001");
+    EXPECT_EQ(other.bound_port(), 0);
+  }  // destroying a server that never started must not hang
+  // The real server is unaffected.
+  ASSERT_TRUE(Put("still", "here").ok());
+}
+
+// A port out of range must be refused, not silently wrapped modulo 65536
+// (gRPC binds "127.0.0.1:99999" as port 34463).
+TEST_F(ServerTest, StartRejectsAnOutOfRangePort) {
+  StartSingleLeader();
+  {
+    ServerOptions so;
+    so.listen_address = "127.0.0.1:99999";
+    GrpcServer other(so, node_.get());
+    Status s = other.Start();
+    EXPECT_FALSE(s.ok()) << "bound port " << other.bound_port();
+    EXPECT_CONTAINS(s.message(), "127.0.0.1:99999");
+  }
+  ASSERT_TRUE(Put("still", "here").ok());
+}
+
+// ---------------------------------------------------------------------------
+// Server-side deadlines: a leader that cannot commit (its fake peers grant
+// votes but never acknowledge appends) fails calls at max_request_timeout_ms.
+// ---------------------------------------------------------------------------
+
+TEST_F(ServerTest, ServerCapsCallsWithoutDeadline) {
+  Setup setup;
+  setup.members = 3;
+  setup.election_ticks = 20;
+  setup.grant_votes = true;
+  setup.max_request_timeout_ms = 100;
+  StartNode(setup);
+  grpc::Status s;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    ASSERT_TRUE(WaitFor([&] { return node_->GetStatus().role == raft::Role::kLeader; }));
+    grpc::ClientContext ctx;  // no client deadline: the server's cap applies
+    PutRequest req;
+    req.set_key("k");
+    req.set_value("v");
+    PutResponse resp;
+    const auto start = std::chrono::steady_clock::now();
+    s = kv_->Put(&ctx, req, &resp);
+    if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      EXPECT_GE(std::chrono::steady_clock::now() - start, 100ms);
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+      break;
+    }
+    // Refused because leadership was lost (check-quorum) just then: retry.
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << StatusText(s);
+  }
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << StatusText(s);
+  EXPECT_CONTAINS(s.error_message(), "deadline");
+  // Still serving other calls.
+  StatusResponse st;
+  ASSERT_TRUE(GetStatus(&st).ok());
+  EXPECT_EQ(st.voters_size(), 3);
+}
+
+// ---------------------------------------------------------------------------
+// Three members, the peers dead: the test plays member 2's leader role
+// through the Raft service to make member 1 a follower.
+// ---------------------------------------------------------------------------
+
+class FollowerServerTest : public ServerTest {
+ protected:
+  void SetUp() override {
+    Setup setup;
+    setup.members = 3;
+    setup.election_ticks = 40;  // 200-400 ms without a heartbeat before campaigning
+    setup.real_peers = true;
+    StartNode(setup);
+  }
+
+  grpc::Status Append(uint64_t term, uint64_t leader, uint64_t to, uint64_t prev_index,
+                      uint64_t prev_term, std::vector<Entry> entries, uint64_t commit,
+                      AppendEntriesResponse* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    AppendEntriesRequest req;
+    req.set_term(term);
+    req.set_leader_id(leader);
+    req.set_to(to);
+    req.set_prev_log_index(prev_index);
+    req.set_prev_log_term(prev_term);
+    for (Entry& e : entries) *req.add_entries() = std::move(e);
+    req.set_leader_commit(commit);
+    return raft_->AppendEntries(&ctx, req, resp);
+  }
+
+  // Keeps member 1 following leader 2 while the test runs.
+  void StartHeartbeats(uint64_t term, uint64_t match) {
+    heartbeat_ = std::thread([this, term, match] {
+      while (!stop_heartbeats_) {
+        AppendEntriesResponse resp;
+        Append(term, 2, 1, match, match == 0 ? 0 : term, {}, match, &resp);
+        std::this_thread::sleep_for(20ms);
+      }
+    });
+  }
+
+  void TearDown() override {
+    stop_heartbeats_ = true;
+    if (heartbeat_.joinable()) heartbeat_.join();
+    ServerTest::TearDown();
+  }
+
+  std::atomic<bool> stop_heartbeats_{false};
+  std::thread heartbeat_;
+};
+
+TEST_F(FollowerServerTest, FollowerRedirectsToTheLeader) {
+  Command cmd;
+  cmd.set_op(Command::PUT);
+  cmd.set_key("replicated");
+  cmd.set_value("from-leader-2");
+  Entry e;
+  e.set_term(3);
+  e.set_index(1);
+  e.set_type(ENTRY_COMMAND);
+  e.set_data(cmd.SerializeAsString());
+  AppendEntriesResponse resp;
+  grpc::Status s = Append(3, 2, 1, 0, 0, {e}, 1, &resp);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_TRUE(resp.success());
+  EXPECT_EQ(resp.term(), 3u);
+  EXPECT_EQ(resp.match_index(), 1u);
+  StartHeartbeats(3, 1);
+
+  // The entry is applied and served by stale reads.
+  ASSERT_TRUE(WaitFor([&] { return node_->state_machine().AppliedIndex() >= 1; }));
+  GetResponse get;
+  s = Get("replicated", &get, /*stale=*/true);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_TRUE(get.found());
+  EXPECT_EQ(get.value(), "from-leader-2");
+
+  // Writes and linearizable reads are redirected to member 2.
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    PutRequest req;
+    req.set_key("k");
+    req.set_value("v");
+    PutResponse put;
+    s = kv_->Put(&ctx, req, &put);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << StatusText(s);
+    EXPECT_CONTAINS(s.error_message(), "not leader");
+    EXPECT_CONTAINS(s.error_message(), "127.0.0.1:1");
+    EXPECT_EQ(Trailer(ctx, kLeaderIdMetadataKey), "2");
+    EXPECT_EQ(Trailer(ctx, kLeaderAddrMetadataKey), "127.0.0.1:1");
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    GetRequest req;
+    req.set_key("replicated");
+    GetResponse g;
+    s = kv_->Get(&ctx, req, &g);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << StatusText(s);
+    EXPECT_EQ(Trailer(ctx, kLeaderAddrMetadataKey), "127.0.0.1:1");
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    DeleteRequest req;
+    req.set_key("replicated");
+    DeleteResponse d;
+    s = kv_->Delete(&ctx, req, &d);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << StatusText(s);
+    EXPECT_EQ(Trailer(ctx, kLeaderIdMetadataKey), "2");
+  }
+  StatusResponse st;
+  ASSERT_TRUE(GetStatus(&st).ok());
+  EXPECT_EQ(st.role(), "follower");
+  EXPECT_EQ(st.term(), 3u);
+  EXPECT_EQ(st.leader_id(), 2u);
+  EXPECT_EQ(st.leader_address(), "127.0.0.1:1");
+  EXPECT_EQ(st.commit_index(), 1u);
+  EXPECT_EQ(st.applied_index(), 1u);
+  EXPECT_EQ(st.durable_index(), 1u);
+
+  // Leader stickiness: while member 2 is heard from, a vote for member 3 in
+  // a later term is refused.
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    RequestVoteRequest req;
+    req.set_term(9);
+    req.set_candidate_id(3);
+    req.set_to(1);
+    req.set_last_log_index(1);
+    req.set_last_log_term(3);
+    RequestVoteResponse vote;
+    s = raft_->RequestVote(&ctx, req, &vote);
+    ASSERT_TRUE(s.ok()) << StatusText(s);
+    EXPECT_FALSE(vote.granted());
+  }
+}
+
+TEST_F(FollowerServerTest, NoLeaderIsUnavailable) {
+  // Nobody heartbeats and the peers are dead: member 1 never leads.
+  std::this_thread::sleep_for(50ms);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(10s));
+  PutRequest req;
+  req.set_key("k");
+  req.set_value("v");
+  PutResponse put;
+  grpc::Status s = kv_->Put(&ctx, req, &put);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << StatusText(s);
+  EXPECT_CONTAINS(s.error_message(), "no leader");
+  EXPECT_EQ(Trailer(ctx, kLeaderIdMetadataKey), "");
+}
+
+TEST_F(FollowerServerTest, PeerServiceChecksSenderAndRecipient) {
+  AppendEntriesResponse resp;
+  // Addressed to another member.
+  grpc::Status s = Append(1, 2, 3, 0, 0, {}, 0, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << StatusText(s);
+  EXPECT_CONTAINS(s.error_message(), "member 3");
+  // From a member not in the cluster, or from itself.
+  s = Append(1, 9, 1, 0, 0, {}, 0, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  EXPECT_CONTAINS(s.error_message(), "sender 9");
+  s = Append(1, 1, 1, 0, 0, {}, 0, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    RequestVoteRequest req;
+    req.set_term(5);
+    req.set_candidate_id(7);
+    req.set_to(1);
+    RequestVoteResponse vote;
+    s = raft_->RequestVote(&ctx, req, &vote);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    RequestVoteRequest req;
+    req.set_term(5);
+    req.set_candidate_id(2);
+    req.set_to(2);
+    RequestVoteResponse vote;
+    s = raft_->RequestVote(&ctx, req, &vote);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << StatusText(s);
+  }
+  // None of it changed the node's term.
+  EXPECT_LT(node_->GetStatus().term, 5u);
+}
+
+TEST_F(FollowerServerTest, GrantsAVoteWithoutALeader) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(10s));
+  RequestVoteRequest req;
+  req.set_term(50);
+  req.set_candidate_id(3);
+  req.set_to(1);
+  RequestVoteResponse vote;
+  grpc::Status s = raft_->RequestVote(&ctx, req, &vote);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_TRUE(vote.granted());
+  EXPECT_EQ(vote.term(), 50u);
+  EXPECT_GE(node_->GetStatus().term, 50u);
+}
+
+}  // namespace
+}  // namespace raftkv
