@@ -1,5 +1,7 @@
 #include "bench/load.h"
 
+#include "client/channel_args.h"
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -26,12 +28,11 @@ struct ThreadStats {
 Connections::Connections(const std::string& target, int n) : target_(target) {
   n = std::max(1, n);
   for (int i = 0; i < n; ++i) {
-    grpc::ChannelArguments args;
+    grpc::ChannelArguments args = RaftkvChannelArguments();
     // Own subchannel pool + a distinct argument: never shares a TCP
     // connection with the other channels.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt("raftkv.bench.connection", i);
-    args.SetMaxReceiveMessageSize(-1);
     auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
     stubs_.push_back(KV::NewStub(channel));
     channels_.push_back(std::move(channel));

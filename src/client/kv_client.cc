@@ -1,5 +1,7 @@
 #include "client/kv_client.h"
 
+#include "client/channel_args.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cctype>
@@ -174,15 +176,8 @@ KV::Stub* KvClient::StubFor(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& stub = stubs_[address];
   if (!stub) {
-    grpc::ChannelArguments args;
-    // gRPC's default reconnect back-off grows to minutes, during which calls
-    // to a restarted server fail fast; keep it short so a node that comes
-    // back is used again within about a second.
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    auto channel =
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                             RaftkvChannelArguments());
     stub = KV::NewStub(channel);
     VLOG(1) << "KvClient: new channel to " << address;
   }

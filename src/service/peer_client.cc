@@ -2,17 +2,10 @@
 
 #include <glog/logging.h>
 
+#include "client/channel_args.h"
+
 namespace raftkv {
 
-grpc::ChannelArguments RaftkvChannelArguments() {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
-  return args;
-}
 
 // One outgoing call and everything it needs until its completion.
 struct PeerClient::Call {

@@ -64,9 +64,5 @@ class PeerClient : public PeerSender {
   std::map<uint64_t, Clock::time_point> last_failure_log_;
 };
 
-// Channel arguments for every raftkv channel: quick reconnects (a restarted
-// peer is reachable again within a second, not gRPC's default two minutes)
-// and no message size limit beyond what the server enforces.
-grpc::ChannelArguments RaftkvChannelArguments();
 
 }  // namespace raftkv

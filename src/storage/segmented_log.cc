@@ -116,6 +116,30 @@ struct SegmentScan {
 // Reads the records of a segment whose first record must hold `first_index`,
 // appending the entries to *entries. A bad record that cannot be a torn tail
 // (more data follows it) is Status::Corruption naming the file and offset.
+// Looks for a complete, checksum-valid record holding an entry with index >=
+// `min_index` that starts after `pos`. Returns its offset, or 0 if none.
+// A torn write can only be followed by bytes of that same unfinished write,
+// never by an intact later record; a damaged length field can.
+size_t FindValidRecordAfter(const std::string& contents, size_t pos, uint64_t min_index,
+                            uint64_t* found_index) {
+  const size_t size = contents.size();
+  for (size_t p = pos + 1; p + kRecordHeaderSize < size; ++p) {
+    const uint32_t length = DecodeFixed32(&contents[p + 4]);
+    if (length == 0 || length > size - p - kRecordHeaderSize) continue;
+    // Every Entry starts with its term (field 1, varint; term >= 1): a cheap
+    // filter before the checksum.
+    if (static_cast<uint8_t>(contents[p + kRecordHeaderSize]) != 0x08) continue;
+    if (crc32c::Value(&contents[p + 4], 4 + length) != DecodeFixed32(&contents[p])) continue;
+    Entry entry;
+    if (entry.ParseFromArray(&contents[p + kRecordHeaderSize], static_cast<int>(length)) &&
+        entry.index() >= min_index) {
+      *found_index = entry.index();
+      return p;
+    }
+  }
+  return 0;
+}
+
 Status ScanSegment(const std::string& path, const std::string& contents, uint64_t first_index,
                    std::vector<Entry>* entries, SegmentScan* scan) {
   const size_t size = contents.size();
@@ -161,6 +185,12 @@ Status ScanSegment(const std::string& path, const std::string& contents, uint64_
     if (record_end < size && !AllZero(contents, record_end)) {
       return Status::Corruption(At(path, pos) + reason + ", followed by " +
                                 std::to_string(size - record_end) + " more bytes");
+    }
+    uint64_t later_index = 0;
+    if (const size_t later = FindValidRecordAfter(contents, pos, expected_index, &later_index)) {
+      return Status::Corruption(At(path, pos) + reason + ", but an intact record of index " +
+                                std::to_string(later_index) + " follows at offset " +
+                                std::to_string(later) + ": not a torn write");
     }
     scan->torn = true;
     scan->torn_reason = reason;

@@ -174,7 +174,8 @@ grpc::Status GenericCall(const std::string& endpoint, const std::string& method,
 TEST_F(Integration, BadInput) {
   uint64_t leader = 0;
   ASSERT_NO_FATAL_FAILURE(StartCluster(
-      3, [] {
+      3,
+      [] {
         auto f = FastTimeoutFlags();
         f.push_back("--max_value_bytes=1024");
         f.push_back("--max_key_bytes=64");
@@ -206,7 +207,8 @@ TEST_F(Integration, BadInput) {
     GetRequest req;
     GetResponse resp;
     s = kv.Get(&ctx, req, &resp);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << "Get with empty key: " << Code(s);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << "Get with empty key: " << Code(s);
   }
   {
     grpc::ClientContext ctx;
@@ -214,7 +216,8 @@ TEST_F(Integration, BadInput) {
     DeleteRequest req;
     DeleteResponse resp;
     s = kv.Delete(&ctx, req, &resp);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << "Delete with empty key: " << Code(s);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << "Delete with empty key: " << Code(s);
   }
 
   // Limits: 64-byte keys and 1024-byte values are the largest accepted.
@@ -298,7 +301,8 @@ TEST_F(Integration, BadInput) {
   };
   AppendEntriesResponse aresp;
   s = append(leader, static_cast<uint64_t>(g), &aresp);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << "to=other member: " << Code(s);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << "to=other member: " << Code(s);
   s = append(99, static_cast<uint64_t>(f), &aresp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << "leader_id 99: " << Code(s);
   s = append(static_cast<uint64_t>(f), static_cast<uint64_t>(f), &aresp);
@@ -334,7 +338,6 @@ TEST_F(Integration, BadInput) {
 // jitter). Checked, with kReconnectSlackMs of margin, for a client that was
 // connected when the member died and for one created while it was down.
 constexpr int64_t kReconnectSlackMs = 2500;
-
 
 TEST_F(Integration, ClientReconnectsToRestartedNode) {
   uint64_t leader = 0;
@@ -384,7 +387,8 @@ TEST_F(Integration, ClientReconnectsToRestartedNode) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << Code(s);
   ASSERT_TRUE(cluster().Restart(f));
   int64_t ms = measure(*connected, "client connected before the crash");
-  EXPECT_LT(ms, kReconnectSlackMs) << "the client kept failing fast although the member was serving";
+  EXPECT_LT(ms, kReconnectSlackMs)
+      << "the client kept failing fast although the member was serving";
 
   // 2. Created while the member was down, retrying now and then (a client
   // started during a rolling restart, say).
@@ -397,7 +401,8 @@ TEST_F(Integration, ClientReconnectsToRestartedNode) {
   }
   ASSERT_TRUE(cluster().Restart(f));
   ms = measure(*late, "client created while the member was down");
-  EXPECT_LT(ms, kReconnectSlackMs) << "the client kept failing fast although the member was serving";
+  EXPECT_LT(ms, kReconnectSlackMs)
+      << "the client kept failing fast although the member was serving";
 }
 
 // A client started before the cluster (an application that comes up with
@@ -435,7 +440,8 @@ TEST_F(Integration, ClientStartedBeforeClusterConnects) {
   std::vector<std::string> last(3);
   auto done = [&] {
     for (int i = 0; i < 3; ++i) {
-      if (fresh_ok[static_cast<size_t>(i)] < 0 || early_ok[static_cast<size_t>(i)] < 0) return false;
+      if (fresh_ok[static_cast<size_t>(i)] < 0 || early_ok[static_cast<size_t>(i)] < 0)
+        return false;
     }
     return true;
   };
@@ -597,10 +603,12 @@ TEST_F(Integration, ConfigErrors) {
          "--log_dir=" + dir, "--listen_address=" + p1},
         dir, 10000);
     const std::string where = file + ":" + std::to_string(bad_files[n].line) + ":";
-    EXPECT_TRUE(r.exited) << "bad file " << n << " (timed out: " << r.timed_out << ")\n" << r.output;
+    EXPECT_TRUE(r.exited) << "bad file " << n << " (timed out: " << r.timed_out << ")\n"
+                          << r.output;
     EXPECT_NE(r.exit_code, 0) << "bad file " << n << ":\n" << bad_files[n].text;
     EXPECT_NE(r.output.find(where), std::string::npos)
-        << "output should name " << where << "; got:\n" << r.output;
+        << "output should name " << where << "; got:\n"
+        << r.output;
   }
 
   // An id that is not a member.
@@ -613,7 +621,8 @@ TEST_F(Integration, ConfigErrors) {
   EXPECT_TRUE(r.exited) << r.output;
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("7"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find(good), std::string::npos) << "should name the cluster file:\n" << r.output;
+  EXPECT_NE(r.output.find(good), std::string::npos) << "should name the cluster file:\n"
+                                                    << r.output;
 
   // A missing cluster file, and a missing --data_dir.
   r = RunToCompletion(ServerBinary(),
@@ -622,21 +631,22 @@ TEST_F(Integration, ConfigErrors) {
                       dir, 10000);
   EXPECT_TRUE(r.exited && r.exit_code != 0) << r.output;
   EXPECT_NE(r.output.find("missing.conf"), std::string::npos) << r.output;
-  r = RunToCompletion(ServerBinary(), {"--id=1", "--cluster_file=" + good, "--log_dir=" + dir},
-                      dir, 10000);
+  r = RunToCompletion(ServerBinary(), {"--id=1", "--cluster_file=" + good, "--log_dir=" + dir}, dir,
+                      10000);
   EXPECT_TRUE(r.exited && r.exit_code != 0) << r.output;
   EXPECT_NE(r.output.find("data_dir"), std::string::npos) << r.output;
 
   // A second server on a data directory in use.
-  r = RunToCompletion(ServerBinary(),
-                      {"--id=1", "--cluster_file=" + cluster().cluster_file(),
-                       "--data_dir=" + cluster().DataDir(1), "--log_dir=" + dir,
-                       "--listen_address=" + p2},
-                      dir, 10000);
+  r = RunToCompletion(
+      ServerBinary(),
+      {"--id=1", "--cluster_file=" + cluster().cluster_file(), "--data_dir=" + cluster().DataDir(1),
+       "--log_dir=" + dir, "--listen_address=" + p2},
+      dir, 10000);
   EXPECT_TRUE(r.exited) << r.output;
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(Lower(r.output).find("lock"), std::string::npos)
-      << "message should be about the lock:\n" << r.output;
+      << "message should be about the lock:\n"
+      << r.output;
   // ... and the first one is unharmed.
   EXPECT_TRUE(cluster().IsRunning(1));
   auto client = cluster().NewClient();

@@ -10,7 +10,7 @@ namespace integration {
 namespace {
 
 std::vector<std::pair<std::string, std::string>> NumberedPairs(const std::string& prefix, int count,
-                                                                const std::string& tag) {
+                                                               const std::string& tag) {
   std::vector<std::pair<std::string, std::string>> kvs;
   for (int i = 0; i < count; ++i) {
     kvs.emplace_back(prefix + std::to_string(i), tag + "-" + std::to_string(i));
@@ -98,7 +98,8 @@ TEST_F(Integration, ConcurrentWritesDuringFailover) {
       auto client = cluster().NewClient(3000, 500);
       Writer& me = writers[static_cast<size_t>(w)];
       for (int version = 0; !stop; ++version) {
-        const std::string key = "w" + std::to_string(w) + "-k" + std::to_string(version % kKeysPerWriter);
+        const std::string key =
+            "w" + std::to_string(w) + "-k" + std::to_string(version % kKeysPerWriter);
         const std::string value = "v" + std::to_string(version);
         const bool after_kill = killed;
         grpc::Status s = client->Put(key, value);
@@ -141,9 +142,10 @@ TEST_F(Integration, ConcurrentWritesDuringFailover) {
   int ambiguous = 0;
   for (int w = 0; w < kWriters; ++w) {
     const Writer& me = writers[static_cast<size_t>(w)];
-    EXPECT_GT(me.acks_after_kill.load(), 0) << "writer " << w << " (last error: " << me.last_error << ")";
-    std::cerr << "[ info     ] writer " << w << ": " << me.acks << " acked (" << me.acks_after_kill.load()
-              << " after the kill), " << me.failures << " failed\n";
+    EXPECT_GT(me.acks_after_kill.load(), 0)
+        << "writer " << w << " (last error: " << me.last_error << ")";
+    std::cerr << "[ info     ] writer " << w << ": " << me.acks << " acked ("
+              << me.acks_after_kill.load() << " after the kill), " << me.failures << " failed\n";
     for (const auto& [key, ks] : me.keys) {
       if (ks.acked.empty()) continue;
       expected[key] = ks.acked;
@@ -227,7 +229,8 @@ TEST_F(Integration, DivergentFollowerIsRepaired) {
   }
   for (auto& t : puts) t.join();
   for (int i = 0; i < kKeys; ++i) {
-    EXPECT_FALSE(results[static_cast<size_t>(i)].ok()) << "write " << i << " acknowledged without quorum";
+    EXPECT_FALSE(results[static_cast<size_t>(i)].ok())
+        << "write " << i << " acknowledged without quorum";
   }
   StatusResponse old_st = MustStatus(cluster(), old);
   const uint64_t old_term = old_st.term();
@@ -305,7 +308,8 @@ TEST_F(Integration, FollowerRestartCatchesUp) {
   StatusResponse st;
   EXPECT_TRUE(WaitForApplied(cluster(), f, commit, 15000, &st))
       << "restarted follower applied " << st.applied_index() << " of " << commit;
-  std::cerr << "[ info     ] restarted follower caught up after " << ElapsedMs(restarted_at) << " ms\n";
+  std::cerr << "[ info     ] restarted follower caught up after " << ElapsedMs(restarted_at)
+            << " ms\n";
   EXPECT_GE(st.last_log_index(), commit);
   EXPECT_EQ(st.leader_id(), leader);
   auto local = cluster().NewClientFor(f);
@@ -359,7 +363,8 @@ TEST_F(Integration, CrashRecoveryLoop) {
       break;
     }
     // Half the time the leader, otherwise a random member (maybe the leader).
-    const int victim = (rng() % 2 == 0) ? static_cast<int>(current) : 1 + static_cast<int>(rng() % 3);
+    const int victim =
+        (rng() % 2 == 0) ? static_cast<int>(current) : 1 + static_cast<int>(rng() % 3);
     const int down_ms = static_cast<int>(rng() % 800);
     std::cerr << "[ info     ] round " << round << ": kill member " << victim
               << (static_cast<uint64_t>(victim) == current ? " (leader)" : " (follower)")
@@ -384,8 +389,8 @@ TEST_F(Integration, CrashRecoveryLoop) {
   KvMap all;
   for (int w = 0; w < kWriters; ++w) {
     std::cerr << "[ info     ] writer " << w << ": " << acked[static_cast<size_t>(w)].size()
-              << " acked, " << failures[static_cast<size_t>(w)] << " failed (last: "
-              << last_errors[static_cast<size_t>(w)] << ")\n";
+              << " acked, " << failures[static_cast<size_t>(w)]
+              << " failed (last: " << last_errors[static_cast<size_t>(w)] << ")\n";
     all.insert(acked[static_cast<size_t>(w)].begin(), acked[static_cast<size_t>(w)].end());
   }
   ASSERT_GT(all.size(), 100u);
@@ -407,7 +412,8 @@ TEST_F(Integration, CrashRecoveryLoop) {
   const int sample = 1 + static_cast<int>(rng() % 3);
   auto local = cluster().NewClientFor(sample);
   problems = CheckAll(*local, all, /*stale=*/true);
-  EXPECT_TRUE(problems.empty()) << "stale reads on member " << sample << ":\n" << JoinLines(problems);
+  EXPECT_TRUE(problems.empty()) << "stale reads on member " << sample << ":\n"
+                                << JoinLines(problems);
 }
 
 }  // namespace

@@ -3,8 +3,8 @@
 // through KvClient, raw gRPC stubs, and catch-up waits.
 #pragma once
 
-#include <gtest/gtest.h>
 #include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
@@ -111,7 +111,8 @@ inline std::vector<std::string> CheckAll(KvClient& client, const KvMap& expected
         } else if (!found) {
           problem = "Get " + items[i].first + ": not found, expected '" + items[i].second + "'";
         } else if (value != items[i].second) {
-          problem = "Get " + items[i].first + ": '" + value + "', expected '" + items[i].second + "'";
+          problem =
+              "Get " + items[i].first + ": '" + value + "', expected '" + items[i].second + "'";
         }
         if (!problem.empty()) {
           std::lock_guard<std::mutex> lock(mu);
@@ -171,9 +172,9 @@ class Integration : public ::testing::Test {
     ASSERT_TRUE(cluster_->StartAll(&error)) << error;
     *leader = cluster_->WaitForLeader(timeout_ms, &error);
     ASSERT_NE(*leader, 0u) << error;
-    std::cerr << "[ cluster  ] " << n << " members in " << cluster_->dir() << "; leader "
-              << *leader << " (term " << cluster_->last_leader_term() << ") after "
-              << ElapsedMs(start) << " ms" << std::endl;
+    std::cerr << "[ cluster  ] " << n << " members in " << cluster_->dir() << "; leader " << *leader
+              << " (term " << cluster_->last_leader_term() << ") after " << ElapsedMs(start)
+              << " ms" << std::endl;
   }
 
   void TearDown() override {

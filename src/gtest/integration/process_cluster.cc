@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -11,8 +12,6 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
@@ -58,8 +57,8 @@ bool PortIsFree(int port) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-                  ::listen(fd, 1) == 0;
+  const bool ok =
+      ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 && ::listen(fd, 1) == 0;
   ::close(fd);
   if (!ok) return false;
   // Also make sure nobody listens on the wildcard address for this port.
@@ -353,8 +352,8 @@ bool ProcessCluster::Start(int i, const std::vector<std::string>& more_flags) {
   };
   plan.args.insert(plan.args.end(), extra_flags_.begin(), extra_flags_.end());
   plan.args.insert(plan.args.end(), more_flags.begin(), more_flags.end());
-  std::string banner = "=== process_cluster: start #" + std::to_string(nd.starts + 1) + " of member " +
-                       std::to_string(i) + " at " + NowString() + ":";
+  std::string banner = "=== process_cluster: start #" + std::to_string(nd.starts + 1) +
+                       " of member " + std::to_string(i) + " at " + NowString() + ":";
   for (const std::string& a : plan.args) banner += " " + a;
   AppendToFile(plan.output_path, banner + "\n");
   const pid_t pid = Spawn(plan);
@@ -433,10 +432,10 @@ grpc::Status ProcessCluster::StatusOf(int i, StatusResponse* out, int timeout_ms
     nd.status_client = std::make_unique<KvClient>(options);
   }
   grpc::Status s = nd.status_client->StatusOf(Endpoint(i), out, timeout_ms);
-  // A gRPC channel that saw a connection fail keeps failing fast for seconds
-  // after the server is back (see /work/notes/integration_bugs.md); the
-  // harness must observe the server, not that, so it starts over with a new
-  // client (new channel) after any failure.
+  // A KvClient channel whose connection attempts failed can keep failing
+  // fast for seconds after the server is up (test
+  // ClientStartedBeforeClusterConnects); the harness must observe the server,
+  // not that, so it starts over with a new client after any failure.
   if (!s.ok()) nd.status_client.reset();
   return s;
 }

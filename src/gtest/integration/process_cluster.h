@@ -53,10 +53,10 @@ std::string ReadFileOrEmpty(const std::string& path);
 
 // The result of running a process to completion.
 struct RunResult {
-  bool exited = false;   // false: killed by a signal or by the timeout
-  int exit_code = -1;    // valid when exited
+  bool exited = false;  // false: killed by a signal or by the timeout
+  int exit_code = -1;   // valid when exited
   bool timed_out = false;
-  std::string output;    // stdout + stderr
+  std::string output;  // stdout + stderr
 };
 
 // Runs `binary` with `args` (argv[1..]) to completion, killing it after
@@ -110,8 +110,11 @@ class ProcessCluster {
   // The term of the last leader found by WaitForLeader.
   uint64_t last_leader_term() const { return last_leader_term_; }
 
-  // Status of member i (a single attempt over a channel owned by the
-  // harness and renewed on every Start).
+  // Status of member i through KvClient::StatusOf (a single attempt). The
+  // harness's client is replaced on every Start and after any failure, so
+  // what is observed is the server, not a client channel that keeps failing
+  // fast for seconds after the server is up (see the test
+  // ClientStartedBeforeClusterConnects).
   grpc::Status StatusOf(int i, StatusResponse* out, int timeout_ms = 1000);
 
   std::vector<std::string> Endpoints() const;

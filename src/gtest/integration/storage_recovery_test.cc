@@ -76,7 +76,8 @@ void ExpectCatchesUp(ProcessCluster& cluster, int m, KvMap expected) {
   auto client = cluster.NewClient(10000, 1000);
   std::vector<std::string> errors;
   std::vector<std::pair<std::string, std::string>> more;
-  for (int i = 0; i < 50; ++i) more.emplace_back("after-" + std::to_string(i), "a" + std::to_string(i));
+  for (int i = 0; i < 50; ++i)
+    more.emplace_back("after-" + std::to_string(i), "a" + std::to_string(i));
   KvMap acked = PutAll(*client, more, 4, &errors);
   ASSERT_EQ(acked.size(), more.size()) << JoinLines(errors);
   expected.insert(acked.begin(), acked.end());
@@ -105,8 +106,8 @@ TEST_F(Integration, CorruptLogIsRefused) {
   std::vector<std::string> errors;
   const KvMap acked = PutAll(*client, Pairs("corrupt-", 200), 4, &errors);
   ASSERT_EQ(acked.size(), 200u) << JoinLines(errors);
-  ASSERT_TRUE(WaitForApplied(cluster(), f, MustStatus(cluster(), static_cast<int>(leader)).commit_index(),
-                             3000));
+  ASSERT_TRUE(WaitForApplied(cluster(), f,
+                             MustStatus(cluster(), static_cast<int>(leader)).commit_index(), 3000));
   EXPECT_TRUE(cluster().Stop(f)) << "SIGTERM did not stop member " << f << " cleanly";
 
   // Flip one payload byte of a record in the middle of the (first) segment.
@@ -134,7 +135,8 @@ TEST_F(Integration, CorruptLogIsRefused) {
   EXPECT_LT(exit_code, 128) << "it crashed instead of refusing the log";
   const std::string output = cluster().ServerOutput(f);
   EXPECT_NE(output.find("Corruption"), std::string::npos) << output;
-  EXPECT_NE(output.find(path), std::string::npos) << "the message should name the file:\n" << output;
+  EXPECT_NE(output.find(path), std::string::npos) << "the message should name the file:\n"
+                                                  << output;
   EXPECT_EQ(ReadFileOrEmpty(path), damaged) << "the refused log was modified";
 
   // Undo the damage: the member starts and catches up.
@@ -158,8 +160,8 @@ TEST_F(Integration, CorruptLengthFieldIsRefused) {
   std::vector<std::string> errors;
   const KvMap acked = PutAll(*client, Pairs("length-", 200), 4, &errors);
   ASSERT_EQ(acked.size(), 200u) << JoinLines(errors);
-  ASSERT_TRUE(WaitForApplied(cluster(), f, MustStatus(cluster(), static_cast<int>(leader)).commit_index(),
-                             3000));
+  ASSERT_TRUE(WaitForApplied(cluster(), f,
+                             MustStatus(cluster(), static_cast<int>(leader)).commit_index(), 3000));
   const uint64_t durable = MustStatus(cluster(), f).durable_index();
   EXPECT_TRUE(cluster().Stop(f));
 
@@ -173,10 +175,10 @@ TEST_F(Integration, CorruptLengthFieldIsRefused) {
   ASSERT_GE(records.size(), 100u);
   const Record& victim = records[records.size() / 2];
   std::string damaged = original;
-  damaged[victim.offset + 7] = static_cast<char>(damaged[victim.offset + 7] ^ 0x10);  // length's high byte
-  std::cerr << "[ info     ] length of entry " << victim.entry.index() << " (of "
-            << records.size() << ") in " << path << " now "
-            << Fixed32(damaged, victim.offset + 4) << "\n";
+  damaged[victim.offset + 7] =
+      static_cast<char>(damaged[victim.offset + 7] ^ 0x10);  // length's high byte
+  std::cerr << "[ info     ] length of entry " << victim.entry.index() << " (of " << records.size()
+            << ") in " << path << " now " << Fixed32(damaged, victim.offset + 4) << "\n";
   WriteFile(path, damaged);
 
   ASSERT_TRUE(cluster().Restart(f));
@@ -218,8 +220,8 @@ TEST_F(Integration, TornTailIsTruncated) {
   std::vector<std::string> errors;
   const KvMap acked = PutAll(*client, Pairs("torn-", 100), 4, &errors);
   ASSERT_EQ(acked.size(), 100u) << JoinLines(errors);
-  ASSERT_TRUE(WaitForApplied(cluster(), f, MustStatus(cluster(), static_cast<int>(leader)).commit_index(),
-                             3000));
+  ASSERT_TRUE(WaitForApplied(cluster(), f,
+                             MustStatus(cluster(), static_cast<int>(leader)).commit_index(), 3000));
   const uint64_t durable_before = MustStatus(cluster(), f).durable_index();
   cluster().Kill(f);
 
@@ -240,7 +242,8 @@ TEST_F(Integration, TornTailIsTruncated) {
   ASSERT_TRUE(cluster().Restart(f));
   StatusResponse st;
   ASSERT_TRUE(WaitUntil([&] { return cluster().StatusOf(f, &st, 500).ok(); }, 5000))
-      << "member " << f << " did not start with a torn tail:\n" << cluster().ServerOutput(f);
+      << "member " << f << " did not start with a torn tail:\n"
+      << cluster().ServerOutput(f);
   EXPECT_GE(st.last_log_index(), durable_before) << "recovery dropped valid records";
   // The warning is in its glog log (WARNING lines start with 'W').
   const std::string log = cluster().LogText(f);
@@ -248,8 +251,8 @@ TEST_F(Integration, TornTailIsTruncated) {
   ASSERT_NE(at, std::string::npos) << "no warning about the torn tail in the log of member " << f;
   const size_t line_start = log.rfind('\n', at);
   const char severity = log[line_start == std::string::npos ? 0 : line_start + 1];
-  EXPECT_TRUE(severity == 'W' || severity == 'E') << "not logged as a warning: "
-                                                   << log.substr(line_start + 1, at - line_start + 20);
+  EXPECT_TRUE(severity == 'W' || severity == 'E')
+      << "not logged as a warning: " << log.substr(line_start + 1, at - line_start + 20);
   EXPECT_NE(log.find("truncated " + std::to_string(torn.size()) + " bytes"), std::string::npos)
       << "expected it to report cutting " << torn.size() << " bytes";
   // The garbage is gone from the file: it starts with the original records.

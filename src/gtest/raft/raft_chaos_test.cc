@@ -17,9 +17,12 @@ namespace {
 
 CrashPoint RandomCrashPoint(Rng& rng) {
   switch (rng.Uniform(3)) {
-    case 0: return CrashPoint::kNow;
-    case 1: return CrashPoint::kBeforePersist;
-    default: return CrashPoint::kAfterPersist;
+    case 0:
+      return CrashPoint::kNow;
+    case 1:
+      return CrashPoint::kBeforePersist;
+    default:
+      return CrashPoint::kAfterPersist;
   }
 }
 
@@ -43,9 +46,8 @@ void HealAndCheckConvergence(SimCluster& c, int max_ticks) {
   const std::vector<Entry>& committed = c.committed();
   for (uint64_t id : c.ids()) {
     const std::vector<Entry>& applied = c.applied(id);
-    ASSERT_GE(applied.size(), committed.size())
-        << "node " << id << " lost committed entries\n"
-        << c.Report();
+    ASSERT_GE(applied.size(), committed.size()) << "node " << id << " lost committed entries\n"
+                                                << c.Report();
     for (size_t i = 0; i < committed.size(); ++i) {
       ASSERT_EQ(applied[i].term(), committed[i].term()) << "node " << id << " index " << i + 1;
       ASSERT_EQ(applied[i].data(), committed[i].data()) << "node " << id << " index " << i + 1;
@@ -201,7 +203,8 @@ TEST(RaftChaosTest, RandomizedChaos) {
 }
 
 TEST(RaftChaosTest, LongRandomizedChaos) {
-  ForEachSeed(5, [&](uint64_t seed) { ChaosRun(seed, 1500); }, 100000);
+  ForEachSeed(
+      5, [&](uint64_t seed) { ChaosRun(seed, 1500); }, 100000);
 }
 
 }  // namespace

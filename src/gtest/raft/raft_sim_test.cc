@@ -323,8 +323,7 @@ void MinorityLeaderTest(int nodes) {
       ASSERT_TRUE(c.Propose(new_leader, fresh.back()).accepted) << c.Report();
     }
     ASSERT_TRUE(c.RunUntil(
-        [&] { return c.core(new_leader)->commit_index() == c.core(new_leader)->last_index(); },
-        50))
+        [&] { return c.core(new_leader)->commit_index() == c.core(new_leader)->last_index(); }, 50))
         << c.Report();
     c.Heal();
     ASSERT_TRUE(WaitConverged(c)) << c.Report();
@@ -470,9 +469,8 @@ void ReadIndexTest(int nodes) {
     const uint64_t read_id = 1;
     ASSERT_TRUE(c.ReadIndex(leader, read_id));
     // Nothing can have been confirmed yet: no message was delivered since.
-    EXPECT_EQ(c.reads(leader).count(read_id), 0u)
-        << "read served before any heartbeat round\n"
-        << c.Report();
+    EXPECT_EQ(c.reads(leader).count(read_id), 0u) << "read served before any heartbeat round\n"
+                                                  << c.Report();
     ASSERT_TRUE(c.RunUntil([&] { return c.reads(leader).count(read_id) != 0; }, 5))
         << "read not served within 5 ticks\n"
         << c.Report();
@@ -681,7 +679,8 @@ TEST(RaftSimTest, ReadOnFreshLeaderCoversEarlierCommits) {
         [&] {
           for (uint64_t id : c.ids()) {
             Raft* r = c.core(id);
-            if (id != leader && r->role() == Role::kLeader && tried_terms.insert(r->term()).second) {
+            if (id != leader && r->role() == Role::kLeader &&
+                tried_terms.insert(r->term()).second) {
               EXPECT_TRUE(c.ReadIndex(id, read_id++));
               return true;
             }
@@ -705,9 +704,9 @@ TEST(RaftSimTest, ReadOnFreshLeaderCoversEarlierCommits) {
 TEST(RaftSimTest, Figure8EarlierTermEntryIsNotCommittedByCounting) {
   ForEachSeed(30, [&](uint64_t seed) {
     SimOptions o = Options(5, seed);
-    o.check_quorum = false;      // keep isolated leaders leading: the script decides
-    o.async_persist_prob = 0;    // a crashed leader keeps what it wrote
-    o.max_append_entries = 1;    // the earlier-term entry travels without the new noop
+    o.check_quorum = false;    // keep isolated leaders leading: the script decides
+    o.async_persist_prob = 0;  // a crashed leader keeps what it wrote
+    o.max_append_entries = 1;  // the earlier-term entry travels without the new noop
     SimCluster c(o);
     auto others = [&](std::vector<uint64_t> except) {
       std::vector<uint64_t> out;
@@ -754,7 +753,11 @@ TEST(RaftSimTest, Figure8EarlierTermEntryIsNotCommittedByCounting) {
     const std::vector<uint64_t> pq = others({a, b, l2});
     c.Partition({{a, b, pq[0], pq[1]}, {l2}});
     uint64_t l3 = 0;
-    ASSERT_TRUE(c.RunUntil([&] { return (l3 = leader_in({a, b, pq[0], pq[1]}, t2)) != 0; }, 200))
+    ASSERT_TRUE(c.RunUntil(
+        [&] {
+          return (l3 = leader_in({a, b, pq[0], pq[1]}, t2)) != 0;
+        },
+        200))
         << c.Report();
     ASSERT_TRUE(l3 == a || l3 == b) << "a node without X won term " << c.core(l3)->term() << "\n"
                                     << c.Report();
@@ -765,14 +768,16 @@ TEST(RaftSimTest, Figure8EarlierTermEntryIsNotCommittedByCounting) {
     ASSERT_TRUE(c.RunUntil([&] { return x_on(pq[0]) || x_on(pq[1]); }, 50)) << c.Report();
     // Let the acknowledgement reach L3 (a buggy leader commits X now), but
     // nothing more: L3 dies right after, before its own-term entry spreads.
-    c.RunUntil([&] {
-      const Raft* r = c.core(l3);
-      for (uint64_t p : pq) {
-        const Progress* pr = r->ProgressOf(p);
-        if (pr != nullptr && pr->match() >= x.index) return true;
-      }
-      return false;
-    }, 5);
+    c.RunUntil(
+        [&] {
+          const Raft* r = c.core(l3);
+          for (uint64_t p : pq) {
+            const Progress* pr = r->ProgressOf(p);
+            if (pr != nullptr && pr->match() >= x.index) return true;
+          }
+          return false;
+        },
+        5);
     c.Isolate(l3);
     c.Crash(l3);
     ASSERT_TRUE(c.ok()) << c.Report();
@@ -782,7 +787,11 @@ TEST(RaftSimTest, Figure8EarlierTermEntryIsNotCommittedByCounting) {
     c.Restart(l2);
     c.Partition({{l2, pq[0], pq[1]}});
     uint64_t l4 = 0;
-    ASSERT_TRUE(c.RunUntil([&] { return (l4 = leader_in({l2, pq[0], pq[1]}, 0)) == l2; }, 300))
+    ASSERT_TRUE(c.RunUntil(
+        [&] {
+          return (l4 = leader_in({l2, pq[0], pq[1]}, 0)) == l2;
+        },
+        300))
         << c.Report();
     ASSERT_TRUE(c.RunUntil([&] { return !x_on(pq[0]) && !x_on(pq[1]); }, 20)) << c.Report();
     ASSERT_TRUE(c.ok()) << c.Report();

@@ -121,8 +121,8 @@ void SimCluster::StartCore(Node& n) {
   n.inflight.reset();
   // A term that was never durable was never revealed to anyone either.
   n.max_term = n.hs.term;
-  Trace("start node " + U(n.id) + " incarnation " + U(n.incarnation) + " hs=" + U(n.hs.term) +
-        "/" + U(n.hs.vote) + " log=" + U(n.log.size()));
+  Trace("start node " + U(n.id) + " incarnation " + U(n.incarnation) + " hs=" + U(n.hs.term) + "/" +
+        U(n.hs.vote) + " log=" + U(n.log.size()));
   if (n.core->term() != n.hs.term || n.core->vote() != n.hs.vote) {
     Violation("node " + U(n.id) + " restarted with term/vote " + U(n.core->term()) + "/" +
               U(n.core->vote()) + " but the durable hard state is " + U(n.hs.term) + "/" +
@@ -150,17 +150,16 @@ void SimCluster::Crash(uint64_t node, CrashPoint point) {
 }
 
 void SimCluster::DoCrash(Node& n) {
-  Trace("CRASH node " + U(n.id) + " incarnation " + U(n.incarnation) + " (durable: hs=" +
-        U(n.hs.term) + "/" + U(n.hs.vote) + " log=" + U(n.log.size()) +
+  Trace("CRASH node " + U(n.id) + " incarnation " + U(n.incarnation) +
+        " (durable: hs=" + U(n.hs.term) + "/" + U(n.hs.vote) + " log=" + U(n.log.size()) +
         (n.core ? ", in memory: log=" + U(n.core->last_index()) : std::string()) + ")");
   if (n.inflight) {
-    // The write was in progress: hard state is saved before the entries.
+    // A write was in progress. The hard state file is saved first; then the log is truncated (if
+    // the write starts inside it) and records are appended in order, so a crash leaves the old
+    // state, or the new hard state and a prefix of the entries (a torn tail is cut off on
+    // recovery).
     Ready partial = std::move(*n.inflight);
     n.inflight.reset();
-    // The hard state file is saved first; then the log is truncated (if the
-    // write starts inside it) and records are appended in order, so a crash
-    // leaves the old state, or the new hard state and a prefix of the entries
-    // (a torn tail is cut off on recovery).
     if (rng_.Chance(0.3)) {
       Trace("  the in-progress write is lost");
     } else {
@@ -426,10 +425,10 @@ void SimCluster::ScheduleUnreachable(uint64_t caller, uint64_t caller_incarnatio
   env.seq = next_seq_++;
   const uint64_t interval = static_cast<uint64_t>(options_.tick_interval);
   env.deliver_at =
-      now_ + (immediate ? 1
-                        : interval * static_cast<uint64_t>(rng_.Range(
-                                         options_.rpc_timeout_min_ticks,
-                                         options_.rpc_timeout_max_ticks)));
+      now_ + (immediate
+                  ? 1
+                  : interval * static_cast<uint64_t>(rng_.Range(options_.rpc_timeout_min_ticks,
+                                                                options_.rpc_timeout_max_ticks)));
   queue_.emplace(std::make_pair(env.deliver_at, env.seq), std::move(env));
 }
 
@@ -530,9 +529,8 @@ void SimCluster::ProcessReady(Node& n) {
                   " that answers no request stepped since its last Ready: " + Describe(m));
         continue;
       }
-      const MessageType want = call->second.type == MessageType::kAppend
-                                   ? MessageType::kAppendResp
-                                   : MessageType::kVoteResp;
+      const MessageType want = call->second.type == MessageType::kAppend ? MessageType::kAppendResp
+                                                                         : MessageType::kVoteResp;
       if (m.type != want || m.to != call->second.requester) {
         Violation("node " + U(n.id) + " answered rpc " + U(m.rpc_id) + " (a " +
                   MessageTypeName(call->second.type) + " from " + U(call->second.requester) +
@@ -543,9 +541,9 @@ void SimCluster::ProcessReady(Node& n) {
       auto r = responses.find(rpc);
       const int count = r == responses.end() ? 0 : r->second;
       if (count != 1) {
-        Violation("node " + U(n.id) + " produced " + std::to_string(count) +
-                  " responses to rpc " + U(rpc) + " (a " + MessageTypeName(call.type) + " from " +
-                  U(call.requester) + ") in the Ready after stepping it; want exactly 1");
+        Violation("node " + U(n.id) + " produced " + std::to_string(count) + " responses to rpc " +
+                  U(rpc) + " (a " + MessageTypeName(call.type) + " from " + U(call.requester) +
+                  ") in the Ready after stepping it; want exactly 1");
       }
     }
     n.pending_rpcs.clear();
@@ -618,8 +616,8 @@ bool SimCluster::CompleteReady(Node& n, const Ready& rd, const std::vector<bool>
         Violation("node " + U(n.id) + " applies " + EntryString(e) +
                   " which no commit index covers (known committed: " + U(committed_.size()) + ")");
       } else if (!SameEntry(e, committed_[e.index() - 1])) {
-        Violation("state machine safety: node " + U(n.id) + " applies " + EntryString(e) +
-                  " but " + EntryString(committed_[e.index() - 1]) + " was committed there");
+        Violation("state machine safety: node " + U(n.id) + " applies " + EntryString(e) + " but " +
+                  EntryString(committed_[e.index() - 1]) + " was committed there");
       }
       n.applied.push_back(e);
     }
@@ -741,14 +739,14 @@ void SimCluster::ValidateOutgoing(Node& n, const Message& m, bool before_persist
                   " without having been its leader: " + Describe(m));
       }
       if (a.to() != m.to || a.leader_id() != n.id) {
-        Violation("AppendEntries header fields wrong: to=" + U(a.to()) + " leader_id=" +
-                  U(a.leader_id()) + ": " + Describe(m));
+        Violation("AppendEntries header fields wrong: to=" + U(a.to()) +
+                  " leader_id=" + U(a.leader_id()) + ": " + Describe(m));
       }
       uint64_t prev_term = a.prev_log_term();
       for (int i = 0; i < a.entries_size(); ++i) {
         const Entry& e = a.entries(i);
-        if (e.index() != a.prev_log_index() + 1 + static_cast<uint64_t>(i) || e.term() < prev_term ||
-            e.term() > a.term()) {
+        if (e.index() != a.prev_log_index() + 1 + static_cast<uint64_t>(i) ||
+            e.term() < prev_term || e.term() > a.term()) {
           Violation("AppendEntries with a malformed entry " + EntryString(e) + ": " + Describe(m));
           break;
         }
@@ -765,8 +763,8 @@ void SimCluster::ValidateOutgoing(Node& n, const Message& m, bool before_persist
       // as it could after making it durable; the acknowledgement is then
       // merely delayed.
       if (r.success() && r.term() == n.hs.term && r.match_index() > n.log.size()) {
-        Violation("node " + U(n.id) + " acknowledges match " + U(r.match_index()) +
-                  " but only " + U(n.log.size()) + " entries are durable: " + Describe(m));
+        Violation("node " + U(n.id) + " acknowledges match " + U(r.match_index()) + " but only " +
+                  U(n.log.size()) + " entries are durable: " + Describe(m));
       }
       break;
     }
@@ -777,8 +775,7 @@ void SimCluster::ValidateOutgoing(Node& n, const Message& m, bool before_persist
       }
       // (The term may have moved on since the message was made: a stale
       // request is harmless, an undurable candidacy is not.)
-      if (!v.pre_vote() &&
-          (n.hs.term < v.term() || (n.hs.term == v.term() && n.hs.vote != n.id))) {
+      if (!v.pre_vote() && (n.hs.term < v.term() || (n.hs.term == v.term() && n.hs.vote != n.id))) {
         Violation("node " + U(n.id) + " requests votes for term " + U(v.term()) +
                   " but its durable hard state is " + U(n.hs.term) + "/" + U(n.hs.vote));
       }
@@ -818,7 +815,8 @@ void SimCluster::RegisterEntry(uint64_t node, const Entry& e, uint64_t prev_term
   if (info.type != e.type() || info.data != e.data() || info.prev_term != prev_term) {
     Violation(std::string("log matching: node ") + U(node) + " " + where + " " + EntryString(e) +
               " after term " + U(prev_term) + ", but another log has " + U(e.index()) + "/" +
-              U(e.term()) + (info.type == ENTRY_NOOP ? " noop" : " cmd '" + info.data.substr(0, 24) + "'") +
+              U(e.term()) +
+              (info.type == ENTRY_NOOP ? " noop" : " cmd '" + info.data.substr(0, 24) + "'") +
               " after term " + U(info.prev_term));
   }
 }
@@ -887,8 +885,8 @@ void SimCluster::CheckNodeCheap(Node& n) {
   n.max_term = std::max(n.max_term, r.term());
   RecordCommit(n);
   if (n.applied.size() > r.commit_index()) {
-    Violation("node " + U(n.id) + " applied " + U(n.applied.size()) + " entries, beyond its commit " +
-              U(r.commit_index()));
+    Violation("node " + U(n.id) + " applied " + U(n.applied.size()) +
+              " entries, beyond its commit " + U(r.commit_index()));
   }
   if (n.inflight || r.HasReady()) return;  // a write in progress; checked after it
   if (r.term() != n.hs.term || r.vote() != n.hs.vote) {
@@ -896,8 +894,7 @@ void SimCluster::CheckNodeCheap(Node& n) {
               " not durable after its Ready cycle (durable " + U(n.hs.term) + "/" + U(n.hs.vote) +
               ")");
   }
-  if (r.last_index() != n.log.size() ||
-      (!n.log.empty() && r.last_term() != n.log.back().term())) {
+  if (r.last_index() != n.log.size() || (!n.log.empty() && r.last_term() != n.log.back().term())) {
     Violation("node " + U(n.id) + " in-memory log ends at " + U(r.last_index()) + "/" +
               U(r.last_term()) + " but its durable log ends at " + U(n.log.size()) + "/" +
               U(n.log.empty() ? 0 : n.log.back().term()) + " after its Ready cycle");
@@ -917,8 +914,7 @@ void SimCluster::CheckNodeCheap(Node& n) {
       }
       const Node& p = nodes_.at(peer);
       if (p.hs.term != r.term() || pr->match() == 0) continue;
-      if (pr->match() > p.log.size() ||
-          p.log[pr->match() - 1].term() != r.TermAt(pr->match())) {
+      if (pr->match() > p.log.size() || p.log[pr->match() - 1].term() != r.TermAt(pr->match())) {
         Violation("leader " + U(n.id) + " believes " + U(peer) + " matches up to " +
                   U(pr->match()) + " but its durable log has " + U(p.log.size()) + " entries" +
                   (pr->match() <= p.log.size()
@@ -951,8 +947,8 @@ void SimCluster::CheckPairwiseLogs() {
       for (size_t j = 0; j < i; ++j) {
         if (!SameEntry(la[j], lb[j])) {
           Violation("log matching: nodes " + U(ids_[a]) + " and " + U(ids_[b]) +
-                    " agree on the term at index " + U(i) + " but differ at " +
-                    EntryString(la[j]) + " vs " + EntryString(lb[j]));
+                    " agree on the term at index " + U(i) + " but differ at " + EntryString(la[j]) +
+                    " vs " + EntryString(lb[j]));
           return;
         }
       }
@@ -1073,8 +1069,8 @@ void SimCluster::Trace(std::string text) {
 }
 
 void SimCluster::Violation(const std::string& what) {
-  std::string text = "[seed " + U(options_.seed) + " tick " + U(ticks_) + " event " + U(event_) +
-                     "] " + what;
+  std::string text =
+      "[seed " + U(options_.seed) + " tick " + U(ticks_) + " event " + U(event_) + "] " + what;
   Trace("VIOLATION " + what);
   if (violations_.size() < 20) violations_.push_back(std::move(text));
 }
@@ -1082,13 +1078,13 @@ void SimCluster::Violation(const std::string& what) {
 void SimCluster::Fail(const std::string& what) { Violation(what); }
 
 std::string SimCluster::Describe(const Message& m) {
-  std::string s = std::string(MessageTypeName(m.type)) + " " + U(m.from) + "->" + U(m.to) +
-                  " t" + U(m.Term());
+  std::string s =
+      std::string(MessageTypeName(m.type)) + " " + U(m.from) + "->" + U(m.to) + " t" + U(m.Term());
   switch (m.type) {
     case MessageType::kAppend: {
       const AppendEntriesRequest& a = m.append;
-      s += " prev=" + U(a.prev_log_index()) + "/" + U(a.prev_log_term()) + " n=" +
-           U(static_cast<uint64_t>(a.entries_size()));
+      s += " prev=" + U(a.prev_log_index()) + "/" + U(a.prev_log_term()) +
+           " n=" + U(static_cast<uint64_t>(a.entries_size()));
       if (a.entries_size() > 0) {
         s += "[" + U(a.entries(0).index()) + ".." + U(a.entries(a.entries_size() - 1).index()) +
              " t" + U(a.entries(a.entries_size() - 1).term()) + "]";
@@ -1130,9 +1126,9 @@ std::string SimCluster::StateString() const {
     out << "  node " << id << " inc " << n.incarnation << " group " << group_.at(id);
     if (n.core) {
       const Raft& r = *n.core;
-      out << " " << RoleName(r.role()) << " term " << r.term() << " vote " << r.vote()
-          << " leader " << r.leader_id() << " commit " << r.commit_index() << " last "
-          << r.last_index() << "/" << r.last_term() << " durable_index " << r.durable_index();
+      out << " " << RoleName(r.role()) << " term " << r.term() << " vote " << r.vote() << " leader "
+          << r.leader_id() << " commit " << r.commit_index() << " last " << r.last_index() << "/"
+          << r.last_term() << " durable_index " << r.durable_index();
     } else {
       out << " DOWN";
     }

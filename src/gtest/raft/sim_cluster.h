@@ -8,7 +8,14 @@
 //
 // Each node keeps a simulated durable store (the persisted HardState and
 // log). Crash() discards the core and everything not in that store; Restart()
-// rebuilds the core from the store only.
+// rebuilds the core from the store only. Writes may take time (the core keeps
+// stepping meanwhile), and a lost message is reported to the caller with
+// ReportUnreachable() after an RPC deadline, as raftkv-server's transport
+// does. Every request delivered gets a fresh rpc_id, and the node's next
+// Ready must answer it exactly once.
+//
+// Scripted tests can hold messages back (intercept) and deliver them later
+// (Inject), e.g. to replay a stale message after an election.
 //
 // After every step (a delivered message, a tick of one node, a proposal, a
 // read) the Raft safety invariants are checked; violations are collected in
@@ -94,14 +101,16 @@ struct SimOptions {
   // the call's deadline passes, [min, max] ticks after the loss. With a
   // probability below 1 some failures go unreported (a lossy transport).
   double report_unreachable_prob = 1.0;
-  // Probability that a Ready's write takes [min, max] units instead of being
-  // instantaneous; meanwhile the core keeps stepping (as in raftkv-server,
-  // whose I/O thread drops the lock while writing) but gets no new Ready.
+  int rpc_timeout_min_ticks = 1;
+  int rpc_timeout_max_ticks = 3;
+
+  // Storage: probability that a Ready's write takes [min, max] units instead
+  // of completing within the step; meanwhile the core keeps stepping messages,
+  // ticks and proposals (as in raftkv-server, whose I/O thread drops the lock
+  // while writing) but gets no new Ready until the write is done.
   double async_persist_prob = 0.5;
   int min_persist_delay = 1;
   int max_persist_delay = 8;
-  int rpc_timeout_min_ticks = 1;
-  int rpc_timeout_max_ticks = 3;
 
   // Entry-by-entry comparison of every in-memory log with the persisted logs
   // and of all logs pairwise runs every max(this, total log entries / 4)
@@ -112,7 +121,8 @@ struct SimOptions {
 
 // Where, relative to a node's Ready cycle, a crash happens.
 enum class CrashPoint {
-  kNow,            // between two steps: everything handed to storage is durable
+  kNow,            // between two steps; a write in progress leaves the old state
+                   // or the new hard state plus a prefix of its entries
   kBeforePersist,  // at the next Ready with entries or hard state: after the
                    // leader's appends were sent, before anything was persisted
   kAfterPersist,   // at the next such Ready: persisted, but no response sent
@@ -122,8 +132,8 @@ enum class CrashPoint {
 struct Envelope {
   Message msg;
   uint64_t deliver_at = 0;
-  uint64_t seq = 0;        // queue order tie-break; unique
-  uint64_t send_event = 0; // event counter when it was sent
+  uint64_t seq = 0;         // queue order tie-break; unique
+  uint64_t send_event = 0;  // event counter when it was sent
   uint64_t from_incarnation = 0;
   // For responses: the requester's incarnation when it sent the request; a
   // response to a call of a previous incarnation is dropped (the call died).
@@ -270,10 +280,10 @@ class SimCluster {
     // This incarnation.
     std::vector<Entry> applied;
     uint64_t last_commit = 0;
-    uint64_t recorded_commit = 0;  // commit indexes already checked against committed_
-    uint64_t leader_seen_term = 0; // last term in which it was seen leader and checked
-    std::map<uint64_t, PendingRpc> pending_rpcs;     // answered in the next Ready
-    std::map<uint64_t, PendingRpc> rpcs_in_progress; // rpc_id -> call, until answered
+    uint64_t recorded_commit = 0;   // commit indexes already checked against committed_
+    uint64_t leader_seen_term = 0;  // last term in which it was seen leader and checked
+    std::map<uint64_t, PendingRpc> pending_rpcs;      // answered in the next Ready
+    std::map<uint64_t, PendingRpc> rpcs_in_progress;  // rpc_id -> call, until answered
     std::optional<CrashPoint> crash_at;
     // A Ready whose write is in progress (async persistence), and which of
     // its messages were already sent.
@@ -352,7 +362,7 @@ class SimCluster {
     uint64_t prev_term;
   };
   std::map<std::pair<uint64_t, uint64_t>, EntryInfo> entry_registry_;  // (index, term)
-  std::map<std::pair<uint64_t, uint64_t>, uint64_t> votes_granted_;   // (voter, term) -> candidate
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> votes_granted_;    // (voter, term) -> candidate
   std::map<uint64_t, ReadCall> read_calls_;                            // read id -> call
 
   std::vector<std::string> violations_;

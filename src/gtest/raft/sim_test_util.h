@@ -33,10 +33,10 @@ void ForEachSeed(int default_count, Body body, uint64_t offset = 0) {
     for (uint64_t& s : seeds) s += offset;
   }
   for (uint64_t seed : seeds) {
-    SCOPED_TRACE("seed=" + std::to_string(seed) + " (rerun with RAFT_SIM_SEED=" +
-                 std::to_string(seed) + " --gtest_filter=" +
-                 ::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name() +
-                 "." + ::testing::UnitTest::GetInstance()->current_test_info()->name() + ")");
+    SCOPED_TRACE("seed=" + std::to_string(seed) +
+                 " (rerun with RAFT_SIM_SEED=" + std::to_string(seed) + " --gtest_filter=" +
+                 ::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name() + "." +
+                 ::testing::UnitTest::GetInstance()->current_test_info()->name() + ")");
     const int before = FailedParts();
     body(seed);
     if (FailedParts() > before && ++failing_seeds >= 3) {

@@ -298,6 +298,31 @@ TEST_F(SegmentedLogTest, CrcMismatchInTheMiddleIsRefused) {
   EXPECT_EQ(ReadFileBytes(path), bytes);
 }
 
+// A damaged length field makes a record in the middle of the last segment
+// look like it runs past the end of the file, like a torn write. The intact
+// records after it prove it is not one: refuse instead of cutting them off.
+TEST_F(SegmentedLogTest, CorruptLengthInTheMiddleIsRefused) {
+  for (uint32_t flip : {0x01000000u, 0x00100000u, 0x00000400u}) {
+    Reopen();
+    AppendAndSync(MakeEntries(1, 10));
+    log_.reset();
+    const std::string path = SegmentPaths(dir_.path()).at(0);
+    std::string bytes = ReadFileBytes(path);
+    const std::string original = bytes;
+    const size_t offset = RecordsBytes(MakeEntries(1, 4)).size();  // record of index 5
+    uint32_t length = 0;
+    for (int i = 0; i < 4; ++i) length |= uint32_t{static_cast<uint8_t>(bytes[offset + 4 + i])} << (8 * i);
+    length ^= flip;
+    for (int i = 0; i < 4; ++i) bytes[offset + 4 + i] = static_cast<char>(length >> (8 * i));
+    WriteFileBytes(path, bytes);
+    ExpectOpenCorruption(path);
+    EXPECT_EQ(ReadFileBytes(path), bytes) << "refusing must not modify the file";
+    WriteFileBytes(path, original);
+    log_.reset();
+    std::filesystem::remove_all(dir_.path());
+  }
+}
+
 TEST_F(SegmentedLogTest, CorruptionInNonLastSegmentIsRefused) {
   options_.max_segment_bytes = 100;
   Reopen();
