@@ -102,13 +102,13 @@ bool ParseEndpoint(const std::string& endpoint, std::string* host, int* port,
   };
   size_t colon;
   std::string h;
-  if (!endpoint.empty() && endpoint[0] == '[') {  // [IPv6]:port
+  if (!endpoint.empty() && endpoint[0] == '[') {  // [IPv6]:port or [IPv6%zone]:port
     size_t close = endpoint.find(']');
-    if (close == std::string::npos) return fail("unterminated '['");
+    if (close == std::string::npos) return fail("unbalanced '[' (no closing ']')");
     h = endpoint.substr(1, close - 1);
     if (h.empty()) return fail("empty host");
     for (char c : h) {
-      if (!std::isxdigit(static_cast<unsigned char>(c)) && c != ':' && c != '.') {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != ':' && c != '.' && c != '%') {
         return fail("invalid character in IPv6 address");
       }
     }
@@ -130,13 +130,11 @@ bool ParseEndpoint(const std::string& endpoint, std::string* host, int* port,
   }
   const std::string p = endpoint.substr(colon + 1);
   if (p.empty()) return fail("empty port");
-  if (p.size() > 5 || !std::all_of(p.begin(), p.end(), [](char c) {
-        return std::isdigit(static_cast<unsigned char>(c));
-      })) {
-    return fail("port is not a number in 1..65535");
+  if (!std::all_of(p.begin(), p.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+    return fail("port '" + p + "' is not a number");
   }
-  const int n = std::stoi(p);
-  if (n < 1 || n > 65535) return fail("port is not a number in 1..65535");
+  const int n = p.size() > 5 ? 0 : std::stoi(p);
+  if (n < 1 || n > 65535) return fail("port " + p + " is out of range 1..65535");
   if (host != nullptr) *host = h;
   if (port != nullptr) *port = n;
   return true;

@@ -1,5 +1,7 @@
 #include "service/cluster_config.h"
 
+#include "client/kv_client.h"
+
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -22,29 +24,7 @@ std::vector<uint64_t> ClusterConfig::Ids() const {
 }
 
 bool ValidHostPort(const std::string& address, std::string* why) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
-    *why = "expected host:port, got '" + address + "'";
-    return false;
-  }
-  const std::string host = address.substr(0, colon);
-  if (host.front() == '[' && host.back() != ']') {
-    *why = "unbalanced '[' in '" + address + "'";
-    return false;
-  }
-  const std::string port = address.substr(colon + 1);
-  for (char c : port) {
-    if (c < '0' || c > '9') {
-      *why = "port '" + port + "' is not a number";
-      return false;
-    }
-  }
-  const long value = std::strtol(port.c_str(), nullptr, 10);
-  if (port.size() > 5 || value < 1 || value > 65535) {
-    *why = "port " + port + " is out of range 1..65535";
-    return false;
-  }
-  return true;
+  return ParseEndpoint(address, nullptr, nullptr, why);
 }
 
 Status ParseClusterConfig(const std::string& text, const std::string& source, ClusterConfig* out) {

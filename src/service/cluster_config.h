@@ -28,7 +28,8 @@ struct ClusterConfig {
 Status ParseClusterConfig(const std::string& text, const std::string& source, ClusterConfig* out);
 Status LoadClusterConfig(const std::string& path, ClusterConfig* out);
 
-// Checks "host:port" (port 1..65535, host non-empty; [v6]:port allowed).
+// Checks "host:port" (port 1..65535; a bracketed IPv6 host "[::1]:7001"); the
+// same rule as the clients' ParseEndpoint. On failure *why says what is wrong.
 bool ValidHostPort(const std::string& address, std::string* why);
 
 }  // namespace raftkv

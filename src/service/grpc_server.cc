@@ -29,9 +29,11 @@ class UnaryCall final : public Tagged {
                                        grpc::ServerCompletionQueue*, void*)>;
   using Handler = std::function<void(UnaryCall*)>;
 
-  // `request` and `handler` are owned by the server and outlive every call.
-  static void Post(const RequestFn* request, const Handler* handler, grpc::ServerCompletionQueue* cq) {
-    new UnaryCall(request, handler, cq);
+  // `request`, `handler`, `drain_mu` and `draining` are owned by the server
+  // and outlive every call.
+  static void Post(const RequestFn* request, const Handler* handler, grpc::ServerCompletionQueue* cq,
+                   std::shared_mutex* drain_mu, const bool* draining) {
+    new UnaryCall(request, handler, cq, drain_mu, draining);
   }
 
   void Proceed(bool ok) override {
@@ -39,7 +41,12 @@ class UnaryCall final : public Tagged {
       delete this;
       return;
     }
-    Post(request_fn_, handler_, cq_);
+    std::shared_lock<std::shared_mutex> lock(*drain_mu_);
+    if (*draining_) {  // the queues are being shut down: start nothing new
+      delete this;
+      return;
+    }
+    Post(request_fn_, handler_, cq_, drain_mu_, draining_);
     (*handler_)(this);  // may Finish (and so delete this) from any thread
   }
 
@@ -56,14 +63,22 @@ class UnaryCall final : public Tagged {
   }
 
  private:
-  UnaryCall(const RequestFn* request, const Handler* handler, grpc::ServerCompletionQueue* cq)
-      : request_fn_(request), handler_(handler), cq_(cq), writer_(&context_) {
+  UnaryCall(const RequestFn* request, const Handler* handler, grpc::ServerCompletionQueue* cq,
+            std::shared_mutex* drain_mu, const bool* draining)
+      : request_fn_(request),
+        handler_(handler),
+        cq_(cq),
+        drain_mu_(drain_mu),
+        draining_(draining),
+        writer_(&context_) {
     (*request_fn_)(&context_, &request_, &writer_, cq_, this);
   }
 
   const RequestFn* request_fn_;
   const Handler* handler_;
   grpc::ServerCompletionQueue* cq_;
+  std::shared_mutex* drain_mu_;
+  const bool* draining_;
   grpc::ServerContext context_;
   Req request_;
   Writer writer_;
@@ -116,17 +131,17 @@ class GrpcServer::Handlers {
   }
 
   // Pre-posts calls on `cq`: many for the busy methods, a few for the rest.
-  void PostAll(grpc::ServerCompletionQueue* cq, int busy) {
+  void PostAll(grpc::ServerCompletionQueue* cq, int busy, std::shared_mutex* mu, const bool* draining) {
     for (int i = 0; i < busy; ++i) {
-      PutCall::Post(&request_put_, &handle_put_, cq);
-      GetCall::Post(&request_get_, &handle_get_, cq);
-      AppendCall::Post(&request_append_, &handle_append_, cq);
-      EchoCall::Post(&request_echo_, &handle_echo_, cq);
+      PutCall::Post(&request_put_, &handle_put_, cq, mu, draining);
+      GetCall::Post(&request_get_, &handle_get_, cq, mu, draining);
+      AppendCall::Post(&request_append_, &handle_append_, cq, mu, draining);
+      EchoCall::Post(&request_echo_, &handle_echo_, cq, mu, draining);
     }
     for (int i = 0; i < 4; ++i) {
-      DeleteCall::Post(&request_delete_, &handle_delete_, cq);
-      StatusCall::Post(&request_status_, &handle_status_, cq);
-      VoteCall::Post(&request_vote_, &handle_vote_, cq);
+      DeleteCall::Post(&request_delete_, &handle_delete_, cq, mu, draining);
+      StatusCall::Post(&request_status_, &handle_status_, cq, mu, draining);
+      VoteCall::Post(&request_vote_, &handle_vote_, cq, mu, draining);
     }
   }
 
@@ -307,7 +322,21 @@ GrpcServer::~GrpcServer() {
 }
 
 Status GrpcServer::Start() {
+  // host:port, where port 0 asks for any free port.
+  const std::string& address = options_.listen_address;
+  const size_t colon = address.rfind(':');
+  const std::string port_text = colon == std::string::npos ? "" : address.substr(colon + 1);
+  const bool digits = !port_text.empty() && port_text.size() <= 5 &&
+                      port_text.find_first_not_of("0123456789") == std::string::npos;
+  const int requested_port = digits ? std::stoi(port_text) : -1;
+  if (colon == 0 || requested_port < 0 || requested_port > 65535) {
+    return Status::InvalidArgument("listen address '" + address +
+                                   "' is not host:port with a port in 0..65535");
+  }
   grpc::ServerBuilder builder;
+  // Without this gRPC sets SO_REUSEPORT, and a second server on the same
+  // port would silently share its connections instead of failing.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(options_.listen_address, grpc::InsecureServerCredentials(), &bound_port_);
   builder.RegisterService(&kv_service_);
   builder.RegisterService(&raft_service_);
@@ -316,11 +345,11 @@ Status GrpcServer::Start() {
   builder.SetMaxSendMessageSize(-1);
   for (int i = 0; i < std::max(1, options_.cq_num); ++i) cqs_.push_back(builder.AddCompletionQueue());
   server_ = builder.BuildAndStart();
-  if (!server_ || bound_port_ == 0) {
+  if (!server_ || bound_port_ == 0 || (requested_port != 0 && bound_port_ != requested_port)) {
     return Status::IOError("cannot listen on " + options_.listen_address +
                            " (address in use or not local?)");
   }
-  for (auto& cq : cqs_) handlers_->PostAll(cq.get(), options_.calls_per_cq);
+  for (auto& cq : cqs_) handlers_->PostAll(cq.get(), options_.calls_per_cq, &drain_mu_, &draining_);
   for (auto& cq : cqs_) {
     for (int t = 0; t < std::max(1, options_.threads_per_cq); ++t) {
       threads_.emplace_back([this, q = cq.get()] { Poll(q); });
@@ -344,6 +373,10 @@ void GrpcServer::Shutdown(int grace_ms) {
 }
 
 void GrpcServer::Join() {
+  {
+    std::unique_lock<std::shared_mutex> lock(drain_mu_);
+    draining_ = true;
+  }
   for (auto& cq : cqs_) cq->Shutdown();
   for (auto& t : threads_) t.join();
   threads_.clear();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,6 +57,12 @@ class GrpcServer {
   std::vector<std::thread> threads_;
   int bound_port_ = 0;
   bool shut_down_ = false;
+  // Calls re-post themselves and finish from completion-queue threads while
+  // Join() shuts the queues down: they hold `drain_mu_` shared and check
+  // `draining_`; Join() sets it under the exclusive lock before shutting the
+  // queues down, so no operation is ever started on a shut-down queue.
+  std::shared_mutex drain_mu_;
+  bool draining_ = false;  // guarded by drain_mu_
 };
 
 }  // namespace raftkv
