@@ -15,6 +15,7 @@
 #include <iostream>
 #include <memory>
 
+#include "client/grpc_runtime.h"
 #include "service/cluster_config.h"
 #include "service/grpc_server.h"
 #include "service/node.h"
@@ -67,6 +68,7 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(FLAGS_log_dir, ec);
   }
   google::InitGoogleLogging(argv[0]);
+  raftkv::InitGrpcRuntime();
   if (argc > 1) return Fail(std::string("unexpected argument '") + argv[1] + "'");
   if (FLAGS_id == 0) return Fail("--id is required (a positive member id)");
   if (FLAGS_data_dir.empty()) return Fail("--data_dir is required");

@@ -19,6 +19,7 @@
 #include <glog/logging.h>
 
 #include "client/kv_client.h"
+#include "client/grpc_runtime.h"
 
 DEFINE_string(endpoints, "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
               "Comma-separated host:port list of the cluster's servers. Writes and "
@@ -247,6 +248,7 @@ int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&flag_argc, &flag_argv_ptr, /*remove_flags=*/true);
   if (flag_argc > 1) return Usage(std::string("unexpected argument ") + flag_argv_ptr[1]);
   google::InitGoogleLogging(argv[0]);
+  raftkv::InitGrpcRuntime();
 
   if (args.empty()) return Usage("missing command");
   const std::string cmd = args[0];

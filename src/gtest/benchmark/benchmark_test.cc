@@ -21,6 +21,7 @@
 #include <gflags/gflags.h>
 #include <gtest/gtest.h>
 
+#include "client/grpc_runtime.h"
 #include "bench/report.h"
 #include "bench/scenario.h"
 #include "gtest/integration/process_cluster.h"
@@ -119,6 +120,7 @@ int main(int argc, char** argv) {
       "the raftkv benchmark. Scenarios are gtest tests: --gtest_filter=Benchmark.Write, "
       "Benchmark.Read, Benchmark.Echo (default: all three).");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
+  raftkv::InitGrpcRuntime();
   const int rc = RUN_ALL_TESTS();
   const auto& reports = raftkv::bench::AllReports();
   if (!reports.empty()) {
