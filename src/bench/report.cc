@@ -239,25 +239,6 @@ std::string FormatSummaryTable(const std::vector<ScenarioReport>& reports) {
   return out.str();
 }
 
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          out += Printf("\\u%04x", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
 
 std::string ToJson(const ScenarioReport& r) {
   const LatencySummary s = Summarize(r.latency_ns);

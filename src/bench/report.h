@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench/histogram.h"
+#include "client/json.h"
 
 namespace raftkv {
 namespace bench {
@@ -99,8 +100,7 @@ std::string FormatSummaryTable(const std::vector<ScenarioReport>& reports);
 std::string ToJson(const ScenarioReport& report);
 std::string ToJsonArray(const std::vector<ScenarioReport>& reports);
 
-// JSON string literal of s (quoted, escaped).
-std::string JsonString(const std::string& s);
+using raftkv::JsonString;  // client/json.h
 
 }  // namespace bench
 }  // namespace raftkv

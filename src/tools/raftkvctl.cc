@@ -20,6 +20,7 @@
 
 #include "client/kv_client.h"
 #include "client/grpc_runtime.h"
+#include "client/json.h"
 
 DEFINE_string(endpoints, "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
               "Comma-separated host:port list of the cluster's servers. Writes and "
@@ -117,31 +118,6 @@ bool SplitArgs(int argc, char** argv, std::vector<char*>* flags,
   return true;
 }
 
-// `s` as a JSON string literal (quotes included).
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += "\"";
-  return out;
-}
 
 // The outcome of querying one endpoint.
 struct NodeStatus {
@@ -157,7 +133,7 @@ void PrintStatusJson(const std::vector<NodeStatus>& nodes) {
     const bool ok = n.rpc.ok();
     out += i == 0 ? "\n  {" : ",\n  {";
     out += "\"id\": " + std::to_string(ok ? n.resp.id() : 0);
-    out += ", \"address\": " + JsonString(n.endpoint);
+    out += ", \"address\": " + raftkv::JsonString(n.endpoint);
     out += ", \"role\": " + JsonString(ok ? n.resp.role() : "unreachable");
     out += ", \"term\": " + std::to_string(ok ? n.resp.term() : 0);
     out += ", \"commit_index\": " + std::to_string(ok ? n.resp.commit_index() : 0);

@@ -183,7 +183,7 @@ TEST(ClusterConfigTest, ErrorReportsFirstBadLine) {
 TEST(ClusterConfigTest, LoadReadsFile) {
   testing_util::TempDir dir;
   const std::string path = dir.Join("cluster.conf");
-  testing_util::WriteFile(path, "# test\n1 127.0.0.1:7001\n2 127.0.0.1:7002\n");
+  testing_util::WriteFileBytes(path, "# test\n1 127.0.0.1:7001\n2 127.0.0.1:7002\n");
   ClusterConfig config;
   Status s = LoadClusterConfig(path, &config);
   ASSERT_TRUE(s.ok()) << s.ToString();
@@ -193,7 +193,7 @@ TEST(ClusterConfigTest, LoadReadsFile) {
 TEST(ClusterConfigTest, LoadErrorsNameThePath) {
   testing_util::TempDir dir;
   const std::string path = dir.Join("bad.conf");
-  testing_util::WriteFile(path, "1 127.0.0.1:7001\n1 127.0.0.1:7002\n");
+  testing_util::WriteFileBytes(path, "1 127.0.0.1:7001\n1 127.0.0.1:7002\n");
   ClusterConfig config;
   Status s = LoadClusterConfig(path, &config);
   ASSERT_FALSE(s.ok());

@@ -195,7 +195,7 @@ TEST_F(NodeTest, OpenCreatesMissingDataDir) {
 
 TEST_F(NodeTest, OpenRefusesADataDirThatIsAFile) {
   const std::string file = dir_.Join("plain-file");
-  testing_util::WriteFile(file, "x");
+  testing_util::WriteFileBytes(file, "x");
   std::unique_ptr<RaftNode> node;
   Status s = RaftNode::Open(Options(file), &node);
   ASSERT_FALSE(s.ok());
@@ -204,7 +204,7 @@ TEST_F(NodeTest, OpenRefusesADataDirThatIsAFile) {
 }
 
 TEST_F(NodeTest, OpenRefusesADamagedHardStateAndReleasesTheLock) {
-  testing_util::WriteFile(dir_.Join("hardstate"), "definitely not a hard state file");
+  testing_util::WriteFileBytes(dir_.Join("hardstate"), "definitely not a hard state file");
   std::unique_ptr<RaftNode> node;
   Status s = RaftNode::Open(Options(dir_.path()), &node);
   ASSERT_FALSE(s.ok());

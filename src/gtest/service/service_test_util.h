@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "gtest/common/temp_dir.h"
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -12,36 +14,6 @@
 #include <thread>
 
 namespace raftkv::testing_util {
-
-// A fresh directory under the gtest temp dir, removed with its contents on
-// destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = ::testing::TempDir() + "raftkv_service_XXXXXX";
-    char* made = ::mkdtemp(pattern.data());
-    EXPECT_NE(made, nullptr) << "mkdtemp " << pattern;
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string Join(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-inline void WriteFile(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  ASSERT_TRUE(out.good()) << path;
-}
 
 // For EXPECT_CONTAINS: gmock's HasSubstr without linking gmock.
 inline ::testing::AssertionResult ContainsFormat(const char* haystack_expr, const char* needle_expr,

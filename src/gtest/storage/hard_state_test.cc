@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "gtest/storage/storage_test_util.h"
+#include "gtest/common/temp_dir.h"
 
 namespace raftkv {
 namespace {

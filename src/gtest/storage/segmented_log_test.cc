@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "gtest/storage/storage_test_util.h"
+#include "gtest/common/temp_dir.h"
 #include "storage/crc32c.h"
 
 namespace raftkv {

@@ -1,4 +1,5 @@
-// Helpers shared by the storage tests.
+// Test helpers shared by every test binary: a self-removing temporary
+// directory and whole-file read/write.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,12 +12,12 @@
 
 namespace raftkv::testing_util {
 
-// A fresh directory under the gtest temp dir, removed with its contents on
-// destruction.
+// A fresh directory under the gtest temp dir, named raftkv_<tag>_XXXXXX and
+// removed with its contents on destruction.
 class TempDir {
  public:
-  TempDir() {
-    std::string pattern = ::testing::TempDir() + "raftkv_storage_XXXXXX";
+  explicit TempDir(const std::string& tag = "test") {
+    std::string pattern = ::testing::TempDir() + "raftkv_" + tag + "_XXXXXX";
     char* made = ::mkdtemp(pattern.data());
     EXPECT_NE(made, nullptr) << "mkdtemp " << pattern;
     path_ = pattern;
