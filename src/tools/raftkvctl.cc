@@ -40,6 +40,8 @@ DEFINE_bool(stale, false,
 
 namespace {
 
+using raftkv::JsonString;
+
 constexpr int kExitOk = 0;
 constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
@@ -133,7 +135,7 @@ void PrintStatusJson(const std::vector<NodeStatus>& nodes) {
     const bool ok = n.rpc.ok();
     out += i == 0 ? "\n  {" : ",\n  {";
     out += "\"id\": " + std::to_string(ok ? n.resp.id() : 0);
-    out += ", \"address\": " + raftkv::JsonString(n.endpoint);
+    out += ", \"address\": " + JsonString(n.endpoint);
     out += ", \"role\": " + JsonString(ok ? n.resp.role() : "unreachable");
     out += ", \"term\": " + std::to_string(ok ? n.resp.term() : 0);
     out += ", \"commit_index\": " + std::to_string(ok ? n.resp.commit_index() : 0);
