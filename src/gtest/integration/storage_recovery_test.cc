@@ -3,8 +3,8 @@
 // member rejoins and catches up once its data is usable.
 #include <dirent.h>
 
-#include <fstream>
 
+#include "gtest/common/temp_dir.h"
 #include "gtest/integration/integration_test_util.h"
 
 namespace raftkv {
@@ -62,11 +62,6 @@ std::vector<Record> ParseSegment(const std::string& bytes, std::string* error) {
   return records;
 }
 
-void WriteFile(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
 // Writes `count` keys, checks member `m` catches up to the leader's commit
 // index and serves every key of `expected` from its local state.
 void ExpectCatchesUp(ProcessCluster& cluster, int m, KvMap expected) {
@@ -88,6 +83,17 @@ void ExpectCatchesUp(ProcessCluster& cluster, int m, KvMap expected) {
   auto local = cluster.NewClientFor(m);
   std::vector<std::string> problems = CheckAll(*local, expected, /*stale=*/true);
   EXPECT_TRUE(problems.empty()) << "stale reads on member " << m << ":\n" << JoinLines(problems);
+}
+
+// Puts the undamaged bytes back into `path`, restarts member `m` and checks it
+// stays up and catches up with every write in `acked`.
+void RestoreAndExpectRejoin(ProcessCluster& cluster, int m, const std::string& path,
+                            const std::string& original, const KvMap& acked) {
+  ASSERT_NO_FATAL_FAILURE(testing_util::WriteFileBytes(path, original));
+  ASSERT_TRUE(cluster.Restart(m));
+  std::this_thread::sleep_for(Millis(300));
+  ASSERT_TRUE(cluster.IsRunning(m)) << cluster.ServerOutput(m);
+  ASSERT_NO_FATAL_FAILURE(ExpectCatchesUp(cluster, m, acked));
 }
 
 std::vector<std::pair<std::string, std::string>> Pairs(const std::string& prefix, int count) {
@@ -125,7 +131,7 @@ TEST_F(Integration, CorruptLogIsRefused) {
             << victim.entry.index() << " of " << records.size() << ")\n";
   std::string damaged = original;
   damaged[offset] = static_cast<char>(damaged[offset] ^ 0x5a);
-  WriteFile(path, damaged);
+  testing_util::WriteFileBytes(path, damaged);
 
   ASSERT_TRUE(cluster().Restart(f));
   int exit_code = 0;
@@ -140,11 +146,7 @@ TEST_F(Integration, CorruptLogIsRefused) {
   EXPECT_EQ(ReadFileOrEmpty(path), damaged) << "the refused log was modified";
 
   // Undo the damage: the member starts and catches up.
-  WriteFile(path, original);
-  ASSERT_TRUE(cluster().Restart(f));
-  std::this_thread::sleep_for(Millis(300));
-  ASSERT_TRUE(cluster().IsRunning(f)) << cluster().ServerOutput(f);
-  ASSERT_NO_FATAL_FAILURE(ExpectCatchesUp(cluster(), f, acked));
+  ASSERT_NO_FATAL_FAILURE(RestoreAndExpectRejoin(cluster(), f, path, original, acked));
 }
 
 // A damaged length field in the middle of the log: the record it heads can
@@ -179,7 +181,7 @@ TEST_F(Integration, CorruptLengthFieldIsRefused) {
       static_cast<char>(damaged[victim.offset + 7] ^ 0x10);  // length's high byte
   std::cerr << "[ info     ] length of entry " << victim.entry.index() << " (of " << records.size()
             << ") in " << path << " now " << Fixed32(damaged, victim.offset + 4) << "\n";
-  WriteFile(path, damaged);
+  testing_util::WriteFileBytes(path, damaged);
 
   ASSERT_TRUE(cluster().Restart(f));
   int exit_code = 0;
@@ -205,11 +207,7 @@ TEST_F(Integration, CorruptLengthFieldIsRefused) {
   }
 
   // Repaired, it rejoins.
-  WriteFile(path, original);
-  ASSERT_TRUE(cluster().Restart(f));
-  std::this_thread::sleep_for(Millis(300));
-  ASSERT_TRUE(cluster().IsRunning(f)) << cluster().ServerOutput(f);
-  ASSERT_NO_FATAL_FAILURE(ExpectCatchesUp(cluster(), f, acked));
+  ASSERT_NO_FATAL_FAILURE(RestoreAndExpectRejoin(cluster(), f, path, original, acked));
 }
 
 TEST_F(Integration, TornTailIsTruncated) {
@@ -237,7 +235,7 @@ TEST_F(Integration, TornTailIsTruncated) {
   ASSERT_FALSE(records.empty());
   std::string torn("\x12\x34\x56\x78\xc8\x00\x00\x00", 8);  // crc, length 200
   for (int i = 0; i < 37; ++i) torn.push_back(static_cast<char>(0x80 + i));
-  WriteFile(path, original + torn);
+  testing_util::WriteFileBytes(path, original + torn);
 
   ASSERT_TRUE(cluster().Restart(f));
   StatusResponse st;
