@@ -9,7 +9,7 @@ set -euo pipefail
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev libboost-dev
+  libabsl-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev libboost-dev
   python3 python3-matplotlib
 )
 
@@ -53,16 +53,16 @@ case "$(uname -s)" in
       echo "install-deps: no apt-get here; install the equivalents of:"
       echo "  ${APT_PACKAGES[*]}"
       echo "or use vcpkg:"
-      echo "  vcpkg install grpc protobuf gflags glog gtest boost-headers"
+      echo "  vcpkg install grpc protobuf abseil gflags glog gtest boost-headers"
     fi
     ;;
   Darwin)
     echo "install-deps: on macOS, install the dependencies with Homebrew:"
-    echo "  brew install cmake ninja grpc protobuf gflags glog googletest boost"
+    echo "  brew install cmake ninja grpc protobuf abseil gflags glog googletest boost"
     ;;
   *)
     echo "install-deps: on this system ($(uname -s)), install the dependencies with vcpkg:"
-    echo "  vcpkg install grpc protobuf gflags glog gtest boost-headers"
+    echo "  vcpkg install grpc protobuf abseil gflags glog gtest boost-headers"
     echo "and configure with -DCMAKE_TOOLCHAIN_FILE=<vcpkg>/scripts/buildsystems/vcpkg.cmake"
     ;;
 esac
