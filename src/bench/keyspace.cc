@@ -1,5 +1,7 @@
 #include "bench/keyspace.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -70,6 +72,7 @@ std::string KeySpace::Key(uint64_t i) const {
 }
 
 void KeySpace::FillValue(uint64_t i, std::string* out) const {
+  CHECK(error_.empty()) << "KeySpace used despite: " << error_;  // pool_ is unset then
   out->resize(static_cast<size_t>(value_len_));
   char* p = out->data();
   size_t len = out->size();

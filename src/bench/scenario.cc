@@ -338,7 +338,8 @@ void RunOnLeader(Scenario scenario, const BenchConfig& config, const CpuProbe& p
     }
     case Scenario::kEcho: {
       // The payload is as long as a Put's key + value.
-      KeySpace ks(requests, 1, config.key_len + config.value_len, config.seed);
+      // Only values are used; the key length is the validated --key_len.
+      KeySpace ks(requests, config.key_len, config.key_len + config.value_len, config.seed);
       Progress(config, "Echo: " + std::to_string(requests) + " Echo calls to " + r->target);
       const LoadResult lr = TimedLoad(
           conns, MakeLoadOptions(config, requests, false, config.timeout_ms),

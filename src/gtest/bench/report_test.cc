@@ -150,6 +150,16 @@ TEST(KeySpace, KeyLenTooShort) {
   EXPECT_NE(KeySpace(10, 0, 8, 0).error(), "");
 }
 
+// Regression: Echo once built a KeySpace whose key length failed validation
+// and then copied payloads out of its never-allocated pool (ASan:
+// stack-buffer-overflow). A KeySpace in an error state must refuse to work.
+TEST(KeySpaceDeathTest, RefusesValuesAfterAnError) {
+  KeySpace ks(1000, 1, 64, 0);
+  ASSERT_NE(ks.error(), "");
+  std::string value;
+  EXPECT_DEATH(ks.FillValue(0, &value), "KeySpace used despite");
+}
+
 TEST(Config, Validation) {
   BenchConfig c;
   EXPECT_EQ(ValidateConfig(c), "");
