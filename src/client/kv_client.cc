@@ -206,7 +206,8 @@ const std::string& KvClient::last_leader() const {
 
 template <typename Req, typename Resp>
 grpc::Status KvClient::Call(const char* name, RpcMethod<Req, Resp> method,
-                            const Req& request, Resp* response, bool follow_leader) {
+                            const Req& request, Resp* response, bool follow_leader,
+                            bool idempotent) {
   if (!config_error_.empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, config_error_);
   }
@@ -283,6 +284,11 @@ grpc::Status KvClient::Call(const char* name, RpcMethod<Req, Resp> method,
       case grpc::StatusCode::UNAVAILABLE:
       case grpc::StatusCode::DEADLINE_EXCEEDED:
         if (follow_leader) ForgetLeader(target);
+        if (!idempotent && (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+                            TrailingValue(ctx, kNotAppliedMetadataKey) != "1")) {
+          return grpc::Status(s.error_code(), s.error_message() + " (" + name + " at " + target +
+                                                  ": outcome unknown, not retried)");
+        }
         advance();
         sleep = true;
         break;
@@ -341,6 +347,25 @@ grpc::Status KvClient::Delete(const std::string& key, bool* existed) {
   DeleteResponse resp;
   grpc::Status s = Call("Delete", &KV::Stub::Delete, req, &resp, /*follow_leader=*/true);
   if (s.ok() && existed != nullptr) *existed = resp.existed();
+  return s;
+}
+
+grpc::Status KvClient::CompareAndSwap(const std::string& key, const std::string* expected,
+                                      const std::string& value, bool* swapped, bool* found,
+                                      std::string* current) {
+  CompareAndSwapRequest req;
+  req.set_key(key);
+  req.set_has_expected(expected != nullptr);
+  if (expected != nullptr) req.set_expected(*expected);
+  req.set_value(value);
+  CompareAndSwapResponse resp;
+  grpc::Status s = Call("CompareAndSwap", &KV::Stub::CompareAndSwap, req, &resp,
+                        /*follow_leader=*/true, /*idempotent=*/false);
+  if (s.ok()) {
+    if (swapped != nullptr) *swapped = resp.swapped();
+    if (found != nullptr) *found = resp.found();
+    if (current != nullptr) *current = std::move(*resp.mutable_current());
+  }
   return s;
 }
 

@@ -17,6 +17,17 @@
 // Retrying a write whose outcome was unknown (UNAVAILABLE, DEADLINE_EXCEEDED)
 // may apply it twice. A Put is idempotent; a retried Delete may report
 // existed == false for a key that its first, unacknowledged attempt removed.
+//
+// CompareAndSwap is not idempotent (a retried CAS can fail against its own
+// first write, or swap twice if the value came back meanwhile), so it is
+// retried only when nothing can have been applied: FAILED_PRECONDITION (not
+// the leader; nothing was proposed) and UNAVAILABLE carrying the trailing
+// metadata "raftkv-not-applied: 1" (no leader known, or the entry was
+// overwritten by another leader's). Any other UNAVAILABLE (leadership lost or
+// the server stopped after accepting it, the connection broke or could not be
+// made: the client cannot tell a refused connection from one dropped after the
+// server accepted the call) and DEADLINE_EXCEEDED are returned at once: the
+// outcome is unknown and the caller must read the key to find out.
 #pragma once
 
 #include <map>
@@ -36,6 +47,9 @@ namespace raftkv {
 // a request with FAILED_PRECONDITION.
 inline constexpr char kLeaderAddrMetadataKey[] = "raftkv-leader-addr";
 inline constexpr char kLeaderIdMetadataKey[] = "raftkv-leader-id";
+// Trailing-metadata key ("1") by which a server says a failed write was not
+// applied, so retrying it is safe.
+inline constexpr char kNotAppliedMetadataKey[] = "raftkv-not-applied";
 
 struct ClientOptions {
   // Server addresses ("host:port"), tried in this order when no leader is known.
@@ -91,6 +105,16 @@ class KvClient {
   // key was present.
   grpc::Status Delete(const std::string& key, bool* existed = nullptr);
 
+  // Sets key to value iff it currently holds *expected, or, with expected ==
+  // nullptr, iff it is absent (create-only). On OK, *swapped tells whether the
+  // value was written; *found and *current (if non-null) give the key's state
+  // just before the operation (current cleared when absent). Retries only
+  // attempts known not to have been applied (see the top of this file): an
+  // UNAVAILABLE or DEADLINE_EXCEEDED result means the outcome is unknown.
+  grpc::Status CompareAndSwap(const std::string& key, const std::string* expected,
+                              const std::string& value, bool* swapped, bool* found = nullptr,
+                              std::string* current = nullptr);
+
   // Queries the status of one server: a single attempt, no redirect, no retry.
   grpc::Status StatusOf(const std::string& endpoint, StatusResponse* out,
                         int timeout_ms = 1000);
@@ -107,10 +131,11 @@ class KvClient {
 
   // Runs `method` with the retry policy described at the top of this file.
   // follow_leader=false (stale reads) starts at the first endpoint and never
-  // redirects or updates the leader cache.
+  // redirects or updates the leader cache. idempotent=false (CAS) stops at an
+  // attempt whose outcome is unknown instead of retrying it.
   template <typename Req, typename Resp>
   grpc::Status Call(const char* name, RpcMethod<Req, Resp> method, const Req& request,
-                    Resp* response, bool follow_leader);
+                    Resp* response, bool follow_leader, bool idempotent = true);
 
   // The stub for `address`, creating its channel on first use. Never null;
   // stubs live as long as the client.

@@ -91,6 +91,7 @@ void FinishWithOutcome(Call* call, const Outcome& out) {
     call->context().AddTrailingMetadata("raftkv-leader-id", std::to_string(out.leader_id));
     call->context().AddTrailingMetadata("raftkv-leader-addr", out.leader_address);
   }
+  if (out.not_applied) call->context().AddTrailingMetadata("raftkv-not-applied", "1");
   call->FinishWithError(out.status);
 }
 
@@ -102,6 +103,7 @@ class GrpcServer::Handlers {
   using PutCall = UnaryCall<PutRequest, PutResponse>;
   using GetCall = UnaryCall<GetRequest, GetResponse>;
   using DeleteCall = UnaryCall<DeleteRequest, DeleteResponse>;
+  using CasCall = UnaryCall<CompareAndSwapRequest, CompareAndSwapResponse>;
   using StatusCall = UnaryCall<StatusRequest, StatusResponse>;
   using EchoCall = UnaryCall<EchoRequest, EchoResponse>;
   using AppendCall = UnaryCall<AppendEntriesRequest, AppendEntriesResponse>;
@@ -112,6 +114,7 @@ class GrpcServer::Handlers {
     request_put_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestPut(c, r, w, cq, cq, tag); };
     request_get_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestGet(c, r, w, cq, cq, tag); };
     request_delete_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestDelete(c, r, w, cq, cq, tag); };
+    request_cas_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestCompareAndSwap(c, r, w, cq, cq, tag); };
     request_status_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestStatus(c, r, w, cq, cq, tag); };
     request_echo_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestEcho(c, r, w, cq, cq, tag); };
     request_append_ = [raft](auto* c, auto* r, auto* w, auto* cq, void* tag) { raft->RequestAppendEntries(c, r, w, cq, cq, tag); };
@@ -120,6 +123,7 @@ class GrpcServer::Handlers {
     handle_put_ = [this](PutCall* call) { HandlePut(call); };
     handle_get_ = [this](GetCall* call) { HandleGet(call); };
     handle_delete_ = [this](DeleteCall* call) { HandleDelete(call); };
+    handle_cas_ = [this](CasCall* call) { HandleCompareAndSwap(call); };
     handle_status_ = [this](StatusCall* call) { HandleStatus(call); };
     handle_echo_ = [](EchoCall* call) {
       EchoResponse resp;
@@ -140,6 +144,7 @@ class GrpcServer::Handlers {
     }
     for (int i = 0; i < 4; ++i) {
       DeleteCall::Post(&request_delete_, &handle_delete_, cq, mu, draining);
+      CasCall::Post(&request_cas_, &handle_cas_, cq, mu, draining);
       StatusCall::Post(&request_status_, &handle_status_, cq, mu, draining);
       VoteCall::Post(&request_vote_, &handle_vote_, cq, mu, draining);
     }
@@ -164,10 +169,12 @@ class GrpcServer::Handlers {
     }
     return grpc::Status::OK;
   }
-  grpc::Status CheckValue(const std::string& value) const {
+  // `what` names the field in the message ("value", "expected").
+  grpc::Status CheckValue(const std::string& value, const char* what = "value") const {
     if (value.size() > options_.max_value_bytes) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "value is " + std::to_string(value.size()) + " bytes; the limit is " +
+                          std::string(what) + " is " + std::to_string(value.size()) +
+                              " bytes; the limit is " +
                               std::to_string(options_.max_value_bytes) + " (--max_value_bytes)");
     }
     return grpc::Status::OK;
@@ -200,6 +207,32 @@ class GrpcServer::Handlers {
       if (!out.status.ok()) return FinishWithOutcome(call, out);
       DeleteResponse resp;
       resp.set_existed(out.apply.existed);
+      resp.set_index(out.index);
+      resp.set_term(out.term);
+      call->Finish(resp);
+    });
+  }
+
+  // Like Put, but the state machine writes only if the key's current state
+  // matches; the response reports whether it did and what was there before.
+  void HandleCompareAndSwap(CasCall* call) {
+    CompareAndSwapRequest& req = call->request();
+    grpc::Status bad = CheckKey(req.key());
+    if (bad.ok()) bad = CheckValue(req.value());
+    if (bad.ok()) bad = CheckValue(req.expected(), "expected");
+    if (!bad.ok()) return call->FinishWithError(bad);
+    Command cmd;
+    cmd.set_op(Command::CAS);
+    cmd.set_key(std::move(*req.mutable_key()));
+    cmd.set_value(std::move(*req.mutable_value()));
+    cmd.set_has_expected(req.has_expected());
+    if (req.has_expected()) cmd.set_expected(std::move(*req.mutable_expected()));
+    node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
+      if (!out.status.ok()) return FinishWithOutcome(call, out);
+      CompareAndSwapResponse resp;
+      resp.set_swapped(out.apply.swapped);
+      resp.set_found(out.apply.found);
+      resp.set_current(std::move(out.apply.current));
       resp.set_index(out.index);
       resp.set_term(out.term);
       call->Finish(resp);
@@ -298,6 +331,7 @@ class GrpcServer::Handlers {
   PutCall::RequestFn request_put_;
   GetCall::RequestFn request_get_;
   DeleteCall::RequestFn request_delete_;
+  CasCall::RequestFn request_cas_;
   StatusCall::RequestFn request_status_;
   EchoCall::RequestFn request_echo_;
   AppendCall::RequestFn request_append_;
@@ -305,6 +339,7 @@ class GrpcServer::Handlers {
   PutCall::Handler handle_put_;
   GetCall::Handler handle_get_;
   DeleteCall::Handler handle_delete_;
+  CasCall::Handler handle_cas_;
   StatusCall::Handler handle_status_;
   EchoCall::Handler handle_echo_;
   AppendCall::Handler handle_append_;

@@ -187,6 +187,7 @@ void RaftNode::Propose(std::string command, Clock::time_point deadline, OutcomeC
       refusal = NotLeaderLocked();
     }
   }
+  refusal.not_applied = true;  // never proposed
   done(std::move(refusal));
 }
 
@@ -345,6 +346,7 @@ void RaftNode::ApplyCommitted(const std::vector<Entry>& committed,
       out.status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                 "leadership changed before the write committed; it was not "
                                 "applied, retry");
+      out.not_applied = true;
     }
     completions->push_back([done = std::move(it->second.done), out = std::move(out)]() mutable {
       done(std::move(out));

@@ -59,6 +59,10 @@ struct Outcome {
   uint64_t index = 0;  // write: log index applied; read: index the read waited for
   uint64_t term = 0;
   ApplyResult apply;
+  // For a failed write: true when the command is known not to have been
+  // applied (never proposed, or its index went to another leader's entry), so
+  // retrying it cannot apply it twice. False when the outcome is unknown.
+  bool not_applied = false;
   // For FAILED_PRECONDITION (not leader): the leader, when known.
   uint64_t leader_id = 0;
   std::string leader_address;

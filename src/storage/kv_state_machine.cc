@@ -15,7 +15,8 @@ ApplyResult KvStateMachine::Apply(const Entry& entry) {
     if (!command.ParseFromString(entry.data())) {
       result.ok = false;
       result.error = "undecodable command at index " + std::to_string(entry.index());
-    } else if (command.op() != Command::PUT && command.op() != Command::DELETE) {
+    } else if (command.op() != Command::PUT && command.op() != Command::DELETE &&
+               command.op() != Command::CAS) {
       result.ok = false;
       result.error = "unknown command op " + std::to_string(command.op()) + " at index " +
                      std::to_string(entry.index());
@@ -34,8 +35,21 @@ ApplyResult KvStateMachine::Apply(const Entry& entry) {
   if (have_command) {
     if (command.op() == Command::PUT) {
       data_.insert_or_assign(command.key(), command.value());
-    } else {
+    } else if (command.op() == Command::DELETE) {
       result.existed = data_.erase(command.key()) > 0;
+    } else {  // CAS
+      auto it = data_.find(command.key());
+      result.found = it != data_.end();
+      if (result.found) result.current = it->second;
+      result.swapped = command.has_expected() ? result.found && it->second == command.expected()
+                                              : !result.found;
+      if (result.swapped) {
+        if (result.found) {
+          it->second = command.value();
+        } else {
+          data_.emplace(command.key(), command.value());
+        }
+      }
     }
   }
   applied_index_ = entry.index();

@@ -19,6 +19,11 @@ namespace raftkv {
 struct ApplyResult {
   bool ok = true;            // false if the entry's command could not be decoded
   bool existed = false;      // DELETE: whether the key was present
+  bool swapped = false;      // CAS: whether the new value was written
+  // CAS: the key's state just before the operation (found: present; current:
+  // its value then, empty when absent).
+  bool found = false;
+  std::string current;
   std::string error;         // set when !ok
 };
 
@@ -28,6 +33,9 @@ class KvStateMachine {
   // is a programming error otherwise: CHECK). NOOP entries only advance the
   // applied index. A COMMAND whose data does not parse is applied as a no-op
   // with ok = false (every replica does the same, so they stay identical).
+  // A CAS writes its value iff (has_expected ? the key is present and equal to
+  // expected : the key is absent); the decision depends only on the map, so
+  // every replica decides alike.
   ApplyResult Apply(const Entry& entry);
 
   std::optional<std::string> Get(const std::string& key) const;

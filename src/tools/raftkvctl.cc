@@ -3,10 +3,17 @@
 //   raftkvctl [flags] put KEY VALUE    prints OK
 //   raftkvctl [flags] get KEY          prints the value (exit 1 if absent)
 //   raftkvctl [flags] del KEY          prints OK
+//   raftkvctl [flags] cas KEY EXPECTED NEW
+//                                      sets KEY to NEW iff it is EXPECTED; prints
+//                                      OK, or FAILED current=<value> / FAILED (absent)
+//                                      and exits 1
+//   raftkvctl [flags] cas --absent KEY NEW
+//                                      creates KEY with NEW iff it is absent
 //   raftkvctl [flags] status [--json]  one row per endpoint (no redirect)
 //
 // Flags may appear anywhere on the command line. Exit codes: 0 success,
-// 1 RPC error or missing key (or no endpoint answered status), 2 usage error.
+// 1 RPC error, missing key, CAS not swapped (or no endpoint answered status),
+// 2 usage error.
 // Output goes to stdout; errors are "error: <gRPC code>: <message>" on stderr.
 #include <algorithm>
 #include <cstdio>
@@ -26,7 +33,7 @@ DEFINE_string(endpoints, "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
               "Comma-separated host:port list of the cluster's servers. Writes and "
               "reads follow the leader from there; status queries each of them.");
 DEFINE_int32(timeout_ms, 5000,
-             "Total time budget of put/get/del in milliseconds, including retries "
+             "Total time budget of put/get/del/cas in milliseconds, including retries "
              "while a leader is being found. Also caps each status query.");
 DEFINE_int32(rpc_timeout_ms, 2000,
              "Deadline of a single RPC attempt in milliseconds (status: per endpoint).");
@@ -34,6 +41,8 @@ DEFINE_bool(json, false,
             "status: print a JSON array of objects with keys id, address, role, term, "
             "commit_index, applied_index, leader_id (and error for an unreachable "
             "endpoint) instead of a table.");
+DEFINE_bool(absent, false,
+            "cas: create-only; takes KEY NEW and swaps only if KEY is absent.");
 DEFINE_bool(stale, false,
             "get: read the local, possibly stale, state of the first reachable "
             "endpoint instead of a linearizable read through the leader.");
@@ -53,6 +62,11 @@ const char kUsage[] =
     "  raftkvctl [flags] put KEY VALUE    set KEY to VALUE; prints OK\n"
     "  raftkvctl [flags] get KEY          print the value of KEY (exit 1 if absent)\n"
     "  raftkvctl [flags] del KEY          delete KEY; prints OK\n"
+    "  raftkvctl [flags] cas KEY EXPECTED NEW\n"
+    "                                     set KEY to NEW iff it is EXPECTED; prints OK,\n"
+    "                                     else FAILED current=<value> or FAILED (absent), exit 1\n"
+    "  raftkvctl [flags] cas --absent KEY NEW\n"
+    "                                     create KEY with NEW iff it is absent (same output)\n"
     "  raftkvctl [flags] status [--json]  status of every endpoint (no redirect)\n"
     "\n"
     "flags (may appear anywhere; put '--' before a KEY or VALUE starting with '-'):\n"
@@ -62,9 +76,10 @@ const char kUsage[] =
     "  --rpc_timeout_ms=N        time per attempt / per status query (default 2000)\n"
     "  --json                    status: JSON output\n"
     "  --stale                   get: possibly stale read from any node\n"
+    "  --absent                  cas: the key must be absent (create-only)\n"
     "  --minloglevel=0 --v=1     client debug logging on stderr\n"
     "\n"
-    "exit codes: 0 ok, 1 RPC error or key absent, 2 usage error.\n";
+    "exit codes: 0 ok, 1 RPC error, key absent or CAS not swapped, 2 usage error.\n";
 
 int Usage(const std::string& error) {
   if (!error.empty()) std::cerr << "raftkvctl: " << error << "\n\n";
@@ -241,6 +256,10 @@ int main(int argc, char** argv) {
     if (!want_args(2, "KEY VALUE")) return Usage(error);
   } else if (cmd == "get" || cmd == "del") {
     if (!want_args(1, "KEY")) return Usage(error);
+  } else if (cmd == "cas") {
+    if (FLAGS_absent ? !want_args(2, "--absent KEY NEW") : !want_args(3, "KEY EXPECTED NEW")) {
+      return Usage(error);
+    }
   } else if (cmd == "status") {
     if (!want_args(0, "no arguments")) return Usage(error);
   } else {
@@ -265,6 +284,22 @@ int main(int argc, char** argv) {
     if (!s.ok()) return RpcError(s);
     std::cout << "OK\n";
     return kExitOk;
+  }
+  if (cmd == "cas") {
+    const std::string& key = args[0];
+    const std::string* expected = FLAGS_absent ? nullptr : &args[1];
+    const std::string& value = args.back();
+    bool swapped = false, found = false;
+    std::string current;
+    grpc::Status s = client.CompareAndSwap(key, expected, value, &swapped, &found, &current);
+    if (!s.ok()) return RpcError(s);
+    if (swapped) {
+      std::cout << "OK\n";
+      return kExitOk;
+    }
+    const std::string out = found ? "FAILED current=" + current + "\n" : "FAILED (absent)\n";
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return kExitError;
   }
   if (cmd == "get") {
     std::string value;

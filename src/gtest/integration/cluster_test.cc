@@ -1,5 +1,6 @@
 // Integration tests of a real 3-process cluster: election, redirects, input
-// validation, loss of quorum and start-up errors.
+// validation, CompareAndSwap under contention, loss of quorum and start-up
+// errors.
 #include <grpcpp/generic/generic_stub.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -169,6 +170,73 @@ grpc::Status GenericCall(const std::string& endpoint, const std::string& method,
     }
   }
   return s;
+}
+
+// Several threads increment one counter with read-CAS(old -> old + 1) loops,
+// each through its own KvClient: every successful CAS is exactly one
+// increment, so the final value equals the number of successful CAS calls.
+TEST_F(Integration, CompareAndSwapCounterUnderContention) {
+  uint64_t leader = 0;
+  ASSERT_NO_FATAL_FAILURE(StartCluster(3, FastTimeoutFlags(), &leader));
+  constexpr int kThreads = 4;
+  constexpr int kIncrementsPerThread = 25;
+  const std::string key = "counter";
+  {
+    auto client = cluster().NewClient();
+    bool swapped = false;
+    grpc::Status s = client->CompareAndSwap(key, nullptr, "0", &swapped);
+    ASSERT_TRUE(s.ok()) << Code(s);
+    ASSERT_TRUE(swapped);
+  }
+  std::atomic<int> successes{0};
+  std::atomic<int> mismatches{0};
+  std::mutex errors_mu;
+  std::vector<std::string> errors;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      auto client = cluster().NewClient();
+      std::string value;
+      bool found = false;
+      grpc::Status s = client->Get(key, &value, &found);
+      for (int done = 0; s.ok() && done < kIncrementsPerThread;) {
+        const std::string next = std::to_string(std::stoll(value) + 1);
+        bool swapped = false;
+        std::string current;
+        s = client->CompareAndSwap(key, &value, next, &swapped, &found, &current);
+        if (!s.ok()) break;
+        if (swapped) {
+          ++successes;
+          ++done;
+          value = next;
+        } else {
+          ++mismatches;
+          if (!found) {
+            s = grpc::Status(grpc::StatusCode::INTERNAL, "counter vanished");
+            break;
+          }
+          value = current;  // what a mismatch reports is the value to try next
+        }
+      }
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(errors_mu);
+        errors.push_back(Code(s));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(errors.empty()) << errors.front();
+  EXPECT_EQ(successes.load(), kThreads * kIncrementsPerThread);
+  std::cout << "CAS counter: " << successes.load() << " swaps, " << mismatches.load()
+            << " mismatches\n";
+
+  auto client = cluster().NewClient();
+  std::string value;
+  bool found = false;
+  grpc::Status s = client->Get(key, &value, &found);
+  ASSERT_TRUE(s.ok()) << Code(s);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(value, std::to_string(successes.load()));
 }
 
 TEST_F(Integration, BadInput) {

@@ -160,6 +160,18 @@ class ServerTest : public ::testing::Test {
     req.set_key(key);
     return kv_->Delete(&ctx, req, resp);
   }
+  // expected == nullptr: create-only.
+  grpc::Status Cas(const std::string& key, const std::string* expected, const std::string& value,
+                   CompareAndSwapResponse* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    CompareAndSwapRequest req;
+    req.set_key(key);
+    req.set_has_expected(expected != nullptr);
+    if (expected != nullptr) req.set_expected(*expected);
+    req.set_value(value);
+    return kv_->CompareAndSwap(&ctx, req, resp);
+  }
   grpc::Status GetStatus(StatusResponse* resp) {
     grpc::ClientContext ctx;
     ctx.set_deadline(In(10s));
@@ -352,6 +364,114 @@ TEST_F(ServerTest, InvalidArguments) {
   ASSERT_TRUE(Get("k", &get).ok());
   EXPECT_FALSE(get.found());
   EXPECT_EQ(node_->state_machine().Size(), 1u);
+}
+
+TEST_F(ServerTest, CompareAndSwapSwapsOnMatch) {
+  StartSingleLeader();
+  ASSERT_TRUE(Put("reg", "1").ok());
+  const std::string expected = "1";
+  CompareAndSwapResponse resp;
+  grpc::Status s = Cas("reg", &expected, "2", &resp);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_TRUE(resp.swapped());
+  EXPECT_TRUE(resp.found());
+  EXPECT_EQ(resp.current(), "1");
+  EXPECT_GT(resp.index(), 0u);
+  EXPECT_GT(resp.term(), 0u);
+  GetResponse get;
+  ASSERT_TRUE(Get("reg", &get).ok());
+  EXPECT_EQ(get.value(), "2");
+}
+
+TEST_F(ServerTest, CompareAndSwapMismatchReportsTheCurrentValue) {
+  StartSingleLeader();
+  ASSERT_TRUE(Put("reg", "actual").ok());
+  const std::string expected = "stale";
+  CompareAndSwapResponse resp;
+  grpc::Status s = Cas("reg", &expected, "new", &resp);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_FALSE(resp.swapped());
+  EXPECT_TRUE(resp.found());
+  EXPECT_EQ(resp.current(), "actual");
+  // An expected value on an absent key does not swap either.
+  s = Cas("absent", &expected, "new", &resp);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_FALSE(resp.swapped());
+  EXPECT_FALSE(resp.found());
+  GetResponse get;
+  ASSERT_TRUE(Get("reg", &get).ok());
+  EXPECT_EQ(get.value(), "actual");
+  ASSERT_TRUE(Get("absent", &get).ok());
+  EXPECT_FALSE(get.found());
+}
+
+TEST_F(ServerTest, CompareAndSwapCreateOnly) {
+  StartSingleLeader();
+  CompareAndSwapResponse resp;
+  grpc::Status s = Cas("new-key", nullptr, "first", &resp);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_TRUE(resp.swapped());
+  EXPECT_FALSE(resp.found());
+  s = Cas("new-key", nullptr, "second", &resp);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_FALSE(resp.swapped());
+  EXPECT_TRUE(resp.found());
+  EXPECT_EQ(resp.current(), "first");
+  GetResponse get;
+  ASSERT_TRUE(Get("new-key", &get).ok());
+  EXPECT_EQ(get.value(), "first");
+}
+
+TEST_F(ServerTest, CompareAndSwapInvalidArguments) {
+  StartSingleLeader();
+  ASSERT_TRUE(Put("k", "v").ok());
+  const std::string v = "v";
+  CompareAndSwapResponse resp;
+  grpc::Status s = Cas("", &v, "x", &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  EXPECT_CONTAINS(s.error_message(), "empty");
+  s = Cas(std::string(kMaxKey + 1, 'k'), &v, "x", &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  EXPECT_CONTAINS(s.error_message(), "max_key_bytes");
+  s = Cas("k", &v, std::string(kMaxValue + 1, 'x'), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  EXPECT_CONTAINS(s.error_message(), "value is " + std::to_string(kMaxValue + 1));
+  const std::string long_expected(kMaxValue + 1, 'v');
+  s = Cas("k", &long_expected, "x", &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  EXPECT_CONTAINS(s.error_message(), "expected is " + std::to_string(kMaxValue + 1));
+  EXPECT_CONTAINS(s.error_message(), "max_value_bytes");
+  // Nothing rejected was applied.
+  GetResponse get;
+  ASSERT_TRUE(Get("k", &get).ok());
+  EXPECT_EQ(get.value(), "v");
+  EXPECT_EQ(node_->state_machine().Size(), 1u);
+}
+
+TEST_F(ServerTest, KvClientCompareAndSwap) {
+  StartSingleLeader();
+  ClientOptions options;
+  options.endpoints = {address_};
+  KvClient client(options);
+  bool swapped = false, found = false;
+  std::string current = "stale";
+  grpc::Status s = client.CompareAndSwap("c", nullptr, "1", &swapped, &found, &current);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_TRUE(swapped);
+  EXPECT_FALSE(found);
+  EXPECT_EQ(current, "");
+  const std::string wrong = "0";
+  s = client.CompareAndSwap("c", &wrong, "2", &swapped, &found, &current);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_FALSE(swapped);
+  EXPECT_TRUE(found);
+  EXPECT_EQ(current, "1");
+  const std::string right = "1";
+  s = client.CompareAndSwap("c", &right, "2", &swapped);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_TRUE(swapped);
+  s = client.CompareAndSwap("", &right, "2", &swapped);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
 }
 
 // Many calls in flight at once through the async client API: every Put
@@ -869,6 +989,29 @@ TEST_F(FollowerServerTest, NoLeaderIsUnavailable) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << StatusText(s);
   EXPECT_CONTAINS(s.error_message(), "no leader");
   EXPECT_EQ(Trailer(ctx, kLeaderIdMetadataKey), "");
+  // Nothing was proposed: the server says so, and a CAS may be retried.
+  EXPECT_EQ(Trailer(ctx, kNotAppliedMetadataKey), "1");
+}
+
+// A CAS whose attempt failed with an unknown outcome is not retried: here the
+// connection cannot be made, which the client cannot tell apart from one
+// dropped after the server accepted the call. A Put is retried until timeout.
+TEST(KvClientCasTest, UnknownOutcomeIsNotRetried) {
+  ClientOptions options;
+  options.endpoints = {"127.0.0.1:1"};  // nothing listens on port 1
+  options.timeout_ms = 3000;
+  KvClient client(options);
+  const auto start = std::chrono::steady_clock::now();
+  bool swapped = true;
+  grpc::Status s = client.CompareAndSwap("k", nullptr, "v", &swapped);
+  const auto cas_time = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << StatusText(s);
+  EXPECT_CONTAINS(s.error_message(), "not retried");
+  EXPECT_LT(cas_time, 1500ms);
+  const auto put_start = std::chrono::steady_clock::now();
+  s = client.Put("k", "v");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << StatusText(s);
+  EXPECT_GE(std::chrono::steady_clock::now() - put_start, 2500ms);
 }
 
 TEST_F(FollowerServerTest, PeerServiceChecksSenderAndRecipient) {

@@ -1,5 +1,7 @@
 #include "storage/kv_state_machine.h"
 
+#include <vector>
+
 #include <gtest/gtest.h>
 
 namespace raftkv {
@@ -15,6 +17,18 @@ Entry CommandEntry(uint64_t index, Command::Op op, const std::string& key,
   entry.set_term(1);
   entry.set_index(index);
   entry.set_type(ENTRY_COMMAND);
+  entry.set_data(command.SerializeAsString());
+  return entry;
+}
+
+// A CAS entry; expected == nullptr means "the key must be absent".
+Entry CasEntry(uint64_t index, const std::string& key, const std::string* expected,
+               const std::string& value) {
+  Entry entry = CommandEntry(index, Command::CAS, key, value);
+  Command command;
+  command.ParseFromString(entry.data());
+  command.set_has_expected(expected != nullptr);
+  if (expected != nullptr) command.set_expected(*expected);
   entry.set_data(command.SerializeAsString());
   return entry;
 }
@@ -97,6 +111,93 @@ TEST(KvStateMachineDeathTest, OutOfOrderApplyIsFatal) {
   sm.Apply(NoopEntry(1));
   EXPECT_DEATH(sm.Apply(NoopEntry(3)), "index order");
   EXPECT_DEATH(sm.Apply(NoopEntry(1)), "index order");
+}
+
+TEST(KvStateMachineTest, CasSwapsOnMatchAndReportsThePreviousValue) {
+  KvStateMachine sm;
+  sm.Apply(CommandEntry(1, Command::PUT, "k", "old"));
+  const std::string expected = "old";
+  ApplyResult r = sm.Apply(CasEntry(2, "k", &expected, "new"));
+  EXPECT_TRUE(r.ok);
+  EXPECT_TRUE(r.swapped);
+  EXPECT_TRUE(r.found);
+  EXPECT_EQ(r.current, "old");
+  EXPECT_EQ(sm.Get("k"), std::optional<std::string>("new"));
+  EXPECT_EQ(sm.AppliedIndex(), 2u);
+}
+
+TEST(KvStateMachineTest, CasDoesNotSwapOnMismatch) {
+  KvStateMachine sm;
+  sm.Apply(CommandEntry(1, Command::PUT, "k", "actual"));
+  const std::string expected = "other";
+  ApplyResult r = sm.Apply(CasEntry(2, "k", &expected, "new"));
+  EXPECT_TRUE(r.ok);
+  EXPECT_FALSE(r.swapped);
+  EXPECT_TRUE(r.found);
+  EXPECT_EQ(r.current, "actual");
+  EXPECT_EQ(sm.Get("k"), std::optional<std::string>("actual"));
+  // An expected value never matches an absent key, not even the empty value.
+  const std::string empty;
+  r = sm.Apply(CasEntry(3, "missing", &empty, "new"));
+  EXPECT_FALSE(r.swapped);
+  EXPECT_FALSE(r.found);
+  EXPECT_EQ(r.current, "");
+  EXPECT_EQ(sm.Get("missing"), std::nullopt);
+  EXPECT_EQ(sm.AppliedIndex(), 3u);
+}
+
+TEST(KvStateMachineTest, CasCreateOnly) {
+  KvStateMachine sm;
+  ApplyResult r = sm.Apply(CasEntry(1, "k", nullptr, "first"));
+  EXPECT_TRUE(r.ok);
+  EXPECT_TRUE(r.swapped);
+  EXPECT_FALSE(r.found);
+  EXPECT_EQ(sm.Get("k"), std::optional<std::string>("first"));
+  // Present (even with an empty value): create-only does not swap.
+  r = sm.Apply(CasEntry(2, "k", nullptr, "second"));
+  EXPECT_FALSE(r.swapped);
+  EXPECT_TRUE(r.found);
+  EXPECT_EQ(r.current, "first");
+  EXPECT_EQ(sm.Get("k"), std::optional<std::string>("first"));
+  sm.Apply(CommandEntry(3, Command::PUT, "e", ""));
+  r = sm.Apply(CasEntry(4, "e", nullptr, "x"));
+  EXPECT_FALSE(r.swapped);
+  EXPECT_TRUE(r.found);
+  EXPECT_EQ(sm.Get("e"), std::optional<std::string>(""));
+}
+
+// The same log applied on two replicas gives the same results and state.
+TEST(KvStateMachineTest, CasIsDeterministicAcrossReplicas) {
+  std::vector<Entry> log;
+  uint64_t index = 0;
+  for (int i = 0; i < 200; ++i) {
+    const std::string key = "k" + std::to_string(i % 3);
+    const std::string guess = std::to_string((i * 7) % 5);
+    const std::string value = std::to_string((i * 3) % 5);
+    switch (i % 4) {
+      case 0: log.push_back(CasEntry(++index, key, nullptr, value)); break;
+      case 1: log.push_back(CasEntry(++index, key, &guess, value)); break;
+      case 2: log.push_back(CasEntry(++index, key, &guess, value)); break;
+      default:
+        log.push_back(CommandEntry(++index, i % 8 == 3 ? Command::DELETE : Command::PUT, key, value));
+    }
+  }
+  KvStateMachine a, b;
+  int swaps = 0;
+  for (const Entry& e : log) {
+    ApplyResult ra = a.Apply(e), rb = b.Apply(e);
+    EXPECT_EQ(ra.swapped, rb.swapped) << "index " << e.index();
+    EXPECT_EQ(ra.found, rb.found) << "index " << e.index();
+    EXPECT_EQ(ra.current, rb.current) << "index " << e.index();
+    swaps += ra.swapped ? 1 : 0;
+  }
+  EXPECT_GT(swaps, 0);
+  EXPECT_LT(swaps, 150);  // the sequence exercises both outcomes
+  for (int k = 0; k < 3; ++k) {
+    const std::string key = "k" + std::to_string(k);
+    EXPECT_EQ(a.Get(key), b.Get(key)) << key;
+  }
+  EXPECT_EQ(a.Size(), b.Size());
 }
 
 }  // namespace
