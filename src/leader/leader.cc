@@ -260,6 +260,4 @@ void Raft::AdvanceReadRounds() {
   }
 }
 
-bool Raft::CommittedInCurrentTerm() const { return TermAt(commit_) == term_; }
-
 }  // namespace raftkv::raft

@@ -167,7 +167,6 @@ class Raft {
   void HandleAppendResponse(const Message& m);
   bool MaybeAdvanceCommit();
   void AdvanceReadRounds();
-  bool CommittedInCurrentTerm() const;
 
   // ---- follower role (follower/follower.cc) ----
   void HandleAppendEntries(const Message& m);

@@ -104,16 +104,25 @@ std::vector<std::pair<std::string, std::string>> Pairs(const std::string& prefix
   return kvs;
 }
 
+// Writes `count` keys named prefix<i> through the leader (all must be
+// acknowledged), picks a follower and waits until it has applied them all.
+void FillAndPickFollower(ProcessCluster& cluster, uint64_t leader, const std::string& prefix,
+                         int count, int* follower, KvMap* acked) {
+  *follower = OtherThan(cluster, static_cast<int>(leader));
+  auto client = cluster.NewClient(10000, 1000);
+  std::vector<std::string> errors;
+  *acked = PutAll(*client, Pairs(prefix, count), 4, &errors);
+  ASSERT_EQ(acked->size(), static_cast<size_t>(count)) << JoinLines(errors);
+  ASSERT_TRUE(WaitForApplied(cluster, *follower,
+                             MustStatus(cluster, static_cast<int>(leader)).commit_index(), 3000));
+}
+
 TEST_F(Integration, CorruptLogIsRefused) {
   uint64_t leader = 0;
   ASSERT_NO_FATAL_FAILURE(StartCluster(3, FastTimeoutFlags(), &leader));
-  const int f = OtherThan(cluster(), static_cast<int>(leader));
-  auto client = cluster().NewClient(10000, 1000);
-  std::vector<std::string> errors;
-  const KvMap acked = PutAll(*client, Pairs("corrupt-", 200), 4, &errors);
-  ASSERT_EQ(acked.size(), 200u) << JoinLines(errors);
-  ASSERT_TRUE(WaitForApplied(cluster(), f,
-                             MustStatus(cluster(), static_cast<int>(leader)).commit_index(), 3000));
+  int f = 0;
+  KvMap acked;
+  ASSERT_NO_FATAL_FAILURE(FillAndPickFollower(cluster(), leader, "corrupt-", 200, &f, &acked));
   EXPECT_TRUE(cluster().Stop(f)) << "SIGTERM did not stop member " << f << " cleanly";
 
   // Flip one payload byte of a record in the middle of the (first) segment.
@@ -157,13 +166,9 @@ TEST_F(Integration, CorruptLogIsRefused) {
 TEST_F(Integration, CorruptLengthFieldIsRefused) {
   uint64_t leader = 0;
   ASSERT_NO_FATAL_FAILURE(StartCluster(3, FastTimeoutFlags(), &leader));
-  const int f = OtherThan(cluster(), static_cast<int>(leader));
-  auto client = cluster().NewClient(10000, 1000);
-  std::vector<std::string> errors;
-  const KvMap acked = PutAll(*client, Pairs("length-", 200), 4, &errors);
-  ASSERT_EQ(acked.size(), 200u) << JoinLines(errors);
-  ASSERT_TRUE(WaitForApplied(cluster(), f,
-                             MustStatus(cluster(), static_cast<int>(leader)).commit_index(), 3000));
+  int f = 0;
+  KvMap acked;
+  ASSERT_NO_FATAL_FAILURE(FillAndPickFollower(cluster(), leader, "length-", 200, &f, &acked));
   const uint64_t durable = MustStatus(cluster(), f).durable_index();
   EXPECT_TRUE(cluster().Stop(f));
 
@@ -213,13 +218,9 @@ TEST_F(Integration, CorruptLengthFieldIsRefused) {
 TEST_F(Integration, TornTailIsTruncated) {
   uint64_t leader = 0;
   ASSERT_NO_FATAL_FAILURE(StartCluster(3, FastTimeoutFlags(), &leader));
-  const int f = OtherThan(cluster(), static_cast<int>(leader));
-  auto client = cluster().NewClient(10000, 1000);
-  std::vector<std::string> errors;
-  const KvMap acked = PutAll(*client, Pairs("torn-", 100), 4, &errors);
-  ASSERT_EQ(acked.size(), 100u) << JoinLines(errors);
-  ASSERT_TRUE(WaitForApplied(cluster(), f,
-                             MustStatus(cluster(), static_cast<int>(leader)).commit_index(), 3000));
+  int f = 0;
+  KvMap acked;
+  ASSERT_NO_FATAL_FAILURE(FillAndPickFollower(cluster(), leader, "torn-", 100, &f, &acked));
   const uint64_t durable_before = MustStatus(cluster(), f).durable_index();
   cluster().Kill(f);
 
