@@ -238,9 +238,72 @@ Verification ReadBack(const Connections& conns, const BenchConfig& config, const
   return v;
 }
 
-CallFactory PutFactory(const KeySpace& ks, const std::vector<uint64_t>* numbers) {
-  return [&ks, numbers](uint64_t n) {
-    auto call = std::make_unique<PutCall>(&KV::Stub::PrepareAsyncPut, nullptr);
+// Exactly-once bookkeeping of a run's writes in one client session: request
+// n has sequence n + 1; first_outstanding is the lowest sequence not yet
+// answered (a lower bound is enough: the servers then keep a few more saved
+// results than needed).
+class SessionWindow {
+ public:
+  SessionWindow(uint64_t client_id, uint64_t requests)
+      : client_id_(client_id), done_(requests) {}
+  uint64_t client_id() const { return client_id_; }
+  uint64_t FirstOutstanding() const { return floor_.load(std::memory_order_acquire) + 1; }
+  void MarkDone(uint64_t n) {
+    done_[n].store(1, std::memory_order_release);
+    uint64_t f = floor_.load(std::memory_order_acquire);
+    while (f < done_.size() && done_[f].load(std::memory_order_acquire) != 0) {
+      if (floor_.compare_exchange_weak(f, f + 1, std::memory_order_acq_rel)) ++f;
+    }
+  }
+
+ private:
+  const uint64_t client_id_;
+  std::vector<std::atomic<uint8_t>> done_;
+  std::atomic<uint64_t> floor_{0};  // every request below it is answered
+};
+
+// A Put of a session: marks its request answered when the call is done with.
+class SessionPutCall : public PutCall {
+ public:
+  SessionPutCall(SessionWindow* window, uint64_t n)
+      : PutCall(&KV::Stub::PrepareAsyncPut, nullptr), window_(window), n_(n) {}
+  ~SessionPutCall() override { window_->MarkDone(n_); }
+
+ private:
+  SessionWindow* window_;
+  uint64_t n_;
+};
+
+// Opens a session on the leader (one attempt).
+bool OpenSession(KV::Stub* stub, uint64_t* client_id, std::string* error) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  OpenSessionResponse resp;
+  grpc::Status s = stub->OpenSession(&ctx, OpenSessionRequest(), &resp);
+  if (!s.ok()) {
+    *error = std::string("OpenSession failed: ") + StatusCodeName(s.error_code()) + ": " +
+             s.error_message();
+    return false;
+  }
+  *client_id = resp.client_id();
+  return true;
+}
+
+// Puts of keys numbered by request (or by `numbers`), in `window`'s session
+// when it is not null.
+CallFactory PutFactory(const KeySpace& ks, const std::vector<uint64_t>* numbers,
+                       SessionWindow* window = nullptr) {
+  return [&ks, numbers, window](uint64_t n) {
+    std::unique_ptr<PutCall> call;
+    if (window != nullptr) {
+      call = std::make_unique<SessionPutCall>(window, n);
+      Session* session = call->request.mutable_session();
+      session->set_client_id(window->client_id());
+      session->set_sequence(n + 1);
+      session->set_first_outstanding(window->FirstOutstanding());
+    } else {
+      call = std::make_unique<PutCall>(&KV::Stub::PrepareAsyncPut, nullptr);
+    }
     const uint64_t i = numbers ? (*numbers)[n] : n;
     call->request.set_key(ks.Key(i));
     ks.FillValue(i, call->request.mutable_value());
@@ -261,10 +324,21 @@ void RunOnLeader(Scenario scenario, const BenchConfig& config, const CpuProbe& p
   switch (scenario) {
     case Scenario::kWrite: {
       KeySpace ks(requests, config.key_len, config.value_len, config.seed);
-      Progress(config, "Write: " + std::to_string(requests) + " Puts to " + r->target);
+      std::unique_ptr<SessionWindow> window;
+      if (config.sessions) {
+        uint64_t client_id = 0;
+        if (!OpenSession(conns.stub(0), &client_id, &error)) {
+          r->setup_error = error;
+          return;
+        }
+        window = std::make_unique<SessionWindow>(client_id, requests);
+      }
+      Progress(config, "Write: " + std::to_string(requests) + " Puts to " + r->target +
+                           (window ? " in session " + std::to_string(window->client_id())
+                                   : std::string(" without a session")));
       const LoadResult lr =
           TimedLoad(conns, MakeLoadOptions(config, requests, true, config.timeout_ms),
-                    PutFactory(ks, nullptr), probe, r);
+                    PutFactory(ks, nullptr, window.get()), probe, r);
       FillFromLoad(lr, r);
       std::vector<uint64_t> acked;
       acked.reserve(lr.succeeded_count);

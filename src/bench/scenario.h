@@ -45,6 +45,7 @@ struct BenchConfig {
   uint64_t seed = 0;           // keys, values, verification sample
   bool quiet = false;          // no progress lines on stderr
   bool keep_cluster_dir = false;  // keep the local cluster's directory (logs, data)
+  bool sessions = true;  // Write: Puts carry a client session (exactly-once)
 };
 
 // Splits --server_flags on whitespace.

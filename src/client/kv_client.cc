@@ -168,7 +168,80 @@ KvClient::KvClient(ClientOptions options) : options_(std::move(options)) {
   if (!config_error_.empty()) LOG(ERROR) << "KvClient: " << config_error_;
 }
 
-KvClient::~KvClient() = default;
+KvClient::~KvClient() { CloseSession(); }
+
+uint64_t KvClient::session_id() const {
+  std::lock_guard<std::mutex> lock(session_mu_);
+  return client_id_;
+}
+
+void KvClient::CloseSession() {
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(session_mu_);
+    id = client_id_;
+    client_id_ = 0;
+    outstanding_.clear();
+  }
+  if (id == 0 || !config_error_.empty()) return;
+  // Best effort: an unclosed session only costs memory until it expires.
+  std::string target = LeaderHint();
+  if (target.empty()) target = options_.endpoints[0];
+  grpc::ClientContext ctx;
+  SetTimeout(&ctx, std::chrono::milliseconds(std::min(500, std::max(1, options_.rpc_timeout_ms))));
+  CloseSessionRequest req;
+  req.set_client_id(id);
+  CloseSessionResponse resp;
+  grpc::Status s = StubFor(target)->CloseSession(&ctx, req, &resp);
+  VLOG(1) << "KvClient: CloseSession " << id << " at " << target << ": "
+          << StatusCodeName(s.error_code());
+}
+
+grpc::Status KvClient::BeginWrite(Session* session) {
+  if (!options_.use_session) return grpc::Status::OK;
+  std::lock_guard<std::mutex> open_lock(open_mu_);
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(session_mu_);
+    id = client_id_;
+  }
+  if (id == 0) {
+    // Retrying OpenSession is harmless: a duplicate only opens a session that
+    // nobody uses, which expires.
+    OpenSessionRequest req;
+    OpenSessionResponse resp;
+    grpc::Status s = Call("OpenSession", &KV::Stub::OpenSession, req, &resp, /*follow_leader=*/true);
+    if (!s.ok()) return s;
+    id = resp.client_id();
+    VLOG(1) << "KvClient: opened session " << id;
+  }
+  std::lock_guard<std::mutex> lock(session_mu_);
+  if (client_id_ != id) {  // a new session: sequences start again
+    client_id_ = id;
+    next_sequence_ = 1;
+    outstanding_.clear();
+  }
+  const uint64_t seq = next_sequence_++;
+  outstanding_.insert(seq);
+  session->set_client_id(id);
+  session->set_sequence(seq);
+  session->set_first_outstanding(*outstanding_.begin());
+  return grpc::Status::OK;
+}
+
+void KvClient::EndWrite(const Session& session, const grpc::Status& status) {
+  if (session.client_id() == 0) return;
+  std::lock_guard<std::mutex> lock(session_mu_);
+  if (client_id_ != session.client_id()) return;
+  // Retired even when the outcome is unknown: a late copy of the request
+  // then arrives below first_outstanding and is refused, never applied.
+  outstanding_.erase(session.sequence());
+  if (status.error_code() == grpc::StatusCode::ABORTED) {  // only sent for a lost session
+    LOG(WARNING) << "KvClient: session " << client_id_ << " expired; opening a new one";
+    client_id_ = 0;
+    outstanding_.clear();
+  }
+}
 
 KV::Stub* KvClient::StubFor(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -317,8 +390,13 @@ grpc::Status KvClient::Put(const std::string& key, const std::string& value) {
   PutRequest req;
   req.set_key(key);
   req.set_value(value);
+  grpc::Status s = BeginWrite(req.mutable_session());
+  if (!s.ok()) return s;
+  if (!options_.use_session) req.clear_session();
   PutResponse resp;
-  return Call("Put", &KV::Stub::Put, req, &resp, /*follow_leader=*/true);
+  s = Call("Put", &KV::Stub::Put, req, &resp, /*follow_leader=*/true);
+  EndWrite(req.session(), s);
+  return s;
 }
 
 grpc::Status KvClient::Get(const std::string& key, std::string* value, bool* found,
@@ -344,8 +422,12 @@ grpc::Status KvClient::Get(const std::string& key, std::string* value, bool* fou
 grpc::Status KvClient::Delete(const std::string& key, bool* existed) {
   DeleteRequest req;
   req.set_key(key);
+  grpc::Status s = BeginWrite(req.mutable_session());
+  if (!s.ok()) return s;
+  if (!options_.use_session) req.clear_session();
   DeleteResponse resp;
-  grpc::Status s = Call("Delete", &KV::Stub::Delete, req, &resp, /*follow_leader=*/true);
+  s = Call("Delete", &KV::Stub::Delete, req, &resp, /*follow_leader=*/true);
+  EndWrite(req.session(), s);
   if (s.ok() && existed != nullptr) *existed = resp.existed();
   return s;
 }
@@ -358,9 +440,14 @@ grpc::Status KvClient::CompareAndSwap(const std::string& key, const std::string*
   req.set_has_expected(expected != nullptr);
   if (expected != nullptr) req.set_expected(*expected);
   req.set_value(value);
+  grpc::Status s = BeginWrite(req.mutable_session());
+  if (!s.ok()) return s;
+  if (!options_.use_session) req.clear_session();
   CompareAndSwapResponse resp;
-  grpc::Status s = Call("CompareAndSwap", &KV::Stub::CompareAndSwap, req, &resp,
-                        /*follow_leader=*/true, /*idempotent=*/false);
+  // With a session a retry is answered with the first attempt's result.
+  s = Call("CompareAndSwap", &KV::Stub::CompareAndSwap, req, &resp,
+           /*follow_leader=*/true, /*idempotent=*/options_.use_session);
+  EndWrite(req.session(), s);
   if (s.ok()) {
     if (swapped != nullptr) *swapped = resp.swapped();
     if (found != nullptr) *found = resp.found();

@@ -14,25 +14,36 @@
 // until ClientOptions::timeout_ms has elapsed, after which the last error is
 // returned with the list of endpoints tried appended to its message.
 //
-// Retrying a write whose outcome was unknown (UNAVAILABLE, DEADLINE_EXCEEDED)
-// may apply it twice. A Put is idempotent; a retried Delete may report
-// existed == false for a key that its first, unacknowledged attempt removed.
+// Exactly-once writes (ClientOptions::use_session, on by default): before its
+// first write the client opens a session (KV.OpenSession) and tags every
+// write with the session id, a sequence number of its own and the lowest
+// sequence still outstanding. The state machine applies each sequence once
+// and answers a retry with the first application's result, so every write,
+// CompareAndSwap included, is retried on UNAVAILABLE / DEADLINE_EXCEEDED with
+// the same sequence until timeout_ms. If the session expired on the servers
+// (ABORTED, "raftkv-session-expired: 1"), the next write opens a new one; the
+// failed write's outcome is then unknown if an earlier attempt of it may have
+// applied. One client (and so one session) may be used by many threads.
 //
-// CompareAndSwap is not idempotent (a retried CAS can fail against its own
-// first write, or swap twice if the value came back meanwhile), so it is
-// retried only when nothing can have been applied: FAILED_PRECONDITION (not
-// the leader; nothing was proposed) and UNAVAILABLE carrying the trailing
-// metadata "raftkv-not-applied: 1" (no leader known, or the entry was
-// overwritten by another leader's). Any other UNAVAILABLE (leadership lost or
-// the server stopped after accepting it, the connection broke or could not be
-// made: the client cannot tell a refused connection from one dropped after the
-// server accepted the call) and DEADLINE_EXCEEDED are returned at once: the
-// outcome is unknown and the caller must read the key to find out.
+// Without a session (use_session = false): a retried Put is harmless; a
+// retried Delete may report existed == false for a key that its first,
+// unacknowledged attempt removed; and CompareAndSwap, which is not idempotent
+// (a retried CAS can fail against its own first write, or swap twice if the
+// value came back meanwhile), is retried only when nothing can have been
+// applied: FAILED_PRECONDITION (not the leader; nothing was proposed) and
+// UNAVAILABLE carrying the trailing metadata "raftkv-not-applied: 1" (no
+// leader known, or the entry was overwritten by another leader's). Any other
+// UNAVAILABLE (leadership lost or the server stopped after accepting it, the
+// connection broke or could not be made: the client cannot tell a refused
+// connection from one dropped after the server accepted the call) and
+// DEADLINE_EXCEEDED are then returned at once: the outcome is unknown and the
+// caller must read the key to find out.
 #pragma once
 
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -50,6 +61,9 @@ inline constexpr char kLeaderIdMetadataKey[] = "raftkv-leader-id";
 // Trailing-metadata key ("1") by which a server says a failed write was not
 // applied, so retrying it is safe.
 inline constexpr char kNotAppliedMetadataKey[] = "raftkv-not-applied";
+// Trailing-metadata key ("1") of an ABORTED write whose session is unknown or
+// expired on the servers.
+inline constexpr char kSessionExpiredMetadataKey[] = "raftkv-session-expired";
 
 struct ClientOptions {
   // Server addresses ("host:port"), tried in this order when no leader is known.
@@ -58,6 +72,8 @@ struct ClientOptions {
   int timeout_ms = 5000;
   // Deadline of a single RPC attempt (capped by what is left of timeout_ms).
   int rpc_timeout_ms = 2000;
+  // Exactly-once writes through a client session (see the top of this file).
+  bool use_session = true;
 };
 
 // The canonical name of a gRPC status code, e.g. "FAILED_PRECONDITION".
@@ -87,6 +103,12 @@ class KvClient {
   // is made before the first operation.
   explicit KvClient(ClientOptions options);
   ~KvClient();
+
+  // Closes the session, if one was opened (one attempt, bounded wait).
+  // ~KvClient does the same.
+  void CloseSession();
+  // The current session id (0 before the first write, or without sessions).
+  uint64_t session_id() const;
 
   KvClient(const KvClient&) = delete;
   KvClient& operator=(const KvClient&) = delete;
@@ -141,6 +163,12 @@ class KvClient {
   // stubs live as long as the client.
   KV::Stub* StubFor(const std::string& address);
 
+  // Session bookkeeping around one write: Begin opens the session if needed
+  // and fills `session` with a new sequence; End retires the sequence and,
+  // if the servers reported the session gone, forgets it.
+  grpc::Status BeginWrite(Session* session);
+  void EndWrite(const Session& session, const grpc::Status& status);
+
   std::string LeaderHint() const;
   void SetLeader(const std::string& address);
   void ForgetLeader(const std::string& address);
@@ -151,6 +179,12 @@ class KvClient {
   mutable std::mutex mu_;
   std::string leader_;                                    // guarded by mu_
   std::map<std::string, std::unique_ptr<KV::Stub>> stubs_;  // guarded by mu_
+
+  std::mutex open_mu_;  // one OpenSession at a time; taken before session_mu_
+  mutable std::mutex session_mu_;
+  uint64_t client_id_ = 0;        // guarded by session_mu_; 0 = none open
+  uint64_t next_sequence_ = 1;    // guarded by session_mu_
+  std::set<uint64_t> outstanding_;  // guarded by session_mu_
 };
 
 }  // namespace raftkv

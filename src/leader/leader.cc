@@ -30,8 +30,10 @@ void Raft::BecomeLeader() {
     progress_.emplace(peer, pr);
     acked_round_[peer] = 0;
   }
+  leader_time_ms_ = log_.empty() ? 0 : log_.back().cluster_time_ms();
   Entry noop;
   noop.set_term(term_);
+  noop.set_cluster_time_ms(leader_time_ms_);
   noop.set_index(last_index() + 1);
   noop.set_type(ENTRY_NOOP);
   term_start_index_ = noop.index();
@@ -50,6 +52,7 @@ ProposeResult Raft::Propose(std::string data) {
   e.set_term(term_);
   e.set_index(last_index() + 1);
   e.set_type(ENTRY_COMMAND);
+  e.set_cluster_time_ms(leader_time_ms_);
   e.set_data(std::move(data));
   result.accepted = true;
   result.index = e.index();
@@ -79,6 +82,7 @@ void Raft::ReportUnreachable(uint64_t peer) {
 }
 
 void Raft::LeaderTick() {
+  leader_time_ms_ += static_cast<uint64_t>(config_.tick_ms);
   ++election_elapsed_;
   ++heartbeat_elapsed_;
   if (election_elapsed_ >= config_.election_ticks) {

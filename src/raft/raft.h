@@ -52,6 +52,10 @@ struct Config {
   size_t max_append_entries = 4096;
   size_t max_append_bytes = 1 << 20;
   uint64_t seed = 1;  // for the randomized election timeout
+  // Cluster time: a leader stamps every entry it creates with
+  // Entry.cluster_time_ms = (its last entry's time when elected) + tick_ms *
+  // (ticks since). 0 leaves every entry at time 0.
+  int tick_ms = 0;
 };
 
 // A linearizable read that may be served once the state machine has applied
@@ -199,6 +203,8 @@ class Raft {
 
   // ---- leader state ----
   std::map<uint64_t, Progress> progress_;  // every voter except self
+  // Cluster time stamped on this leader's entries (see Config::tick_ms).
+  uint64_t leader_time_ms_ = 0;
   // Index of the no-op entry this leader appended when elected. Every entry
   // committed by earlier leaders lies below it, so it bounds read indexes.
   uint64_t term_start_index_ = 0;

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <functional>
+#include <set>
 
 #include "service/peer_client.h"
 
@@ -92,6 +93,7 @@ void FinishWithOutcome(Call* call, const Outcome& out) {
     call->context().AddTrailingMetadata("raftkv-leader-addr", out.leader_address);
   }
   if (out.not_applied) call->context().AddTrailingMetadata("raftkv-not-applied", "1");
+  if (out.session_expired) call->context().AddTrailingMetadata("raftkv-session-expired", "1");
   call->FinishWithError(out.status);
 }
 
@@ -108,9 +110,25 @@ class GrpcServer::Handlers {
   using EchoCall = UnaryCall<EchoRequest, EchoResponse>;
   using AppendCall = UnaryCall<AppendEntriesRequest, AppendEntriesResponse>;
   using VoteCall = UnaryCall<RequestVoteRequest, RequestVoteResponse>;
+  using OpenSessionCall = UnaryCall<OpenSessionRequest, OpenSessionResponse>;
+  using CloseSessionCall = UnaryCall<CloseSessionRequest, CloseSessionResponse>;
+  using SetFaultsCall = UnaryCall<SetFaultsRequest, SetFaultsResponse>;
 
-  Handlers(const ServerOptions& options, RaftNode* node, KV::AsyncService* kv, Raft::AsyncService* raft)
+  Handlers(const ServerOptions& options, RaftNode* node, KV::AsyncService* kv, Raft::AsyncService* raft,
+           Testing::AsyncService* testing)
       : options_(options), node_(node) {
+    request_open_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestOpenSession(c, r, w, cq, cq, tag); };
+    request_close_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestCloseSession(c, r, w, cq, cq, tag); };
+    request_set_faults_ = [testing](auto* c, auto* r, auto* w, auto* cq, void* tag) { testing->RequestSetFaults(c, r, w, cq, cq, tag); };
+    handle_open_ = [this](OpenSessionCall* call) { HandleOpenSession(call); };
+    handle_close_ = [this](CloseSessionCall* call) { HandleCloseSession(call); };
+    handle_set_faults_ = [this](SetFaultsCall* call) {
+      std::set<uint64_t> blocked(call->request().blocked_peers().begin(),
+                                 call->request().blocked_peers().end());
+      LOG(WARNING) << "test fault injection: " << blocked.size() << " peer link(s) cut";
+      options_.faults->SetBlockedPeers(std::move(blocked));
+      call->Finish(SetFaultsResponse());
+    };
     request_put_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestPut(c, r, w, cq, cq, tag); };
     request_get_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestGet(c, r, w, cq, cq, tag); };
     request_delete_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestDelete(c, r, w, cq, cq, tag); };
@@ -147,6 +165,11 @@ class GrpcServer::Handlers {
       CasCall::Post(&request_cas_, &handle_cas_, cq, mu, draining);
       StatusCall::Post(&request_status_, &handle_status_, cq, mu, draining);
       VoteCall::Post(&request_vote_, &handle_vote_, cq, mu, draining);
+      OpenSessionCall::Post(&request_open_, &handle_open_, cq, mu, draining);
+      CloseSessionCall::Post(&request_close_, &handle_close_, cq, mu, draining);
+      if (options_.faults != nullptr) {
+        SetFaultsCall::Post(&request_set_faults_, &handle_set_faults_, cq, mu, draining);
+      }
     }
   }
 
@@ -180,11 +203,72 @@ class GrpcServer::Handlers {
     return grpc::Status::OK;
   }
 
+  // Copies a request's session (if any) into the command.
+  static void SetSession(const PutRequest& r, Command* cmd) { CopySession(r.has_session(), r.session(), cmd); }
+  static void SetSession(const DeleteRequest& r, Command* cmd) { CopySession(r.has_session(), r.session(), cmd); }
+  static void SetSession(const CompareAndSwapRequest& r, Command* cmd) {
+    CopySession(r.has_session(), r.session(), cmd);
+  }
+  static void CopySession(bool has, const Session& session, Command* cmd) {
+    if (!has) return;
+    cmd->set_client_id(session.client_id());
+    cmd->set_sequence(session.sequence());
+    cmd->set_first_outstanding(session.first_outstanding());
+  }
+  // INVALID_ARGUMENT for a malformed session header.
+  template <class Req>
+  static grpc::Status CheckSession(const Req& r) {
+    if (!r.has_session()) return grpc::Status::OK;
+    const Session& s = r.session();
+    if (s.client_id() == 0 || s.sequence() == 0) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "session.client_id and session.sequence must be > 0 (open a session "
+                          "with OpenSession; sequences start at 1)");
+    }
+    if (s.first_outstanding() > s.sequence()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "session.first_outstanding (" + std::to_string(s.first_outstanding()) +
+                              ") must not exceed session.sequence (" +
+                              std::to_string(s.sequence()) + ")");
+    }
+    return grpc::Status::OK;
+  }
+
+  void HandleOpenSession(OpenSessionCall* call) {
+    Command cmd;
+    cmd.set_op(Command::OPEN_SESSION);
+    cmd.set_session_timeout_ms(options_.session_timeout_ms);
+    const uint64_t timeout = options_.session_timeout_ms;
+    node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call, timeout](Outcome out) {
+      if (!out.status.ok()) return FinishWithOutcome(call, out);
+      OpenSessionResponse resp;
+      resp.set_client_id(out.apply.client_id);
+      resp.set_timeout_ms(timeout);
+      call->Finish(resp);
+    });
+  }
+
+  void HandleCloseSession(CloseSessionCall* call) {
+    if (call->request().client_id() == 0) {
+      return call->FinishWithError(
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "client_id must be > 0"));
+    }
+    Command cmd;
+    cmd.set_op(Command::CLOSE_SESSION);
+    cmd.set_client_id(call->request().client_id());
+    node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
+      if (!out.status.ok()) return FinishWithOutcome(call, out);
+      call->Finish(CloseSessionResponse());
+    });
+  }
+
   void HandlePut(PutCall* call) {
     grpc::Status bad = CheckKey(call->request().key());
     if (bad.ok()) bad = CheckValue(call->request().value());
+    if (bad.ok()) bad = CheckSession(call->request());
     if (!bad.ok()) return call->FinishWithError(bad);
     Command cmd;
+    SetSession(call->request(), &cmd);
     cmd.set_op(Command::PUT);
     cmd.set_key(std::move(*call->request().mutable_key()));
     cmd.set_value(std::move(*call->request().mutable_value()));
@@ -199,8 +283,10 @@ class GrpcServer::Handlers {
 
   void HandleDelete(DeleteCall* call) {
     grpc::Status bad = CheckKey(call->request().key());
+    if (bad.ok()) bad = CheckSession(call->request());
     if (!bad.ok()) return call->FinishWithError(bad);
     Command cmd;
+    SetSession(call->request(), &cmd);
     cmd.set_op(Command::DELETE);
     cmd.set_key(std::move(*call->request().mutable_key()));
     node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
@@ -220,8 +306,10 @@ class GrpcServer::Handlers {
     grpc::Status bad = CheckKey(req.key());
     if (bad.ok()) bad = CheckValue(req.value());
     if (bad.ok()) bad = CheckValue(req.expected(), "expected");
+    if (bad.ok()) bad = CheckSession(req);
     if (!bad.ok()) return call->FinishWithError(bad);
     Command cmd;
+    SetSession(req, &cmd);
     cmd.set_op(Command::CAS);
     cmd.set_key(std::move(*req.mutable_key()));
     cmd.set_value(std::move(*req.mutable_value()));
@@ -273,12 +361,18 @@ class GrpcServer::Handlers {
     resp.set_last_log_index(st.last_log_index);
     resp.set_durable_index(st.durable_index);
     for (uint64_t v : st.voters) resp.add_voters(v);
+    resp.set_sessions(st.sessions);
     call->Finish(resp);
   }
 
   // Peer requests must name this member and come from a configured member:
   // a misconfigured cluster file is reported, not silently obeyed.
   grpc::Status CheckPeer(uint64_t from, uint64_t to) const {
+    if (options_.faults != nullptr && options_.faults->IsBlocked(from)) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "link from member " + std::to_string(from) +
+                              " is cut by test fault injection");
+    }
     if (to != node_->id()) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           "message for member " + std::to_string(to) + " reached member " +
@@ -340,6 +434,12 @@ class GrpcServer::Handlers {
   GetCall::Handler handle_get_;
   DeleteCall::Handler handle_delete_;
   CasCall::Handler handle_cas_;
+  OpenSessionCall::RequestFn request_open_;
+  CloseSessionCall::RequestFn request_close_;
+  SetFaultsCall::RequestFn request_set_faults_;
+  OpenSessionCall::Handler handle_open_;
+  CloseSessionCall::Handler handle_close_;
+  SetFaultsCall::Handler handle_set_faults_;
   StatusCall::Handler handle_status_;
   EchoCall::Handler handle_echo_;
   AppendCall::Handler handle_append_;
@@ -349,7 +449,7 @@ class GrpcServer::Handlers {
 GrpcServer::GrpcServer(const ServerOptions& options, RaftNode* node)
     : options_(options),
       node_(node),
-      handlers_(std::make_unique<Handlers>(options, node, &kv_service_, &raft_service_)) {}
+      handlers_(std::make_unique<Handlers>(options, node, &kv_service_, &raft_service_, &testing_service_)) {}
 
 GrpcServer::~GrpcServer() {
   Shutdown(0);
@@ -375,6 +475,7 @@ Status GrpcServer::Start() {
   builder.AddListeningPort(options_.listen_address, grpc::InsecureServerCredentials(), &bound_port_);
   builder.RegisterService(&kv_service_);
   builder.RegisterService(&raft_service_);
+  if (options_.faults != nullptr) builder.RegisterService(&testing_service_);
   // Room for a full AppendEntries batch of maximum-size values.
   builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);

@@ -15,6 +15,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "raftkv.grpc.pb.h"
+#include "service/fault_injector.h"
 #include "service/node.h"
 
 namespace raftkv {
@@ -29,6 +30,11 @@ struct ServerOptions {
   int max_request_timeout_ms = 10000;
   // Calls pre-posted per completion queue for each busy method.
   int calls_per_cq = 64;
+  // OPEN_SESSION: idle time (cluster time) after which a session expires.
+  uint64_t session_timeout_ms = 600000;
+  // Tests only (--enable_test_faults): peer requests from blocked members are
+  // refused and the Testing service is served. Not owned; null = disabled.
+  FaultInjector* faults = nullptr;
 };
 
 class GrpcServer {
@@ -51,6 +57,7 @@ class GrpcServer {
   RaftNode* node_;
   KV::AsyncService kv_service_;
   Raft::AsyncService raft_service_;
+  Testing::AsyncService testing_service_;
   std::unique_ptr<Handlers> handlers_;
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs_;

@@ -91,6 +91,7 @@ raft::Config CoreConfig(const NodeOptions& options) {
   config.max_inflight_appends = options.max_inflight_appends;
   config.max_append_entries = options.max_append_entries;
   config.max_append_bytes = options.max_append_bytes;
+  config.tick_ms = options.tick_ms;
   config.seed = std::random_device{}();
   return config;
 }
@@ -252,6 +253,7 @@ NodeStatus RaftNode::GetStatus() const {
   st.last_log_index = core_.last_index();
   st.durable_index = core_.durable_index();
   st.voters = core_.voters();
+  st.sessions = state_machine_.SessionCount();
   return st;
 }
 
@@ -337,10 +339,18 @@ void RaftNode::ApplyCommitted(const std::vector<Entry>& committed,
     const Entry& e = committed[it->first - committed.front().index()];
     Outcome out;
     if (e.term() == it->second.term) {
-      out.index = e.index();
-      out.term = e.term();
       out.apply = results[it->first - committed.front().index()];
-      if (!out.apply.ok) out.status = grpc::Status(grpc::StatusCode::INTERNAL, out.apply.error);
+      // A duplicate answers with where the first application happened.
+      out.index = out.apply.index;
+      out.term = out.apply.term;
+      if (!out.apply.ok) {
+        out.status = grpc::Status(grpc::StatusCode::INTERNAL, out.apply.error);
+      } else if (out.apply.session_error == ApplyResult::SessionError::kSessionExpired) {
+        out.status = grpc::Status(grpc::StatusCode::ABORTED, out.apply.error);
+        out.session_expired = true;
+      } else if (out.apply.session_error == ApplyResult::SessionError::kStaleSequence) {
+        out.status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, out.apply.error);
+      }
     } else {
       // Another leader's entry took this index: the proposal was never committed.
       out.status = grpc::Status(grpc::StatusCode::UNAVAILABLE,

@@ -63,6 +63,8 @@ struct Outcome {
   // applied (never proposed, or its index went to another leader's entry), so
   // retrying it cannot apply it twice. False when the outcome is unknown.
   bool not_applied = false;
+  // ABORTED because the write's session is unknown or expired.
+  bool session_expired = false;
   // For FAILED_PRECONDITION (not leader): the leader, when known.
   uint64_t leader_id = 0;
   std::string leader_address;
@@ -81,6 +83,7 @@ struct NodeStatus {
   uint64_t last_log_index = 0;
   uint64_t durable_index = 0;
   std::vector<uint64_t> voters;
+  size_t sessions = 0;
 };
 
 // How the node sends messages to peers (implemented over gRPC by PeerClient).

@@ -49,6 +49,9 @@ void PeerClient::Send(raft::Message m) {
     LOG(DFATAL) << "no channel to member " << m.to << " for " << m.DebugString();
     return;
   }
+  // A cut link (test fault injection) loses the message, as a network would;
+  // the core's retries and stall detection recover once it heals.
+  if (options_.faults != nullptr && options_.faults->IsBlocked(m.to)) return;
   auto* call = new Call;
   call->peer = m.to;
   call->type = m.type;

@@ -19,6 +19,7 @@
 
 #include "raftkv.grpc.pb.h"
 #include "service/cluster_config.h"
+#include "service/fault_injector.h"
 #include "service/node.h"
 
 namespace raftkv {
@@ -28,6 +29,8 @@ struct PeerClientOptions {
   int threads_per_cq = 1;
   int append_timeout_ms = 2000;  // deadline of one AppendEntries call
   int vote_timeout_ms = 1000;    // deadline of one RequestVote call
+  // Tests only: messages to peers it blocks are dropped. Not owned; may be null.
+  const FaultInjector* faults = nullptr;
 };
 
 class PeerClient : public PeerSender {

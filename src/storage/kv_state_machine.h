@@ -1,22 +1,39 @@
 // The replicated state machine: an ordered in-memory map from key to value,
-// changed only by applying committed log entries in index order. Rebuilt from
-// the log on restart (snapshots will make that bounded).
+// plus the client sessions that make writes exactly-once, changed only by
+// applying committed log entries in index order. Rebuilt from the log on
+// restart (snapshots will make that bounded).
+//
+// Sessions (Raft thesis 6.3; LogCabin): an OPEN_SESSION entry creates session
+// <its index>. A PUT/DELETE/CAS carrying client_id != 0 is applied at most
+// once per (client_id, sequence): the result of the first application is
+// saved and returned for any duplicate. first_outstanding lets the session
+// drop the results the client already has; a sequence below the highest
+// first_outstanding seen is refused (kStaleSequence) because its result is
+// gone and re-applying it could apply it twice. A session expires when no
+// command of it was applied for its timeout, measured in the leader-stamped
+// Entry.cluster_time_ms, so every replica expires it at the same entry. A
+// command of an unknown or expired session is not applied (kSessionExpired).
 //
 // Thread safety: Apply() is called by one thread (the node's apply loop);
-// Get()/Size()/AppliedIndex() may be called concurrently from any thread.
+// Get()/Size()/AppliedIndex()/SessionCount() may be called concurrently from
+// any thread.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <string>
+#include <utility>
 
 #include "raftkv.pb.h"
 
 namespace raftkv {
 
 struct ApplyResult {
+  enum class SessionError { kNone, kSessionExpired, kStaleSequence };
+
   bool ok = true;            // false if the entry's command could not be decoded
   bool existed = false;      // DELETE: whether the key was present
   bool swapped = false;      // CAS: whether the new value was written
@@ -24,28 +41,56 @@ struct ApplyResult {
   // its value then, empty when absent).
   bool found = false;
   std::string current;
-  std::string error;         // set when !ok
+  std::string error;         // set when !ok or session_error != kNone
+  // Sessions. index, term: the log entry in which the command took effect
+  // (for a duplicate: the first application's). client_id: OPEN_SESSION's new id.
+  SessionError session_error = SessionError::kNone;
+  bool duplicate = false;
+  uint64_t index = 0;
+  uint64_t term = 0;
+  uint64_t client_id = 0;
 };
 
 class KvStateMachine {
  public:
+  // Saved results per session beyond which the oldest is dropped (and its
+  // sequence then refused as stale): bounds the memory of a client that never
+  // advances first_outstanding.
+  static constexpr size_t kMaxSavedResultsPerSession = 100000;
+
   // Applies one committed entry. entry.index must be AppliedIndex() + 1 (it
   // is a programming error otherwise: CHECK). NOOP entries only advance the
-  // applied index. A COMMAND whose data does not parse is applied as a no-op
-  // with ok = false (every replica does the same, so they stay identical).
-  // A CAS writes its value iff (has_expected ? the key is present and equal to
-  // expected : the key is absent); the decision depends only on the map, so
-  // every replica decides alike.
+  // applied index and cluster time. A COMMAND whose data does not parse is
+  // applied as a no-op with ok = false (every replica does the same, so they
+  // stay identical). A CAS writes its value iff (has_expected ? the key is
+  // present and equal to expected : the key is absent); the decision depends
+  // only on the map, so every replica decides alike.
   ApplyResult Apply(const Entry& entry);
 
   std::optional<std::string> Get(const std::string& key) const;
   uint64_t AppliedIndex() const;
   size_t Size() const;
+  size_t SessionCount() const;
 
  private:
+  struct Session {
+    uint64_t timeout_ms = 0;
+    uint64_t expires_at_ms = 0;      // cluster time
+    uint64_t first_outstanding = 0;  // highest seen
+    std::map<uint64_t, ApplyResult> results;  // by sequence
+  };
+  // Applies a data command to the map (no session logic). Requires mu_.
+  void ApplyToMap(const Command& command, ApplyResult* result);
+  // Drops sessions whose expiry is before `now_ms`. Requires mu_.
+  void ExpireSessions(uint64_t now_ms);
+  void Touch(uint64_t id, Session* session, uint64_t now_ms);  // requires mu_
+
   mutable std::shared_mutex mu_;
   std::map<std::string, std::string> data_;  // guarded by mu_
   uint64_t applied_index_ = 0;               // guarded by mu_
+  uint64_t cluster_time_ms_ = 0;             // guarded by mu_: of the last entry
+  std::map<uint64_t, Session> sessions_;     // guarded by mu_
+  std::set<std::pair<uint64_t, uint64_t>> expiry_;  // (expires_at_ms, id), guarded by mu_
 };
 
 }  // namespace raftkv

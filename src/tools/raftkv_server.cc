@@ -49,6 +49,14 @@ DEFINE_uint64(max_append_bytes, 1 << 20, "Soft limit on the entry bytes in one A
 DEFINE_int32(append_timeout_ms, 2000, "Deadline of one AppendEntries call to a peer.");
 DEFINE_int32(vote_timeout_ms, 1000, "Deadline of one RequestVote call to a peer.");
 DEFINE_uint64(segment_bytes, 64ull << 20, "Log segment size at which a new segment file starts.");
+DEFINE_uint64(session_timeout_ms, 600000,
+              "A client session expires after this long without a write (measured in cluster "
+              "time, the leader-stamped time carried by log entries); its retries then fail with "
+              "ABORTED. Stored in the session when it is opened.");
+DEFINE_bool(enable_test_faults, false,
+            "Serve the Testing.SetFaults RPC, which cuts links to chosen peers (fault tests and "
+            "scripts/chaos.sh only; never in production: anyone reaching the client port could "
+            "partition the node).");
 
 namespace {
 
@@ -80,6 +88,7 @@ int main(int argc, char** argv) {
       FLAGS_peer_threads_per_cq < 1 || FLAGS_calls_per_cq < 1) {
     return Fail("completion queue and thread counts must be >= 1");
   }
+  if (FLAGS_session_timeout_ms < 1) return Fail("--session_timeout_ms must be >= 1");
   if (FLAGS_max_inflight_appends < 1 || FLAGS_max_append_entries < 1) {
     return Fail("--max_inflight_appends and --max_append_entries must be >= 1");
   }
@@ -121,6 +130,11 @@ int main(int argc, char** argv) {
   peer_options.threads_per_cq = FLAGS_peer_threads_per_cq;
   peer_options.append_timeout_ms = FLAGS_append_timeout_ms;
   peer_options.vote_timeout_ms = FLAGS_vote_timeout_ms;
+  raftkv::FaultInjector faults;
+  if (FLAGS_enable_test_faults) {
+    LOG(WARNING) << "--enable_test_faults: the Testing service can cut this node's peer links";
+    peer_options.faults = &faults;
+  }
   raftkv::RaftNode* raw_node = node.get();
   raftkv::PeerClient peers(
       cluster, FLAGS_id, peer_options,
@@ -138,6 +152,8 @@ int main(int argc, char** argv) {
   server_options.max_key_bytes = FLAGS_max_key_bytes;
   server_options.max_value_bytes = FLAGS_max_value_bytes;
   server_options.max_request_timeout_ms = FLAGS_max_request_timeout_ms;
+  server_options.session_timeout_ms = FLAGS_session_timeout_ms;
+  if (FLAGS_enable_test_faults) server_options.faults = &faults;
   raftkv::GrpcServer server(server_options, raw_node);
   s = server.Start();
   if (!s.ok()) return Fail(s.message());

@@ -55,6 +55,9 @@ DEFINE_string(server_flags, "",
 DEFINE_uint64(verify_sample, 0,
               "After Write: 0 = read back every acknowledged write; N = a random sample of N of "
               "them. Read and Echo always check every answer.");
+DEFINE_bool(sessions, true,
+            "Write: tag every Put with a client session (sequence numbers, exactly-once, as "
+            "raftkvctl and KvClient do); false sends plain at-least-once Puts.");
 DEFINE_bool(keep_cluster_dir, false,
             "Keep the local cluster's temporary directory (server logs and data) after the run; "
             "it is always kept when a run fails.");
@@ -92,6 +95,7 @@ BenchConfig ConfigFromFlags() {
   c.server_flags = SplitFlags(FLAGS_server_flags);
   c.verify_sample = FLAGS_verify_sample;
   c.keep_cluster_dir = FLAGS_keep_cluster_dir;
+  c.sessions = FLAGS_sessions;
   static const uint64_t seed = FLAGS_seed != 0 ? FLAGS_seed : integration::TestSeed();
   c.seed = seed;
   return c;

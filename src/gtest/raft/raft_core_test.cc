@@ -267,3 +267,56 @@ TEST(RaftCoreTest, SingleNodeElectsItselfAndCommits) {
 
 }  // namespace
 }  // namespace raftkv::raft
+
+namespace raftkv::raft {
+namespace {
+
+Raft ElectSingle(int tick_ms, std::vector<Entry> log) {
+  Config c;
+  c.id = 1;
+  c.voters = {1};
+  c.tick_ms = tick_ms;
+  HardState hs;
+  if (!log.empty()) {
+    hs.term = log.back().term();
+    hs.vote = 1;
+  }
+  Raft r(c, hs, std::move(log));
+  for (int i = 0; i < 3 * c.election_ticks && r.role() != Role::kLeader; ++i) {
+    r.Tick();
+    while (r.HasReady()) r.Advance(r.GetReady());
+  }
+  return r;
+}
+
+// Entries carry the leader's cluster time: it advances with the leader's
+// ticks and a new leader continues from its last entry's time, so the time
+// never goes back along the log (sessions expire by it on every replica).
+TEST(RaftCoreTest, ClusterTimeAdvancesWithLeaderTicksAndSurvivesElections) {
+  Raft r = ElectSingle(10, {});
+  ASSERT_EQ(r.role(), Role::kLeader);
+  const uint64_t noop_time = r.EntryAt(r.last_index()).cluster_time_ms();
+  for (int i = 0; i < 7; ++i) r.Tick();
+  ASSERT_TRUE(r.Propose("a").accepted);
+  EXPECT_EQ(r.EntryAt(r.last_index()).cluster_time_ms(), noop_time + 70);
+  for (int i = 0; i < 3; ++i) r.Tick();
+  ASSERT_TRUE(r.Propose("b").accepted);
+  const uint64_t last_time = r.EntryAt(r.last_index()).cluster_time_ms();
+  EXPECT_EQ(last_time, noop_time + 100);
+  while (r.HasReady()) r.Advance(r.GetReady());
+
+  // "Restart" with that log: the next leader's no-op starts at last_time.
+  std::vector<Entry> log;
+  for (uint64_t i = 1; i <= r.last_index(); ++i) log.push_back(r.EntryAt(i));
+  Raft next = ElectSingle(10, log);
+  ASSERT_EQ(next.role(), Role::kLeader);
+  EXPECT_EQ(next.EntryAt(next.last_index()).cluster_time_ms(), last_time);
+  uint64_t prev = 0;
+  for (uint64_t i = 1; i <= next.last_index(); ++i) {
+    EXPECT_GE(next.EntryAt(i).cluster_time_ms(), prev) << "at index " << i;
+    prev = next.EntryAt(i).cluster_time_ms();
+  }
+}
+
+}  // namespace
+}  // namespace raftkv::raft

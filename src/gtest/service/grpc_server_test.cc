@@ -63,6 +63,7 @@ class ServerTest : public ::testing::Test {
     int cq_num = 2;
     int threads_per_cq = 2;
     int calls_per_cq = 16;
+    uint64_t session_timeout_ms = 600000;
   };
 
   void StartNode(const Setup& setup) {
@@ -103,6 +104,7 @@ class ServerTest : public ::testing::Test {
     so.max_value_bytes = kMaxValue;
     so.max_request_timeout_ms = setup.max_request_timeout_ms;
     so.calls_per_cq = setup.calls_per_cq;
+    so.session_timeout_ms = setup.session_timeout_ms;
     server_ = std::make_unique<GrpcServer>(so, raw);
     s = server_->Start();
     ASSERT_TRUE(s.ok()) << s.ToString();
@@ -993,13 +995,15 @@ TEST_F(FollowerServerTest, NoLeaderIsUnavailable) {
   EXPECT_EQ(Trailer(ctx, kNotAppliedMetadataKey), "1");
 }
 
-// A CAS whose attempt failed with an unknown outcome is not retried: here the
-// connection cannot be made, which the client cannot tell apart from one
-// dropped after the server accepted the call. A Put is retried until timeout.
+// Without a session, a CAS whose attempt failed with an unknown outcome is
+// not retried: here the connection cannot be made, which the client cannot
+// tell apart from one dropped after the server accepted the call. A Put is
+// retried until timeout.
 TEST(KvClientCasTest, UnknownOutcomeIsNotRetried) {
   ClientOptions options;
   options.endpoints = {"127.0.0.1:1"};  // nothing listens on port 1
   options.timeout_ms = 3000;
+  options.use_session = false;
   KvClient client(options);
   const auto start = std::chrono::steady_clock::now();
   bool swapped = true;
@@ -1065,6 +1069,174 @@ TEST_F(FollowerServerTest, GrantsAVoteWithoutALeader) {
   EXPECT_TRUE(vote.granted());
   EXPECT_EQ(vote.term(), 50u);
   EXPECT_GE(node_->GetStatus().term, 50u);
+}
+
+
+// ---------------------------------------------------------------------------
+// Client sessions: exactly-once writes.
+// ---------------------------------------------------------------------------
+
+namespace {
+
+Session MakeSession(uint64_t client, uint64_t seq, uint64_t first_outstanding) {
+  Session session;
+  session.set_client_id(client);
+  session.set_sequence(seq);
+  session.set_first_outstanding(first_outstanding);
+  return session;
+}
+
+std::string Trailing(const grpc::ClientContext& ctx, const std::string& key) {
+  auto range = ctx.GetServerTrailingMetadata().equal_range(key);
+  if (range.first == range.second) return "";
+  return std::string(range.first->second.data(), range.first->second.size());
+}
+
+}  // namespace
+
+TEST_F(ServerTest, SessionRetryIsAnsweredWithTheFirstResult) {
+  StartSingleLeader();
+  OpenSessionResponse open;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    ASSERT_TRUE(kv_->OpenSession(&ctx, OpenSessionRequest(), &open).ok());
+  }
+  ASSERT_GT(open.client_id(), 0u);
+  EXPECT_EQ(open.timeout_ms(), 600000u);
+
+  CompareAndSwapRequest req;
+  req.set_key("k");
+  req.set_has_expected(false);  // create-only: a plain retry would fail against itself
+  req.set_value("v1");
+  *req.mutable_session() = MakeSession(open.client_id(), 1, 1);
+  CompareAndSwapResponse first, retry;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    ASSERT_TRUE(kv_->CompareAndSwap(&ctx, req, &first).ok());
+  }
+  ASSERT_TRUE(first.swapped());
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    ASSERT_TRUE(kv_->CompareAndSwap(&ctx, req, &retry).ok());
+  }
+  EXPECT_TRUE(retry.swapped()) << "the retry must get the first attempt's answer";
+  EXPECT_EQ(retry.index(), first.index());
+  EXPECT_EQ(retry.term(), first.term());
+
+  StatusResponse st;
+  ASSERT_TRUE(GetStatus(&st).ok());
+  EXPECT_EQ(st.sessions(), 1u);
+
+  // An unknown session: ABORTED, with the metadata clients act on.
+  {
+    PutRequest put;
+    put.set_key("k");
+    put.set_value("x");
+    *put.mutable_session() = MakeSession(open.client_id() + 1000, 1, 1);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    PutResponse resp;
+    grpc::Status s = kv_->Put(&ctx, put, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::ABORTED) << StatusText(s);
+    EXPECT_EQ(Trailing(ctx, kSessionExpiredMetadataKey), "1");
+  }
+  // Malformed session headers.
+  for (const Session& bad : {MakeSession(0, 1, 1), MakeSession(open.client_id(), 0, 0),
+                             MakeSession(open.client_id(), 3, 4)}) {
+    DeleteRequest del;
+    del.set_key("k");
+    *del.mutable_session() = bad;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    DeleteResponse resp;
+    grpc::Status s = kv_->Delete(&ctx, del, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad.DebugString();
+  }
+  // Closing forgets it.
+  {
+    CloseSessionRequest close;
+    close.set_client_id(open.client_id());
+    CloseSessionResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    ASSERT_TRUE(kv_->CloseSession(&ctx, close, &resp).ok());
+  }
+  ASSERT_TRUE(GetStatus(&st).ok());
+  EXPECT_EQ(st.sessions(), 0u);
+}
+
+TEST_F(ServerTest, KvClientUsesAndClosesASession) {
+  StartSingleLeader();
+  {
+    ClientOptions options;
+    options.endpoints = {address_};
+    KvClient client(options);
+    EXPECT_EQ(client.session_id(), 0u) << "no session before the first write";
+    ASSERT_TRUE(client.Put("a", "1").ok());
+    const uint64_t id = client.session_id();
+    EXPECT_GT(id, 0u);
+    bool swapped = false;
+    ASSERT_TRUE(client.CompareAndSwap("a", nullptr, "2", &swapped).ok());
+    EXPECT_FALSE(swapped);
+    EXPECT_EQ(client.session_id(), id) << "one session for the client's lifetime";
+    StatusResponse st;
+    ASSERT_TRUE(GetStatus(&st).ok());
+    EXPECT_EQ(st.sessions(), 1u);
+  }
+  StatusResponse st;
+  ASSERT_TRUE(GetStatus(&st).ok());
+  EXPECT_EQ(st.sessions(), 0u) << "~KvClient closes its session";
+}
+
+// Sessions expire by cluster time (the leader's ticks stamped on entries):
+// a client idle for longer than --session_timeout_ms gets ABORTED, and the
+// KvClient then opens a new session for its next write.
+TEST_F(ServerTest, IdleSessionExpiresAndTheClientReopens) {
+  Setup setup;
+  setup.session_timeout_ms = 100;  // 20 ticks of 5 ms
+  StartSingleLeader(setup);
+  ClientOptions options;
+  options.endpoints = {address_};
+  KvClient idle(options);
+  ASSERT_TRUE(idle.Put("a", "1").ok());
+  const uint64_t first = idle.session_id();
+  // Cluster time only advances through entries: another writer keeps the log moving.
+  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(Put("other", "x").ok());
+  grpc::Status s = idle.Put("a", "2");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ABORTED) << StatusText(s);
+  ASSERT_TRUE(idle.Put("a", "3").ok()) << "the next write opens a new session";
+  EXPECT_NE(idle.session_id(), first);
+  GetResponse got;
+  ASSERT_TRUE(Get("a", &got).ok());
+  EXPECT_EQ(got.value(), "3");
+}
+
+TEST_F(ServerTest, TestingServiceIsOffByDefault) {
+  StartSingleLeader();
+  auto testing = Testing::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(10s));
+  SetFaultsResponse resp;
+  grpc::Status s = testing->SetFaults(&ctx, SetFaultsRequest(), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << StatusText(s);
+}
+
+// Without a session, CompareAndSwap is retried as long as the outcome is
+// known; with one, every failed attempt is retried until the timeout.
+TEST(KvClientCasTest, WithASessionUnknownOutcomesAreRetried) {
+  ClientOptions options;
+  options.endpoints = {"127.0.0.1:1"};  // nothing listens on port 1
+  options.timeout_ms = 1500;
+  KvClient client(options);
+  const auto start = std::chrono::steady_clock::now();
+  bool swapped = true;
+  grpc::Status s = client.CompareAndSwap("k", nullptr, "v", &swapped);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << StatusText(s);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 1200ms);
 }
 
 }  // namespace
