@@ -209,6 +209,17 @@ void Raft::HandleAppendResponse(const Message& m) {
       pr.ResumeProbe();
     }
     if (advanced) MaybeAdvanceCommit();
+  } else if (resp.last_log_index() < pr.match()) {
+    // The follower's log is shorter than what it acknowledged as durable: it
+    // lost entries on a restart (see Progress::OnRegressed). Its rejections
+    // of prev = match would otherwise be taken for stale answers (or clamp
+    // the probe to match + 1) forever, and it would never catch up with this
+    // leader. (A truly stale rejection lands here too; the cost is one
+    // probe.)
+    LOG(WARNING) << "member " << config_.id << ": follower " << m.from << " holds entries only up to "
+                 << resp.last_log_index() << ", below its acknowledged match " << pr.match()
+                 << "; replicating again from " << resp.last_log_index() + 1;
+    pr.OnRegressed(resp.last_log_index());
   } else {
     // Fast back-off (Raft thesis 5.3): skip the follower's whole conflicting
     // term, or jump to the end of its shorter log.

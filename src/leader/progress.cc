@@ -48,6 +48,12 @@ bool Progress::OnReject(uint64_t rejected, uint64_t next_hint) {
   return true;
 }
 
+void Progress::OnRegressed(uint64_t last_index) {
+  match_ = std::min(match_, last_index);
+  next_ = match_ + 1;
+  BecomeProbe();
+}
+
 bool Progress::CheckStalled(int limit) {
   if (state_ != State::kReplicate || inflight_.empty()) {
     stalled_intervals_ = 0;

@@ -41,6 +41,12 @@ class Progress {
   // follower's conflict hints). Returns false if the rejection is stale
   // (answers an older message) and was ignored.
   bool OnReject(uint64_t rejected, uint64_t next_hint);
+  // The follower's log ends at `last_index`, below match(): it no longer holds
+  // entries it acknowledged (its recovery cut a damaged final record, which
+  // it cannot tell from a torn write). Forgets the match and probes from
+  // last_index + 1. Never lowers the commit index (the leader's), only what
+  // this follower counts for.
+  void OnRegressed(uint64_t last_index);
   // The follower could not be reached or a probe is due: allow one more probe.
   void ResumeProbe() { probe_sent_ = false; }
   void BecomeProbe();

@@ -362,6 +362,7 @@ bool ProcessCluster::Start(int i, const std::vector<std::string>& more_flags) {
     return false;
   }
   nd.pid = pid;
+  nd.last_pid = pid;
   ++nd.starts;
   nd.status_client.reset();  // the old channel may still be failing fast
   return true;
@@ -518,6 +519,46 @@ std::string ProcessCluster::LogText(int i) const {
   std::string text;
   for (const std::string& name : names) text += ReadFileOrEmpty(LogDir(i) + "/" + name);
   return text;
+}
+
+std::string ProcessCluster::LastRunLogText(int i) const {
+  const Node& nd = node(i);
+  if (nd.last_pid <= 0) return "";
+  // raftkv-server.<host>.<user>.log.INFO.<yyyymmdd-hhmmss>.<pid>
+  const std::string suffix = "." + std::to_string(nd.last_pid);
+  std::string text;
+  if (DIR* d = ::opendir(LogDir(i).c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.find(".log.INFO.") != std::string::npos && name.size() > suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        text += ReadFileOrEmpty(LogDir(i) + "/" + name);
+      }
+    }
+    ::closedir(d);
+  }
+  return text;
+}
+
+std::string ProcessCluster::LastRunOutput(int i) const {
+  const std::string out = ServerOutput(i);
+  const size_t at = out.rfind("=== process_cluster: start #");
+  return at == std::string::npos ? out : out.substr(at);
+}
+
+std::vector<std::string> ProcessCluster::SegmentFiles(int i) const {
+  const std::string dir = DataDir(i) + "/log";
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.size() > 4 && name.compare(name.size() - 4, 4, ".seg") == 0) names.push_back(name);
+    }
+    ::closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  for (std::string& n : names) n = dir + "/" + n;
+  return names;
 }
 
 std::string ProcessCluster::Describe(size_t tail_bytes) const {

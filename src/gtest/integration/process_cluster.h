@@ -132,11 +132,22 @@ class ProcessCluster {
   std::string DataDir(int i) const { return NodeDir(i) + "/data"; }
   std::string LogDir(int i) const { return NodeDir(i) + "/logs"; }
   std::string OutputPath(int i) const { return NodeDir(i) + "/server.out"; }
+  // The hard state file (term and vote) of member i.
+  std::string HardStatePath(int i) const { return DataDir(i) + "/hardstate"; }
+  // The log segment files of member i (<data>/log/<20-digit first index>.seg)
+  // as full paths, in index order (the zero-padded names sort by index).
+  std::vector<std::string> SegmentFiles(int i) const;
 
   // stdout + stderr of every run of member i so far.
   std::string ServerOutput(int i) const;
   // The glog INFO logs (all severities) of every run of member i, oldest first.
   std::string LogText(int i) const;
+  // Only the most recent run of member i (running or ended): its glog INFO
+  // file (glog names it after the pid) and the part of server.out after the
+  // last start banner. For checking what one particular restart did, e.g.
+  // how it recovered its log.
+  std::string LastRunLogText(int i) const;
+  std::string LastRunOutput(int i) const;
   // A summary for failure messages: state and tail of output and logs of
   // every member.
   std::string Describe(size_t tail_bytes = 3000) const;
@@ -151,6 +162,7 @@ class ProcessCluster {
     pid_t pid = -1;
     int last_exit = 0;  // exit status or 128+signal of the last run that ended
     int starts = 0;
+    pid_t last_pid = -1;  // pid of the most recent run, kept after it ends
     std::unique_ptr<KvClient> status_client;
   };
   Node& node(int i);

@@ -1,9 +1,6 @@
 // Integration tests of on-disk damage to a member's log: corruption in the
 // middle is refused at start-up, a torn tail is cut off, and either way the
 // member rejoins and catches up once its data is usable.
-#include <dirent.h>
-
-
 #include "gtest/common/temp_dir.h"
 #include "gtest/integration/integration_test_util.h"
 
@@ -11,21 +8,9 @@ namespace raftkv {
 namespace integration {
 namespace {
 
-// The segment files of member i's log, in index order (names are the
-// zero-padded first index, so name order is index order).
+// The segment files of member i's log, in index order.
 std::vector<std::string> SegmentFiles(ProcessCluster& cluster, int i) {
-  const std::string dir = cluster.DataDir(i) + "/log";
-  std::vector<std::string> names;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      const std::string name = e->d_name;
-      if (name.size() > 4 && name.compare(name.size() - 4, 4, ".seg") == 0) names.push_back(name);
-    }
-    ::closedir(d);
-  }
-  std::sort(names.begin(), names.end());
-  for (std::string& n : names) n = dir + "/" + n;
-  return names;
+  return cluster.SegmentFiles(i);
 }
 
 uint32_t Fixed32(const std::string& b, size_t pos) {

@@ -265,6 +265,90 @@ TEST(RaftCoreTest, SingleNodeElectsItselfAndCommits) {
   EXPECT_EQ(applied.back().data(), "hello");
 }
 
+// A follower that restarts without entries it had acknowledged (recovery cut
+// a damaged final record as a torn tail) answers the leader's appends with
+// rejections of prev = its old match. The leader must replicate again from
+// the follower's real end: it used to take those rejections for stale
+// answers (rejected <= match) or clamp its probe to match + 1, so the
+// follower never caught up while that leader lived (found by the
+// integration test CrashDurability.BitFlipsAreRefused).
+TEST(RaftCoreTest, LeaderRepairsFollowerThatLostAcknowledgedEntries) {
+  HardState hs;
+  hs.term = 1;
+  std::vector<Entry> log = {MakeEntry(1, 1), MakeEntry(2, 1), MakeEntry(3, 1)};
+  Raft r(ThreeNodeConfig(1), hs, std::move(log));
+  auto drain = [&] {
+    std::vector<Message> out;
+    while (r.HasReady()) {
+      Ready rd = r.GetReady();
+      out.insert(out.end(), rd.messages.begin(), rd.messages.end());
+      r.Advance(rd);
+    }
+    return out;
+  };
+  auto vote_resp = [](uint64_t term, bool pre_vote) {
+    Message m;
+    m.type = MessageType::kVoteResp;
+    m.from = 2;
+    m.to = 1;
+    m.vote_resp.set_term(term);
+    m.vote_resp.set_from(2);
+    m.vote_resp.set_granted(true);
+    m.vote_resp.set_pre_vote(pre_vote);
+    return m;
+  };
+  for (int i = 0; i < 100 && r.role() != Role::kPreCandidate; ++i) {
+    r.Tick();
+    drain();
+  }
+  ASSERT_EQ(r.role(), Role::kPreCandidate);
+  r.Step(vote_resp(2, true));
+  drain();
+  ASSERT_EQ(r.role(), Role::kCandidate);
+  r.Step(vote_resp(2, false));
+  drain();
+  ASSERT_EQ(r.role(), Role::kLeader);
+  ASSERT_EQ(r.last_index(), 4u);  // the leader's no-op
+
+  auto append_resp = [](bool success, uint64_t match, uint64_t rejected, uint64_t last) {
+    Message m;
+    m.type = MessageType::kAppendResp;
+    m.from = 2;
+    m.to = 1;
+    AppendEntriesResponse& a = m.append_resp;
+    a.set_term(2);
+    a.set_from(2);
+    a.set_success(success);
+    a.set_match_index(match);
+    a.set_rejected_index(rejected);
+    a.set_conflict_index(last + 1);
+    a.set_last_log_index(last);
+    return m;
+  };
+  // Member 2 acknowledges everything...
+  r.Step(append_resp(true, 4, 0, 4));
+  drain();
+  // ... restarts having lost entry 4, and rejects the next heartbeat (prev 4).
+  r.Step(append_resp(false, 0, 4, 3));
+  std::vector<Message> sent = drain();
+  for (int i = 0; i < 10; ++i) {
+    r.Tick();
+    std::vector<Message> more = drain();
+    sent.insert(sent.end(), more.begin(), more.end());
+  }
+  bool resent = false;
+  std::string seen;
+  for (const Message& m : sent) {
+    if (m.type != MessageType::kAppend || m.to != 2) continue;
+    seen += " prev=" + std::to_string(m.append.prev_log_index());
+    if (m.append.prev_log_index() == 3 && m.append.entries_size() == 1 &&
+        m.append.entries(0).index() == 4) {
+      resent = true;
+    }
+  }
+  EXPECT_TRUE(resent) << "appends to member 2 after its rejection:" << seen;
+}
+
 }  // namespace
 }  // namespace raftkv::raft
 
