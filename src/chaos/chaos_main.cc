@@ -1,0 +1,599 @@
+// raftkv-chaos: a linearizability-checked chaos run against real
+// raftkv-server processes on loopback (driven by scripts/chaos.sh).
+//
+//  1. Starts an N-member cluster (ProcessCluster: one process and data
+//     directory per member, --enable_test_faults so links can be cut).
+//  2. Runs --clients threads, each with its own KvClient and so its own
+//     session (exactly-once retries), doing Get / Put / CompareAndSwap /
+//     Delete on a small key space (--keys registers), and, every tenth
+//     operation, a Put of a key of its own ("ledger" writes, read back at
+//     the end). Every operation is recorded: invoke and return time, inputs,
+//     outputs, and its outcome: ok, failed (a read that did not happen) or
+//     unknown (a write that timed out or was refused after retries: it may or
+//     may not have taken effect).
+//  3. Meanwhile the nemesis (this thread: it forks the servers) injects one
+//     fault at a time, chosen at random among --faults, held for a random
+//     time, then healed:
+//       kill       SIGKILL the leader or a random member (sometimes two),
+//                  restart it on its data directory;
+//       pause      SIGSTOP the leader or a random member, SIGCONT it later
+//                  (a GC pause or a clock jump, as seen by its peers);
+//       partition  cut the links (Testing.SetFaults on every member) around
+//                  the leader alone, or along a random minority/majority
+//                  split; client traffic still reaches both sides.
+//  4. Heals everything, restarts what is down, waits for a leader, reads
+//     every key (recorded too), checks that every acknowledged ledger write
+//     is there (lost = those that are not), that every member holds the same
+//     values once caught up, and checks the whole history for
+//     linearizability per key (src/check: WGL search; unknown writes may
+//     take effect at any point after their invocation, or never).
+//
+// Output ends with one line:  chaos: ops=N faults=M violations=V lost=L
+// Exit status 0 only if V == 0, L == 0 and every key's check completed.
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+#include <grpcpp/grpcpp.h>
+
+#include "check/linearizability.h"
+#include "client/channel_args.h"
+#include "client/grpc_runtime.h"
+#include "client/kv_client.h"
+#include "gtest/integration/process_cluster.h"
+#include "raftkv.grpc.pb.h"
+
+DEFINE_int32(duration, 60, "Seconds of client load while faults are injected.");
+DEFINE_int32(nodes, 3, "Cluster size (3 or 5).");
+DEFINE_uint64(seed, 0, "Seed of every random choice (nemesis and clients); 0 = from the clock. "
+                       "Printed at the start so a run can be replayed (timing still differs).");
+DEFINE_int32(clients, 6, "Concurrent clients, each a thread with its own session.");
+DEFINE_int32(keys, 8, "Number of keys (registers) the checked operations use.");
+DEFINE_string(faults, "kill,pause,partition",
+              "Comma-separated fault kinds the nemesis injects: kill, pause, partition.");
+DEFINE_int32(fault_min_ms, 300, "Shortest time a fault is held before it is healed.");
+DEFINE_int32(fault_max_ms, 4000, "Longest time a fault is held before it is healed.");
+DEFINE_int32(quiet_min_ms, 300, "Shortest healthy interval between two faults.");
+DEFINE_int32(quiet_max_ms, 2000, "Longest healthy interval between two faults.");
+DEFINE_int32(think_ms, 3, "Each client pauses 0..think_ms ms between operations.");
+DEFINE_int32(client_timeout_ms, 8000,
+             "A client operation's total budget including retries; a write still unanswered "
+             "then is recorded with an unknown outcome.");
+DEFINE_int32(check_budget_ms, 60000, "Linearizability search budget per key.");
+DEFINE_string(history_out, "",
+              "Write the recorded history here (JSON lines); on failure it is always written, "
+              "into the kept cluster directory if this is empty.");
+DEFINE_bool(keep_dir, false, "Keep the cluster directory (data and logs) even if the run passes.");
+DEFINE_bool(stale_reads, false,
+            "Negative control: clients read with allow_stale from one member each (not "
+            "linearizable). Under partitions and pauses the checker should then report "
+            "violations; a run that finds none shows the faults were too mild to tell.");
+DEFINE_string(server_flags, "",
+              "Extra flags for every raftkv-server, space-separated (e.g. \"--tick_ms=10\").");
+
+namespace raftkv {
+namespace chaos {
+namespace {
+
+using Steady = std::chrono::steady_clock;
+using check::Operation;
+using check::OpType;
+using check::Outcome;
+using integration::ProcessCluster;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Steady::now().time_since_epoch())
+      .count();
+}
+
+void SleepMs(int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+std::vector<std::string> SplitSpaces(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+// ---- clients ----
+
+struct ClientResult {
+  std::vector<Operation> history;
+  std::vector<std::pair<std::string, std::string>> ledger_acked;  // key, value
+  int64_t ledger_unknown = 0;
+  int64_t unexpected_errors = 0;
+  std::string first_unexpected;
+};
+
+bool OutcomeUnknown(const grpc::Status& s) {
+  // KvClient retried what could be retried; what is left for a write means
+  // "may or may not have been applied" (or, ABORTED, a session lost after
+  // earlier attempts). Never treat a write as not applied: that would be
+  // unsound for the checker.
+  return !s.ok();
+}
+
+void RunClient(int id, const std::vector<std::string>& endpoints, uint64_t seed,
+               const std::atomic<bool>* stop, ClientResult* out) {
+  ClientOptions options;
+  options.endpoints = endpoints;
+  options.timeout_ms = FLAGS_client_timeout_ms;
+  options.rpc_timeout_ms = 1000;
+  options.use_session = true;
+  KvClient client(options);
+  // --stale_reads: a client bound to one member, for reads that may be stale.
+  ClientOptions stale_options = options;
+  stale_options.endpoints = {endpoints[static_cast<size_t>(id) % endpoints.size()]};
+  stale_options.timeout_ms = 1000;
+  KvClient stale_client(stale_options);
+  std::mt19937_64 rng(seed);
+  std::map<std::string, std::optional<std::string>> last_seen;  // what this client last saw
+  auto note_error = [&](const std::string& what, const grpc::Status& s) {
+    ++out->unexpected_errors;
+    if (out->first_unexpected.empty()) {
+      out->first_unexpected = what + ": " + StatusCodeName(s.error_code()) + ": " + s.error_message();
+    }
+  };
+  for (uint64_t n = 1; !stop->load(); ++n) {
+    if (n % 10 == 0) {
+      const std::string key = "ledger/c" + std::to_string(id) + "/" + std::to_string(n);
+      const std::string value = "l" + std::to_string(n);
+      grpc::Status s = client.Put(key, value);
+      if (s.ok()) {
+        out->ledger_acked.emplace_back(key, value);
+      } else {
+        ++out->ledger_unknown;
+      }
+      continue;
+    }
+    Operation op;
+    op.client = id;
+    op.key = "k" + std::to_string(rng() % static_cast<uint64_t>(FLAGS_keys));
+    const int dice = static_cast<int>(rng() % 100);
+    const std::string fresh = "c" + std::to_string(id) + "-" + std::to_string(n);
+    op.invoke_ns = NowNs();
+    grpc::Status s;
+    if (dice < 40) {
+      op.type = OpType::kGet;
+      std::string value;
+      bool found = false;
+      s = FLAGS_stale_reads ? stale_client.Get(op.key, &value, &found, /*allow_stale=*/true)
+                            : client.Get(op.key, &value, &found);
+      op.return_ns = NowNs();
+      if (s.ok()) {
+        op.found = found;
+        op.result = value;
+        last_seen[op.key] = found ? std::optional<std::string>(value) : std::nullopt;
+      }
+      // A failed read had no effect: dropped by the checker.
+      op.outcome = s.ok() ? Outcome::kOk : Outcome::kFail;
+      if (!s.ok() && !FLAGS_stale_reads && s.error_code() != grpc::StatusCode::UNAVAILABLE &&
+          s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+        note_error("Get", s);
+      }
+    } else if (dice < 70) {
+      op.type = OpType::kPut;
+      op.value = fresh;
+      s = client.Put(op.key, op.value);
+      op.return_ns = NowNs();
+      op.outcome = s.ok() ? Outcome::kOk : Outcome::kUnknown;
+    } else if (dice < 95) {
+      op.type = OpType::kCas;
+      op.value = fresh;
+      auto seen = last_seen.find(op.key);
+      // Expect what this client last saw (often stale: real contention).
+      op.has_expected = seen != last_seen.end() && seen->second.has_value();
+      if (op.has_expected) op.expected = *seen->second;
+      bool swapped = false, found = false;
+      std::string current;
+      s = client.CompareAndSwap(op.key, op.has_expected ? &op.expected : nullptr, op.value,
+                                &swapped, &found, &current);
+      op.return_ns = NowNs();
+      if (s.ok()) {
+        op.swapped = swapped;
+        op.found = found;
+        op.result = current;
+        last_seen[op.key] = swapped ? std::optional<std::string>(op.value)
+                                    : (found ? std::optional<std::string>(current) : std::nullopt);
+      }
+      op.outcome = s.ok() ? Outcome::kOk : Outcome::kUnknown;
+    } else {
+      op.type = OpType::kDelete;
+      bool existed = false;
+      s = client.Delete(op.key, &existed);
+      op.return_ns = NowNs();
+      op.existed = existed;
+      op.outcome = s.ok() ? Outcome::kOk : Outcome::kUnknown;
+    }
+    if (op.type != OpType::kGet && OutcomeUnknown(s) &&
+        (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+         s.error_code() == grpc::StatusCode::INTERNAL)) {
+      note_error("write", s);
+    }
+    out->history.push_back(std::move(op));
+    if (FLAGS_think_ms > 0) SleepMs(static_cast<int64_t>(rng() % (FLAGS_think_ms + 1)));
+  }
+}
+
+// ---- nemesis ----
+
+class Nemesis {
+ public:
+  Nemesis(ProcessCluster* cluster, uint64_t seed, std::set<std::string> kinds)
+      : cluster_(cluster), rng_(seed), kinds_(kinds.begin(), kinds.end()) {}
+
+  int faults() const { return faults_; }
+  const std::map<std::string, int>& counts() const { return counts_; }
+
+  // Injects one fault, holds it, heals it.
+  void InjectOne() {
+    const std::string kind = kinds_[rng_() % kinds_.size()];
+    const int hold = Between(FLAGS_fault_min_ms, FLAGS_fault_max_ms);
+    const uint64_t leader = FindLeader();
+    const int n = cluster_->size();
+    auto pick = [&]() -> int {
+      if (leader != 0 && rng_() % 2 == 0) return static_cast<int>(leader);
+      return static_cast<int>(rng_() % n) + 1;
+    };
+    if (kind == "kill") {
+      std::vector<int> victims{pick()};
+      if (rng_() % 6 == 0) {  // sometimes two at once (for 3 members: no quorum for a while)
+        int other = static_cast<int>(rng_() % n) + 1;
+        if (other != victims[0]) victims.push_back(other);
+      }
+      Log("kill " + Names(victims) + Role(victims, leader) + " for " + std::to_string(hold) + " ms");
+      for (int v : victims) cluster_->Kill(v);
+      SleepMs(hold);
+      for (int v : victims) {
+        if (!cluster_->Restart(v)) Log("restart of member " + std::to_string(v) + " failed");
+      }
+      Count("kill" + std::string(victims.size() > 1 ? "2" : ""));
+    } else if (kind == "pause") {
+      const int v = pick();
+      const pid_t pid = cluster_->Pid(v);
+      if (pid <= 0) return;
+      Log("pause " + Names({v}) + Role({v}, leader) + " for " + std::to_string(hold) + " ms");
+      ::kill(pid, SIGSTOP);
+      SleepMs(hold);
+      ::kill(pid, SIGCONT);
+      Count("pause");
+    } else {  // partition
+      std::set<int> side;
+      std::string what;
+      if (leader != 0 && rng_() % 2 == 0) {
+        side = {static_cast<int>(leader)};
+        what = "leader " + std::to_string(leader) + " isolated";
+      } else {
+        const int minority = 1 + static_cast<int>(rng_() % ((n - 1) / 2));
+        while (static_cast<int>(side.size()) < minority) side.insert(static_cast<int>(rng_() % n) + 1);
+        what = "minority {" + Names(std::vector<int>(side.begin(), side.end())) + "} cut off" +
+               (leader != 0 && side.count(static_cast<int>(leader)) ? " (with the leader)" : "");
+      }
+      Log("partition: " + what + " for " + std::to_string(hold) + " ms");
+      Cut(side);
+      SleepMs(hold);
+      HealLinks();
+      Count(side.size() == 1 && leader != 0 && side.count(static_cast<int>(leader)) ? "partition-leader"
+                                                                               : "partition-split");
+    }
+    ++faults_;
+  }
+
+  // Cuts every link between `side` and the rest.
+  void Cut(const std::set<int>& side) {
+    const int n = cluster_->size();
+    for (int i = 1; i <= n; ++i) {
+      std::vector<uint64_t> blocked;
+      for (int j = 1; j <= n; ++j) {
+        if (j != i && (side.count(i) > 0) != (side.count(j) > 0)) blocked.push_back(j);
+      }
+      SetFaults(i, blocked);
+    }
+  }
+  void HealLinks() {
+    for (int i = 1; i <= cluster_->size(); ++i) SetFaults(i, {});
+  }
+
+  uint64_t FindLeader() {
+    uint64_t best = 0, best_term = 0;
+    for (int i = 1; i <= cluster_->size(); ++i) {
+      if (cluster_->Pid(i) <= 0) continue;
+      StatusResponse st;
+      if (cluster_->StatusOf(i, &st, 300).ok() && st.role() == "leader" && st.term() >= best_term) {
+        best = st.id();
+        best_term = st.term();
+      }
+    }
+    return best;
+  }
+
+ private:
+  int Between(int lo, int hi) {
+    if (hi <= lo) return lo;
+    return lo + static_cast<int>(rng_() % static_cast<uint64_t>(hi - lo + 1));
+  }
+  void Count(const std::string& what) { ++counts_[what]; }
+  static std::string Names(const std::vector<int>& ids) {
+    std::string s;
+    for (int id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+    return s;
+  }
+  static std::string Role(const std::vector<int>& ids, uint64_t leader) {
+    for (int id : ids) {
+      if (static_cast<uint64_t>(id) == leader) return " (leader)";
+    }
+    return "";
+  }
+  void Log(const std::string& what) {
+    const double t =
+        std::chrono::duration<double>(Steady::now() - start_).count();
+    std::printf("[%7.2fs] nemesis: %s\n", t, what.c_str());
+    std::fflush(stdout);
+  }
+  void SetFaults(int i, const std::vector<uint64_t>& blocked) {
+    if (cluster_->Pid(i) <= 0) return;  // a restarted member starts healed
+    auto& stub = stubs_[i];
+    if (!stub) {
+      stub = Testing::NewStub(grpc::CreateCustomChannel(
+          cluster_->Endpoint(i), grpc::InsecureChannelCredentials(), RaftkvChannelArguments()));
+    }
+    SetFaultsRequest req;
+    for (uint64_t b : blocked) req.add_blocked_peers(b);
+    SetFaultsResponse resp;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1000));
+      grpc::Status s = stub->SetFaults(&ctx, req, &resp);
+      if (s.ok()) return;
+      if (attempt == 2) {
+        Log("SetFaults on member " + std::to_string(i) + " failed: " + s.error_message());
+      }
+    }
+  }
+
+  ProcessCluster* cluster_;
+  std::mt19937_64 rng_;
+  std::vector<std::string> kinds_;
+  int faults_ = 0;
+  std::map<std::string, int> counts_;
+  std::map<int, std::unique_ptr<Testing::Stub>> stubs_;
+  const Steady::time_point start_ = Steady::now();
+};
+
+// ---- the run ----
+
+int Run() {
+  std::set<std::string> kinds;
+  for (std::string k : SplitSpaces([] {
+         std::string s = FLAGS_faults;
+         for (char& c : s) if (c == ',') c = ' ';
+         return s;
+       }())) {
+    if (k != "kill" && k != "pause" && k != "partition") {
+      std::cerr << "raftkv-chaos: unknown fault kind '" << k << "' in --faults (kill, pause, partition)\n";
+      return 2;
+    }
+    kinds.insert(k);
+  }
+  if (FLAGS_nodes != 3 && FLAGS_nodes != 5) {
+    std::cerr << "raftkv-chaos: --nodes must be 3 or 5\n";
+    return 2;
+  }
+  if (FLAGS_duration < 1 || FLAGS_clients < 1 || FLAGS_keys < 1) {
+    std::cerr << "raftkv-chaos: --duration, --clients and --keys must be >= 1\n";
+    return 2;
+  }
+  uint64_t seed = FLAGS_seed;
+  if (seed == 0) seed = static_cast<uint64_t>(Steady::now().time_since_epoch().count()) | 1;
+  std::printf("chaos: seed=%llu nodes=%d duration=%ds clients=%d keys=%d faults=%s\n",
+              static_cast<unsigned long long>(seed), FLAGS_nodes, FLAGS_duration, FLAGS_clients,
+              FLAGS_keys, FLAGS_faults.c_str());
+  std::fflush(stdout);
+
+  std::vector<std::string> flags = integration::FastTimeoutFlags();
+  flags.push_back("--enable_test_faults");
+  for (const std::string& f : SplitSpaces(FLAGS_server_flags)) flags.push_back(f);
+  ProcessCluster cluster(FLAGS_nodes, flags);
+  std::string error;
+  if (!cluster.StartAll(&error) || cluster.WaitForLeader(20000, &error) == 0) {
+    std::cerr << "raftkv-chaos: cluster did not start: " << error << "\n" << cluster.Describe();
+    cluster.KeepDir();
+    return 2;
+  }
+  std::printf("chaos: cluster in %s\n", cluster.dir().c_str());
+
+  std::atomic<bool> stop{false};
+  std::vector<ClientResult> results(FLAGS_clients);
+  std::vector<std::thread> threads;
+  std::mt19937_64 seeder(seed);
+  for (int c = 0; c < FLAGS_clients; ++c) {
+    threads.emplace_back(RunClient, c, cluster.Endpoints(), seeder(), &stop, &results[c]);
+  }
+
+  Nemesis nemesis(&cluster, seeder(), kinds);
+  std::mt19937_64 rng(seeder());
+  const auto end = Steady::now() + std::chrono::seconds(FLAGS_duration);
+  while (Steady::now() < end) {
+    const int quiet = FLAGS_quiet_min_ms +
+                      static_cast<int>(rng() % static_cast<uint64_t>(
+                                                   std::max(1, FLAGS_quiet_max_ms - FLAGS_quiet_min_ms + 1)));
+    SleepMs(quiet);
+    if (Steady::now() >= end) break;
+    nemesis.InjectOne();
+  }
+  stop = true;
+  for (auto& t : threads) t.join();
+
+  // Heal: links, paused and dead members.
+  nemesis.HealLinks();
+  for (int i = 1; i <= cluster.size(); ++i) {
+    if (cluster.Pid(i) > 0) ::kill(cluster.Pid(i), SIGCONT);
+    if (!cluster.IsRunning(i)) cluster.Restart(i);
+  }
+  int exit_code = 0;
+  uint64_t leader = cluster.WaitForLeader(30000, &error);
+  if (leader == 0) {
+    std::printf("chaos: no leader after healing: %s\n", error.c_str());
+    exit_code = 1;
+  }
+
+  // Final reads: part of the history (client id = clients), so the checker
+  // also verifies the end state.
+  std::vector<Operation> history;
+  int64_t unexpected = 0;
+  for (auto& r : results) {
+    history.insert(history.end(), r.history.begin(), r.history.end());
+    unexpected += r.unexpected_errors;
+    if (!r.first_unexpected.empty()) std::printf("chaos: unexpected error: %s\n", r.first_unexpected.c_str());
+  }
+  auto reader = cluster.NewClient(10000, 2000);
+  std::map<std::string, std::optional<std::string>> final_values;
+  for (int k = 0; k < FLAGS_keys; ++k) {
+    Operation op;
+    op.client = FLAGS_clients;
+    op.key = "k" + std::to_string(k);
+    op.type = OpType::kGet;
+    op.invoke_ns = NowNs();
+    std::string value;
+    bool found = false;
+    grpc::Status s = reader->Get(op.key, &value, &found);
+    op.return_ns = NowNs();
+    op.outcome = s.ok() ? Outcome::kOk : Outcome::kFail;
+    op.found = found;
+    op.result = value;
+    if (s.ok()) {
+      final_values[op.key] = found ? std::optional<std::string>(value) : std::nullopt;
+    } else {
+      std::printf("chaos: final read of %s failed: %s\n", op.key.c_str(), s.error_message().c_str());
+      exit_code = 1;
+    }
+    history.push_back(op);
+  }
+
+  // Lost acknowledged writes: every acknowledged ledger Put must be there.
+  int64_t lost = 0, ledger_acked = 0, ledger_unknown = 0;
+  for (auto& r : results) {
+    ledger_unknown += r.ledger_unknown;
+    for (auto& [key, value] : r.ledger_acked) {
+      ++ledger_acked;
+      std::string got;
+      bool found = false;
+      grpc::Status s = reader->Get(key, &got, &found);
+      if (!s.ok()) {
+        std::printf("chaos: ledger read of %s failed: %s\n", key.c_str(), s.error_message().c_str());
+        exit_code = 1;
+      } else if (!found || got != value) {
+        if (lost < 10) std::printf("chaos: LOST acknowledged write %s=%s (found=%d value=%s)\n",
+                                   key.c_str(), value.c_str(), found, got.c_str());
+        ++lost;
+      }
+    }
+  }
+
+  // Replica convergence: once every member applied the leader's commit
+  // index, stale reads from each must match the final linearizable reads.
+  int64_t divergent = 0;
+  StatusResponse lst;
+  if (leader != 0 && cluster.StatusOf(static_cast<int>(leader), &lst, 2000).ok()) {
+    const uint64_t target = lst.commit_index();
+    for (int i = 1; i <= cluster.size(); ++i) {
+      integration::WaitUntil([&] {
+        StatusResponse st;
+        return cluster.StatusOf(i, &st, 500).ok() && st.applied_index() >= target;
+      }, 20000, 50);
+      auto local = cluster.NewClientFor(i);
+      for (auto& [key, expected] : final_values) {
+        std::string got;
+        bool found = false;
+        grpc::Status s = local->Get(key, &got, &found, /*allow_stale=*/true);
+        const bool same = s.ok() && found == expected.has_value() && (!found || got == *expected);
+        if (!same) {
+          ++divergent;
+          std::printf("chaos: member %d diverges on %s: %s\n", i, key.c_str(),
+                      s.ok() ? (found ? got.c_str() : "<absent>") : s.error_message().c_str());
+        }
+      }
+    }
+  }
+
+  // Linearizability.
+  const auto check_start = Steady::now();
+  check::CheckResult result =
+      check::CheckHistory(history, std::chrono::milliseconds(FLAGS_check_budget_ms));
+  const double check_s = std::chrono::duration<double>(Steady::now() - check_start).count();
+  int64_t ok = 0, unknown = 0, failed = 0;
+  for (const Operation& op : history) {
+    if (op.outcome == Outcome::kOk) ++ok;
+    else if (op.outcome == Outcome::kUnknown) ++unknown;
+    else ++failed;
+  }
+  for (const auto& rep : result.reports) {
+    if (!rep.linearizable || rep.timed_out) {
+      std::printf("chaos: key %s (%zu ops): %s%s\n", rep.key.c_str(), rep.ops,
+                  rep.timed_out ? "CHECK TIMED OUT " : "NOT LINEARIZABLE ", rep.explanation.c_str());
+    }
+  }
+  std::string fault_counts;
+  for (auto& [k, v] : nemesis.counts()) fault_counts += " " + k + "=" + std::to_string(v);
+  std::printf("chaos: history ok=%lld unknown=%lld failed-reads=%lld; ledger acked=%lld unknown=%lld; "
+              "faults:%s; divergent=%lld unexpected-errors=%lld; checked %zu keys in %.2fs%s\n",
+              static_cast<long long>(ok), static_cast<long long>(unknown),
+              static_cast<long long>(failed), static_cast<long long>(ledger_acked),
+              static_cast<long long>(ledger_unknown), fault_counts.c_str(),
+              static_cast<long long>(divergent), static_cast<long long>(unexpected), result.keys,
+              check_s, result.timed_out ? " (SOME KEYS TIMED OUT)" : "");
+  const int64_t violations = static_cast<int64_t>(result.violations) + divergent;
+  if (violations > 0 || lost > 0 || result.timed_out || unexpected > 0) exit_code = 1;
+
+  std::string history_path = FLAGS_history_out;
+  if (exit_code != 0 || FLAGS_keep_dir) {
+    cluster.KeepDir();
+    if (history_path.empty()) history_path = cluster.dir() + "/history.jsonl";
+    std::printf("chaos: cluster directory kept: %s\n", cluster.dir().c_str());
+  }
+  if (!history_path.empty()) {
+    std::string werr;
+    if (check::WriteHistory(history_path, history, &werr)) {
+      std::printf("chaos: history written to %s\n", history_path.c_str());
+    } else {
+      std::printf("chaos: cannot write history: %s\n", werr.c_str());
+    }
+  }
+  std::printf("chaos: ops=%zu faults=%d violations=%lld lost=%lld\n", history.size(),
+              nemesis.faults(), static_cast<long long>(violations), static_cast<long long>(lost));
+  std::fflush(stdout);
+  return exit_code;
+}
+
+}  // namespace
+}  // namespace chaos
+}  // namespace raftkv
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "raftkv-chaos --duration=60 --nodes=3 --seed=1  (see scripts/chaos.sh and --help)");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  FLAGS_logtostderr = false;
+  FLAGS_minloglevel = 2;  // the client library's retries are expected here
+  google::InitGoogleLogging(argv[0]);
+  raftkv::InitGrpcRuntime();
+  if (argc > 1) {
+    std::cerr << "raftkv-chaos: unexpected argument '" << argv[1] << "'\n";
+    return 2;
+  }
+  return raftkv::chaos::Run();
+}
