@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "service/kv_requests.h"
 #include "service/peer_client.h"
 
 namespace raftkv {
@@ -110,7 +111,7 @@ class GrpcServer::Handlers {
   using VoteCall = UnaryCall<RequestVoteRequest, RequestVoteResponse>;
 
   Handlers(const ServerOptions& options, RaftNode* node, KV::AsyncService* kv, Raft::AsyncService* raft)
-      : options_(options), node_(node) {
+      : options_(options), limits_{options.max_key_bytes, options.max_value_bytes}, node_(node) {
     request_put_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestPut(c, r, w, cq, cq, tag); };
     request_get_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestGet(c, r, w, cq, cq, tag); };
     request_delete_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestDelete(c, r, w, cq, cq, tag); };
@@ -159,35 +160,10 @@ class GrpcServer::Handlers {
     return std::min(cap, Clock::now() + std::chrono::duration_cast<Clock::duration>(remaining));
   }
 
-  // INVALID_ARGUMENT for keys and values the service does not accept.
-  grpc::Status CheckKey(const std::string& key) const {
-    if (key.empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "key must not be empty");
-    if (key.size() > options_.max_key_bytes) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "key is " + std::to_string(key.size()) + " bytes; the limit is " +
-                              std::to_string(options_.max_key_bytes) + " (--max_key_bytes)");
-    }
-    return grpc::Status::OK;
-  }
-  // `what` names the field in the message ("value", "expected").
-  grpc::Status CheckValue(const std::string& value, const char* what = "value") const {
-    if (value.size() > options_.max_value_bytes) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          std::string(what) + " is " + std::to_string(value.size()) +
-                              " bytes; the limit is " +
-                              std::to_string(options_.max_value_bytes) + " (--max_value_bytes)");
-    }
-    return grpc::Status::OK;
-  }
-
   void HandlePut(PutCall* call) {
-    grpc::Status bad = CheckKey(call->request().key());
-    if (bad.ok()) bad = CheckValue(call->request().value());
-    if (!bad.ok()) return call->FinishWithError(bad);
     Command cmd;
-    cmd.set_op(Command::PUT);
-    cmd.set_key(std::move(*call->request().mutable_key()));
-    cmd.set_value(std::move(*call->request().mutable_value()));
+    grpc::Status bad = PutCommand(&call->request(), limits_, &cmd);
+    if (!bad.ok()) return call->FinishWithError(bad);
     node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
       if (!out.status.ok()) return FinishWithOutcome(call, out);
       PutResponse resp;
@@ -198,11 +174,9 @@ class GrpcServer::Handlers {
   }
 
   void HandleDelete(DeleteCall* call) {
-    grpc::Status bad = CheckKey(call->request().key());
-    if (!bad.ok()) return call->FinishWithError(bad);
     Command cmd;
-    cmd.set_op(Command::DELETE);
-    cmd.set_key(std::move(*call->request().mutable_key()));
+    grpc::Status bad = DeleteCommand(&call->request(), limits_, &cmd);
+    if (!bad.ok()) return call->FinishWithError(bad);
     node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
       if (!out.status.ok()) return FinishWithOutcome(call, out);
       DeleteResponse resp;
@@ -216,17 +190,9 @@ class GrpcServer::Handlers {
   // Like Put, but the state machine writes only if the key's current state
   // matches; the response reports whether it did and what was there before.
   void HandleCompareAndSwap(CasCall* call) {
-    CompareAndSwapRequest& req = call->request();
-    grpc::Status bad = CheckKey(req.key());
-    if (bad.ok()) bad = CheckValue(req.value());
-    if (bad.ok()) bad = CheckValue(req.expected(), "expected");
-    if (!bad.ok()) return call->FinishWithError(bad);
     Command cmd;
-    cmd.set_op(Command::CAS);
-    cmd.set_key(std::move(*req.mutable_key()));
-    cmd.set_value(std::move(*req.mutable_value()));
-    cmd.set_has_expected(req.has_expected());
-    if (req.has_expected()) cmd.set_expected(std::move(*req.mutable_expected()));
+    grpc::Status bad = CompareAndSwapCommand(&call->request(), limits_, &cmd);
+    if (!bad.ok()) return call->FinishWithError(bad);
     node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
       if (!out.status.ok()) return FinishWithOutcome(call, out);
       CompareAndSwapResponse resp;
@@ -240,7 +206,7 @@ class GrpcServer::Handlers {
   }
 
   void HandleGet(GetCall* call) {
-    grpc::Status bad = CheckKey(call->request().key());
+    grpc::Status bad = CheckGetRequest(call->request(), limits_);
     if (!bad.ok()) return call->FinishWithError(bad);
     const KvStateMachine& sm = node_->state_machine();
     auto answer = [call, &sm](uint64_t index) {
@@ -296,11 +262,10 @@ class GrpcServer::Handlers {
     const AppendEntriesRequest& req = call->request();
     grpc::Status bad = CheckPeer(req.leader_id(), req.to());
     if (!bad.ok()) return call->FinishWithError(bad);
-    raft::Message m;
-    m.type = raft::MessageType::kAppend;
-    m.from = req.leader_id();
-    m.to = req.to();
-    m.append.Swap(&call->request());
+    raft::Message m = raft::AppendRequestMessage(&call->request());
+    if (std::string why = raft::CheckPeerMessage(m); !why.empty()) {
+      return call->FinishWithError(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why));
+    }
     node_->StepRequest(std::move(m), [call](const raft::Message* reply) {
       if (reply == nullptr) {
         return call->FinishWithError(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
@@ -313,11 +278,10 @@ class GrpcServer::Handlers {
     const RequestVoteRequest& req = call->request();
     grpc::Status bad = CheckPeer(req.candidate_id(), req.to());
     if (!bad.ok()) return call->FinishWithError(bad);
-    raft::Message m;
-    m.type = raft::MessageType::kVote;
-    m.from = req.candidate_id();
-    m.to = req.to();
-    m.vote.Swap(&call->request());
+    raft::Message m = raft::VoteRequestMessage(&call->request());
+    if (std::string why = raft::CheckPeerMessage(m); !why.empty()) {
+      return call->FinishWithError(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why));
+    }
     node_->StepRequest(std::move(m), [call](const raft::Message* reply) {
       if (reply == nullptr) {
         return call->FinishWithError(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
@@ -327,6 +291,7 @@ class GrpcServer::Handlers {
   }
 
   const ServerOptions options_;
+  const RequestLimits limits_;
   RaftNode* node_;
   PutCall::RequestFn request_put_;
   GetCall::RequestFn request_get_;
