@@ -11,6 +11,7 @@ APT_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev libboost-dev
   python3 python3-matplotlib
+  clang libclang-rt-dev  # scripts/fuzz.sh: libFuzzer and the sanitizer runtimes
 )
 
 # Prints the packages of APT_PACKAGES that dpkg does not report as installed.

@@ -23,14 +23,33 @@ void Raft::HandleAppendEntries(const Message& m) {
   resp.set_read_round(req.read_round());
 
   const uint64_t prev = req.prev_log_index();
-  if (prev > last_index()) {
+  // The first entry of the request that is not already in the log, if any.
+  int skip = 0;
+  while (skip < req.entries_size()) {
+    const Entry& e = req.entries(skip);
+    if (e.index() > last_index() || TermAt(e.index()) != e.term()) break;
+    ++skip;
+  }
+  // A leader's log holds every committed entry (Leader Completeness), so no
+  // correct AppendEntries contradicts this member's committed prefix: the
+  // sender is faulty. Refuse it (rather than crash on the truncation CHECK)
+  // and point the sender past our commit index.
+  const bool contradicts_commit =
+      (prev > 0 && prev <= commit_ && prev <= last_index() && TermAt(prev) != req.prev_log_term()) ||
+      (skip < req.entries_size() && req.entries(skip).index() <= commit_);
+  if (contradicts_commit) {
+    LOG(ERROR) << "member " << config_.id << " refuses " << m.DebugString()
+               << ": it contradicts committed entries (commit index " << commit_ << ")";
+    resp.set_success(false);
+    resp.set_rejected_index(prev);
+    resp.set_conflict_term(0);
+    resp.set_conflict_index(commit_ + 1);
+  } else if (prev > last_index()) {
     resp.set_success(false);
     resp.set_rejected_index(prev);
     resp.set_conflict_term(0);
     resp.set_conflict_index(last_index() + 1);
   } else if (prev > 0 && TermAt(prev) != req.prev_log_term()) {
-    CHECK_GT(prev, commit_) << "member " << config_.id << ": committed entry " << prev
-                            << " conflicts with leader " << m.from;
     const uint64_t conflict_term = TermAt(prev);
     uint64_t first = prev;
     while (first > commit_ + 1 && TermAt(first - 1) == conflict_term) --first;
@@ -41,12 +60,6 @@ void Raft::HandleAppendEntries(const Message& m) {
   } else {
     // Skip entries already present; truncate and append from the first
     // conflicting or new one.
-    int skip = 0;
-    while (skip < req.entries_size()) {
-      const Entry& e = req.entries(skip);
-      if (e.index() > last_index() || TermAt(e.index()) != e.term()) break;
-      ++skip;
-    }
     if (skip < req.entries_size()) {
       std::vector<Entry> fresh(req.entries().begin() + skip, req.entries().end());
       AppendToLog(std::move(fresh));

@@ -192,6 +192,14 @@ void Raft::HandleAppendResponse(const Message& m) {
   const AppendEntriesResponse& resp = m.append_resp;
   auto it = progress_.find(m.from);
   if (it == progress_.end()) return;
+  if (resp.success() && resp.match_index() > last_index()) {
+    // A leader's log only grows while it leads, so no correct follower
+    // matches beyond it. Believing it would make match (and next = match + 1,
+    // which wraps at 2^64) point outside the log.
+    LOG(ERROR) << "member " << config_.id << " ignores " << m.DebugString()
+               << ": match index beyond its last index " << last_index();
+    return;
+  }
   Progress& pr = it->second;
   pr.set_recent_active(true);
 

@@ -1,5 +1,6 @@
 #include "raft/message.h"
 
+#include <limits>
 #include <sstream>
 
 namespace raftkv::raft {
@@ -50,6 +51,82 @@ std::string Message::DebugString() const {
       break;
   }
   return out.str();
+}
+
+Message AppendRequestMessage(AppendEntriesRequest* req) {
+  Message m;
+  m.type = MessageType::kAppend;
+  m.from = req->leader_id();
+  m.to = req->to();
+  m.append.Swap(req);
+  return m;
+}
+
+Message VoteRequestMessage(RequestVoteRequest* req) {
+  Message m;
+  m.type = MessageType::kVote;
+  m.from = req->candidate_id();
+  m.to = req->to();
+  m.vote.Swap(req);
+  return m;
+}
+
+Message AppendResponseMessage(uint64_t peer, uint64_t self, AppendEntriesResponse* resp) {
+  Message m;
+  m.type = MessageType::kAppendResp;
+  m.from = peer;
+  m.to = self;
+  m.append_resp.Swap(resp);
+  return m;
+}
+
+Message VoteResponseMessage(uint64_t peer, uint64_t self, RequestVoteResponse* resp) {
+  Message m;
+  m.type = MessageType::kVoteResp;
+  m.from = peer;
+  m.to = self;
+  m.vote_resp.Swap(resp);
+  return m;
+}
+
+std::string CheckPeerMessage(const Message& m) {
+  const uint64_t term = m.Term();
+  if (term > kMaxTerm) return "term " + std::to_string(term) + " is out of range";
+  if (m.type == MessageType::kVote) {
+    if (m.vote.last_log_term() > term) {
+      return "last_log_term " + std::to_string(m.vote.last_log_term()) + " is above the term " +
+             std::to_string(term);
+    }
+    return "";
+  }
+  if (m.type != MessageType::kAppend) return "";
+  const AppendEntriesRequest& req = m.append;
+  if (req.prev_log_term() > term) {
+    return "prev_log_term " + std::to_string(req.prev_log_term()) + " is above the term " +
+           std::to_string(term);
+  }
+  const uint64_t n = static_cast<uint64_t>(req.entries_size());
+  if (req.prev_log_index() > std::numeric_limits<uint64_t>::max() - n) {
+    return "prev_log_index " + std::to_string(req.prev_log_index()) + " with " +
+           std::to_string(n) + " entries overflows";
+  }
+  uint64_t previous_term = req.prev_log_term();
+  for (uint64_t i = 0; i < n; ++i) {
+    const Entry& e = req.entries(static_cast<int>(i));
+    const uint64_t index = req.prev_log_index() + 1 + i;
+    if (e.index() != index) {
+      return "entry " + std::to_string(i) + " has index " + std::to_string(e.index()) +
+             ", expected " + std::to_string(index);
+    }
+    if (e.term() == 0 || e.term() > term || e.term() < previous_term) {
+      return "entry " + std::to_string(index) + " has term " + std::to_string(e.term()) +
+             " (terms must be >= 1, non-decreasing from prev_log_term " +
+             std::to_string(req.prev_log_term()) + " and at most the message's term " +
+             std::to_string(term) + ")";
+    }
+    previous_term = e.term();
+  }
+  return "";
 }
 
 }  // namespace raftkv::raft

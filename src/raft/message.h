@@ -42,4 +42,28 @@ struct Message {
   std::string DebugString() const;
 };
 
+// ---- the peer RPCs as Messages (service layer and fuzz targets) ----
+
+// A request that arrived at this member over the Raft service: the sender is
+// the request's leader_id / candidate_id, the recipient its `to`. The proto is
+// swapped into the Message (no copy of the entries).
+Message AppendRequestMessage(AppendEntriesRequest* req);
+Message VoteRequestMessage(RequestVoteRequest* req);
+// The reply to a call this member (`self`) made to `peer`: the sender is the
+// member called, whatever the reply's own `from` field says.
+Message AppendResponseMessage(uint64_t peer, uint64_t self, AppendEntriesResponse* resp);
+Message VoteResponseMessage(uint64_t peer, uint64_t self, RequestVoteResponse* resp);
+
+// Terms above this are refused from peers: the core increments terms, and a
+// term near 2^64 would wrap around to 0.
+constexpr uint64_t kMaxTerm = uint64_t{1} << 62;
+
+// Structural checks of a message from a peer, made before it reaches
+// Raft::Step(): things no correct member ever sends and that the core relies
+// on (an AppendEntries' entries are numbered prev_log_index + 1, 2, ... and
+// have non-decreasing terms between prev_log_term and the message's term; no
+// term beyond kMaxTerm). Returns "" for a well-formed message, otherwise what
+// is wrong with it. Sender and recipient are checked by the caller.
+std::string CheckPeerMessage(const Message& m);
+
 }  // namespace raftkv::raft

@@ -224,9 +224,21 @@ void Raft::Step(const Message& m) {
   switch (m.type) {
     case MessageType::kAppend:
       if (role_ == Role::kLeader) {
-        // Two leaders in one term would violate election safety.
-        LOG(DFATAL) << "member " << config_.id << " is leader of term " << term_
-                    << " and received " << m.DebugString();
+        // Two leaders in one term would violate election safety: the sender
+        // is faulty. Refuse, but answer: the service holds the RPC open
+        // until the core replies to it.
+        LOG(ERROR) << "member " << config_.id << " is leader of term " << term_
+                   << " and received " << m.DebugString();
+        Message resp;
+        resp.type = MessageType::kAppendResp;
+        resp.to = m.from;
+        resp.rpc_id = m.rpc_id;
+        resp.append_resp.set_term(term_);
+        resp.append_resp.set_from(config_.id);
+        resp.append_resp.set_success(false);
+        resp.append_resp.set_rejected_index(m.append.prev_log_index());
+        resp.append_resp.set_last_log_index(last_index());
+        Send(std::move(resp));
         return;
       }
       if (role_ != Role::kFollower) BecomeFollower(term_, m.from);

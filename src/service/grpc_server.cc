@@ -5,6 +5,7 @@
 #include <functional>
 #include <set>
 
+#include "service/kv_requests.h"
 #include "service/peer_client.h"
 
 namespace raftkv {
@@ -116,7 +117,7 @@ class GrpcServer::Handlers {
 
   Handlers(const ServerOptions& options, RaftNode* node, KV::AsyncService* kv, Raft::AsyncService* raft,
            Testing::AsyncService* testing)
-      : options_(options), node_(node) {
+      : options_(options), limits_{options.max_key_bytes, options.max_value_bytes}, node_(node) {
     request_open_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestOpenSession(c, r, w, cq, cq, tag); };
     request_close_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestCloseSession(c, r, w, cq, cq, tag); };
     request_set_faults_ = [testing](auto* c, auto* r, auto* w, auto* cq, void* tag) { testing->RequestSetFaults(c, r, w, cq, cq, tag); };
@@ -182,58 +183,6 @@ class GrpcServer::Handlers {
     return std::min(cap, Clock::now() + std::chrono::duration_cast<Clock::duration>(remaining));
   }
 
-  // INVALID_ARGUMENT for keys and values the service does not accept.
-  grpc::Status CheckKey(const std::string& key) const {
-    if (key.empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "key must not be empty");
-    if (key.size() > options_.max_key_bytes) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "key is " + std::to_string(key.size()) + " bytes; the limit is " +
-                              std::to_string(options_.max_key_bytes) + " (--max_key_bytes)");
-    }
-    return grpc::Status::OK;
-  }
-  // `what` names the field in the message ("value", "expected").
-  grpc::Status CheckValue(const std::string& value, const char* what = "value") const {
-    if (value.size() > options_.max_value_bytes) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          std::string(what) + " is " + std::to_string(value.size()) +
-                              " bytes; the limit is " +
-                              std::to_string(options_.max_value_bytes) + " (--max_value_bytes)");
-    }
-    return grpc::Status::OK;
-  }
-
-  // Copies a request's session (if any) into the command.
-  static void SetSession(const PutRequest& r, Command* cmd) { CopySession(r.has_session(), r.session(), cmd); }
-  static void SetSession(const DeleteRequest& r, Command* cmd) { CopySession(r.has_session(), r.session(), cmd); }
-  static void SetSession(const CompareAndSwapRequest& r, Command* cmd) {
-    CopySession(r.has_session(), r.session(), cmd);
-  }
-  static void CopySession(bool has, const Session& session, Command* cmd) {
-    if (!has) return;
-    cmd->set_client_id(session.client_id());
-    cmd->set_sequence(session.sequence());
-    cmd->set_first_outstanding(session.first_outstanding());
-  }
-  // INVALID_ARGUMENT for a malformed session header.
-  template <class Req>
-  static grpc::Status CheckSession(const Req& r) {
-    if (!r.has_session()) return grpc::Status::OK;
-    const Session& s = r.session();
-    if (s.client_id() == 0 || s.sequence() == 0) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "session.client_id and session.sequence must be > 0 (open a session "
-                          "with OpenSession; sequences start at 1)");
-    }
-    if (s.first_outstanding() > s.sequence()) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "session.first_outstanding (" + std::to_string(s.first_outstanding()) +
-                              ") must not exceed session.sequence (" +
-                              std::to_string(s.sequence()) + ")");
-    }
-    return grpc::Status::OK;
-  }
-
   void HandleOpenSession(OpenSessionCall* call) {
     Command cmd;
     cmd.set_op(Command::OPEN_SESSION);
@@ -263,15 +212,9 @@ class GrpcServer::Handlers {
   }
 
   void HandlePut(PutCall* call) {
-    grpc::Status bad = CheckKey(call->request().key());
-    if (bad.ok()) bad = CheckValue(call->request().value());
-    if (bad.ok()) bad = CheckSession(call->request());
-    if (!bad.ok()) return call->FinishWithError(bad);
     Command cmd;
-    SetSession(call->request(), &cmd);
-    cmd.set_op(Command::PUT);
-    cmd.set_key(std::move(*call->request().mutable_key()));
-    cmd.set_value(std::move(*call->request().mutable_value()));
+    grpc::Status bad = PutCommand(&call->request(), limits_, &cmd);
+    if (!bad.ok()) return call->FinishWithError(bad);
     node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
       if (!out.status.ok()) return FinishWithOutcome(call, out);
       PutResponse resp;
@@ -282,13 +225,9 @@ class GrpcServer::Handlers {
   }
 
   void HandleDelete(DeleteCall* call) {
-    grpc::Status bad = CheckKey(call->request().key());
-    if (bad.ok()) bad = CheckSession(call->request());
-    if (!bad.ok()) return call->FinishWithError(bad);
     Command cmd;
-    SetSession(call->request(), &cmd);
-    cmd.set_op(Command::DELETE);
-    cmd.set_key(std::move(*call->request().mutable_key()));
+    grpc::Status bad = DeleteCommand(&call->request(), limits_, &cmd);
+    if (!bad.ok()) return call->FinishWithError(bad);
     node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
       if (!out.status.ok()) return FinishWithOutcome(call, out);
       DeleteResponse resp;
@@ -302,19 +241,9 @@ class GrpcServer::Handlers {
   // Like Put, but the state machine writes only if the key's current state
   // matches; the response reports whether it did and what was there before.
   void HandleCompareAndSwap(CasCall* call) {
-    CompareAndSwapRequest& req = call->request();
-    grpc::Status bad = CheckKey(req.key());
-    if (bad.ok()) bad = CheckValue(req.value());
-    if (bad.ok()) bad = CheckValue(req.expected(), "expected");
-    if (bad.ok()) bad = CheckSession(req);
-    if (!bad.ok()) return call->FinishWithError(bad);
     Command cmd;
-    SetSession(req, &cmd);
-    cmd.set_op(Command::CAS);
-    cmd.set_key(std::move(*req.mutable_key()));
-    cmd.set_value(std::move(*req.mutable_value()));
-    cmd.set_has_expected(req.has_expected());
-    if (req.has_expected()) cmd.set_expected(std::move(*req.mutable_expected()));
+    grpc::Status bad = CompareAndSwapCommand(&call->request(), limits_, &cmd);
+    if (!bad.ok()) return call->FinishWithError(bad);
     node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
       if (!out.status.ok()) return FinishWithOutcome(call, out);
       CompareAndSwapResponse resp;
@@ -328,7 +257,7 @@ class GrpcServer::Handlers {
   }
 
   void HandleGet(GetCall* call) {
-    grpc::Status bad = CheckKey(call->request().key());
+    grpc::Status bad = CheckGetRequest(call->request(), limits_);
     if (!bad.ok()) return call->FinishWithError(bad);
     const KvStateMachine& sm = node_->state_machine();
     auto answer = [call, &sm](uint64_t index) {
@@ -390,11 +319,10 @@ class GrpcServer::Handlers {
     const AppendEntriesRequest& req = call->request();
     grpc::Status bad = CheckPeer(req.leader_id(), req.to());
     if (!bad.ok()) return call->FinishWithError(bad);
-    raft::Message m;
-    m.type = raft::MessageType::kAppend;
-    m.from = req.leader_id();
-    m.to = req.to();
-    m.append.Swap(&call->request());
+    raft::Message m = raft::AppendRequestMessage(&call->request());
+    if (std::string why = raft::CheckPeerMessage(m); !why.empty()) {
+      return call->FinishWithError(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why));
+    }
     node_->StepRequest(std::move(m), [call](const raft::Message* reply) {
       if (reply == nullptr) {
         return call->FinishWithError(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
@@ -407,11 +335,10 @@ class GrpcServer::Handlers {
     const RequestVoteRequest& req = call->request();
     grpc::Status bad = CheckPeer(req.candidate_id(), req.to());
     if (!bad.ok()) return call->FinishWithError(bad);
-    raft::Message m;
-    m.type = raft::MessageType::kVote;
-    m.from = req.candidate_id();
-    m.to = req.to();
-    m.vote.Swap(&call->request());
+    raft::Message m = raft::VoteRequestMessage(&call->request());
+    if (std::string why = raft::CheckPeerMessage(m); !why.empty()) {
+      return call->FinishWithError(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why));
+    }
     node_->StepRequest(std::move(m), [call](const raft::Message* reply) {
       if (reply == nullptr) {
         return call->FinishWithError(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
@@ -421,6 +348,7 @@ class GrpcServer::Handlers {
   }
 
   const ServerOptions options_;
+  const RequestLimits limits_;
   RaftNode* node_;
   PutCall::RequestFn request_put_;
   GetCall::RequestFn request_get_;

@@ -99,18 +99,17 @@ void PeerClient::Poll(grpc::CompletionQueue* cq) {
     }
     if (shutting_down) continue;
     if (ok && call->status.ok()) {
-      raft::Message r;
-      r.from = call->peer;
-      r.to = self_id_;
-      if (call->type == raft::MessageType::kAppend) {
-        r.type = raft::MessageType::kAppendResp;
-        r.append_resp = std::move(call->append_resp);
-      } else {
-        r.type = raft::MessageType::kVoteResp;
-        r.vote_resp = std::move(call->vote_resp);
+      raft::Message r =
+          call->type == raft::MessageType::kAppend
+              ? raft::AppendResponseMessage(call->peer, self_id_, &call->append_resp)
+              : raft::VoteResponseMessage(call->peer, self_id_, &call->vote_resp);
+      const std::string why = raft::CheckPeerMessage(r);
+      if (why.empty()) {
+        on_response_(r);
+        continue;
       }
-      on_response_(r);
-      continue;
+      // Handled like a failed call (the core retries by probing).
+      LOG(WARNING) << "dropped a malformed reply from member " << call->peer << ": " << why;
     }
     bool log_it = false;
     {

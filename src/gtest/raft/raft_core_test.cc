@@ -349,11 +349,230 @@ TEST(RaftCoreTest, LeaderRepairsFollowerThatLostAcknowledgedEntries) {
   EXPECT_TRUE(resent) << "appends to member 2 after its rejection:" << seen;
 }
 
-}  // namespace
-}  // namespace raftkv::raft
+// ---- malformed peer messages (found by src/fuzz/fuzz_raft_step) ----
 
-namespace raftkv::raft {
-namespace {
+// Node 1 of MakeTermFiveCore() after leader 2 of term 5 committed all of its
+// log [1/1, 2/2, 3/5].
+std::unique_ptr<Raft> MakeCommittedFollower() {
+  auto r = MakeTermFiveCore();
+  Message m;
+  m.type = MessageType::kAppend;
+  m.from = 2;
+  m.to = 1;
+  m.rpc_id = 1;
+  m.append.set_term(5);
+  m.append.set_leader_id(2);
+  m.append.set_prev_log_index(3);
+  m.append.set_prev_log_term(5);
+  m.append.set_leader_commit(3);
+  m.append.set_to(1);
+  r->Step(m);
+  EXPECT_TRUE(OnlyResponse(*r, 1).append_resp.success());
+  EXPECT_EQ(r->commit_index(), 3u);
+  return r;
+}
+
+// An AppendEntries whose entries would replace a committed entry comes from
+// a faulty leader: it is refused, and used to hit the CHECK against
+// truncating committed entries (a remote crash).
+TEST(RaftCoreTest, AppendReplacingACommittedEntryIsRefused) {
+  auto r = MakeCommittedFollower();
+  Message m;
+  m.type = MessageType::kAppend;
+  m.from = 2;
+  m.to = 1;
+  m.rpc_id = 2;
+  m.append.set_term(5);
+  m.append.set_leader_id(2);
+  m.append.set_prev_log_index(1);
+  m.append.set_prev_log_term(1);
+  *m.append.add_entries() = MakeEntry(2, 3, "rewritten");  // committed 2/2
+  m.append.set_leader_commit(3);
+  m.append.set_to(1);
+  r->Step(m);
+  Message resp = OnlyResponse(*r, 2);
+  EXPECT_FALSE(resp.append_resp.success());
+  EXPECT_EQ(resp.append_resp.conflict_index(), 4u);
+  EXPECT_EQ(r->last_index(), 3u);
+  EXPECT_EQ(r->TermAt(2), 2u);
+  EXPECT_EQ(r->commit_index(), 3u);
+}
+
+// Likewise a prev_log_term that contradicts a committed entry (this used to
+// hit the CHECK in the log-matching check).
+TEST(RaftCoreTest, AppendWhosePrevContradictsACommittedEntryIsRefused) {
+  auto r = MakeCommittedFollower();
+  Message m;
+  m.type = MessageType::kAppend;
+  m.from = 2;
+  m.to = 1;
+  m.rpc_id = 3;
+  m.append.set_term(5);
+  m.append.set_leader_id(2);
+  m.append.set_prev_log_index(2);
+  m.append.set_prev_log_term(1);  // committed entry 2 has term 2
+  m.append.set_to(1);
+  r->Step(m);
+  Message resp = OnlyResponse(*r, 3);
+  EXPECT_FALSE(resp.append_resp.success());
+  EXPECT_EQ(r->last_index(), 3u);
+  EXPECT_EQ(r->commit_index(), 3u);
+}
+
+Message AppendWithEntries(uint64_t term, uint64_t prev, uint64_t prev_term,
+                          std::vector<Entry> entries) {
+  AppendEntriesRequest req;
+  req.set_term(term);
+  req.set_leader_id(2);
+  req.set_to(1);
+  req.set_prev_log_index(prev);
+  req.set_prev_log_term(prev_term);
+  for (Entry& e : entries) *req.add_entries() = std::move(e);
+  return AppendRequestMessage(&req);
+}
+
+TEST(RaftMessageTest, ConversionsTakeSenderAndRecipient) {
+  AppendEntriesRequest append;
+  append.set_leader_id(2);
+  append.set_to(1);
+  append.set_term(4);
+  Message m = AppendRequestMessage(&append);
+  EXPECT_EQ(m.type, MessageType::kAppend);
+  EXPECT_EQ(m.from, 2u);
+  EXPECT_EQ(m.to, 1u);
+  EXPECT_EQ(m.Term(), 4u);
+  RequestVoteRequest vote;
+  vote.set_candidate_id(3);
+  vote.set_to(1);
+  m = VoteRequestMessage(&vote);
+  EXPECT_EQ(m.type, MessageType::kVote);
+  EXPECT_EQ(m.from, 3u);
+  EXPECT_EQ(m.to, 1u);
+  // A reply comes from the member called, whatever it claims.
+  AppendEntriesResponse append_resp;
+  append_resp.set_from(9);
+  m = AppendResponseMessage(2, 1, &append_resp);
+  EXPECT_EQ(m.type, MessageType::kAppendResp);
+  EXPECT_EQ(m.from, 2u);
+  EXPECT_EQ(m.to, 1u);
+  RequestVoteResponse vote_resp;
+  vote_resp.set_from(9);
+  m = VoteResponseMessage(3, 1, &vote_resp);
+  EXPECT_EQ(m.type, MessageType::kVoteResp);
+  EXPECT_EQ(m.from, 3u);
+}
+
+TEST(RaftMessageTest, CheckPeerMessageAcceptsWhatLeadersSend) {
+  EXPECT_EQ(CheckPeerMessage(AppendWithEntries(5, 0, 0, {})), "");
+  EXPECT_EQ(CheckPeerMessage(AppendWithEntries(5, 3, 2, {})), "");
+  EXPECT_EQ(CheckPeerMessage(AppendWithEntries(5, 0, 0, {MakeEntry(1, 1), MakeEntry(2, 5)})), "");
+  EXPECT_EQ(CheckPeerMessage(AppendWithEntries(5, 2, 2, {MakeEntry(3, 2), MakeEntry(4, 2)})), "");
+  EXPECT_EQ(CheckPeerMessage(VoteRequest(2, 6, 3, 5, true, 1)), "");
+}
+
+// Every one of these used to reach the core, where the entries broke the
+// log's invariants: a gap or a wrong index hit the CHECK in AppendToLog (a
+// remote crash); terms out of order or above the message's term made a log
+// the core refuses (CHECK) when the node restarts; terms near 2^64 wrap.
+TEST(RaftMessageTest, CheckPeerMessageRefusesMalformedAppends) {
+  // Entries that do not follow prev_log_index.
+  EXPECT_NE(CheckPeerMessage(AppendWithEntries(5, 0, 0, {MakeEntry(5, 1)})), "");
+  EXPECT_NE(CheckPeerMessage(AppendWithEntries(5, 0, 0, {MakeEntry(1, 1), MakeEntry(1, 1)})), "");
+  EXPECT_NE(CheckPeerMessage(AppendWithEntries(5, 0, 0, {MakeEntry(1, 1), MakeEntry(3, 1)})), "");
+  // Terms: zero, decreasing, below prev_log_term, above the message's term.
+  EXPECT_NE(CheckPeerMessage(AppendWithEntries(5, 0, 0, {MakeEntry(1, 0)})), "");
+  EXPECT_NE(CheckPeerMessage(AppendWithEntries(5, 0, 0, {MakeEntry(1, 3), MakeEntry(2, 2)})), "");
+  EXPECT_NE(CheckPeerMessage(AppendWithEntries(5, 1, 4, {MakeEntry(2, 3)})), "");
+  EXPECT_NE(CheckPeerMessage(AppendWithEntries(5, 0, 0, {MakeEntry(1, 6)})), "");
+  EXPECT_NE(CheckPeerMessage(AppendWithEntries(5, 1, 6, {})), "");
+  // Index overflow and terms out of range.
+  EXPECT_NE(CheckPeerMessage(AppendWithEntries(5, UINT64_MAX, 1, {MakeEntry(0, 1)})), "");
+  EXPECT_NE(CheckPeerMessage(AppendWithEntries(kMaxTerm + 1, 0, 0, {})), "");
+  EXPECT_NE(CheckPeerMessage(AppendWithEntries(UINT64_MAX, 0, 0, {})), "");
+  EXPECT_NE(CheckPeerMessage(VoteRequest(2, UINT64_MAX, 3, 5, false, 1)), "");
+  EXPECT_NE(CheckPeerMessage(VoteRequest(2, 6, 3, 7, false, 1)), "");  // last_log_term > term
+  RequestVoteResponse vote_resp;
+  vote_resp.set_term(UINT64_MAX);
+  EXPECT_NE(CheckPeerMessage(VoteResponseMessage(2, 1, &vote_resp)), "");
+}
+
+// A leader that receives an AppendEntries of its own term (from a faulty
+// member: there is one leader per term) refuses it but still answers: the
+// service keeps the RPC, and its reply callback, until the core replies. It
+// used to return without a reply (and to LOG(DFATAL), a crash in debug builds).
+TEST(RaftCoreTest, LeaderAnswersAnAppendOfItsOwnTerm) {
+  Config c = ThreeNodeConfig(1);
+  c.pre_vote = false;
+  Raft r(c, HardState{}, {});
+  for (int i = 0; i < 3 * c.election_ticks && r.role() != Role::kCandidate; ++i) r.Tick();
+  ASSERT_EQ(r.role(), Role::kCandidate);
+  Message grant;
+  grant.type = MessageType::kVoteResp;
+  grant.from = 2;
+  grant.to = 1;
+  grant.vote_resp.set_term(r.term());
+  grant.vote_resp.set_from(2);
+  grant.vote_resp.set_granted(true);
+  r.Step(grant);
+  ASSERT_EQ(r.role(), Role::kLeader);
+  while (r.HasReady()) r.Advance(r.GetReady());
+  Message m = AppendWithEntries(r.term(), 0, 0, {});
+  m.from = 3;
+  m.append.set_leader_id(3);
+  m.rpc_id = 44;
+  r.Step(m);
+  Message resp = OnlyResponse(r, 44);
+  EXPECT_FALSE(resp.append_resp.success());
+  EXPECT_EQ(resp.append_resp.term(), r.term());
+  EXPECT_EQ(r.role(), Role::kLeader);
+}
+
+// A success reply whose match index lies beyond the leader's log is ignored.
+// It used to become the follower's match, and with match = 2^64 - 1 the next
+// index wrapped to 0: the next probe read the entry before the log's start
+// (out of bounds; found by the fuzzer as a UBSan pointer overflow).
+TEST(RaftCoreTest, LeaderIgnoresAMatchIndexBeyondItsLog) {
+  Config c = ThreeNodeConfig(1);
+  c.pre_vote = false;
+  Raft r(c, HardState{}, {});
+  for (int i = 0; i < 3 * c.election_ticks && r.role() != Role::kCandidate; ++i) r.Tick();
+  ASSERT_EQ(r.role(), Role::kCandidate);
+  Message grant;
+  grant.type = MessageType::kVoteResp;
+  grant.from = 2;
+  grant.to = 1;
+  grant.vote_resp.set_term(r.term());
+  grant.vote_resp.set_granted(true);
+  r.Step(grant);
+  ASSERT_EQ(r.role(), Role::kLeader);
+  while (r.HasReady()) r.Advance(r.GetReady());
+  auto reply = [&](uint64_t match) {
+    AppendEntriesResponse resp;
+    resp.set_term(r.term());
+    resp.set_success(true);
+    resp.set_match_index(match);
+    r.Step(AppendResponseMessage(2, 1, &resp));
+  };
+  reply(UINT64_MAX);
+  ASSERT_NE(r.ProgressOf(2), nullptr);
+  EXPECT_LE(r.ProgressOf(2)->match(), r.last_index());
+  r.ReportUnreachable(2);
+  reply(r.last_index());  // a genuine reply: the follower holds the no-op
+  EXPECT_EQ(r.ProgressOf(2)->match(), r.last_index());
+  EXPECT_EQ(r.ProgressOf(2)->next(), r.last_index() + 1);
+  r.ReportUnreachable(2);
+  r.Tick();  // heartbeat: probes follower 2 from next
+  Ready rd = r.GetReady();
+  bool probed = false;
+  for (const Message& m : rd.messages) {
+    if (m.to == 2 && m.type == MessageType::kAppend) {
+      probed = true;
+      EXPECT_EQ(m.append.prev_log_index(), r.last_index());
+    }
+  }
+  EXPECT_TRUE(probed);
+}
+
 
 Raft ElectSingle(int tick_ms, std::vector<Entry> log) {
   Config c;

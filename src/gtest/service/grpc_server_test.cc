@@ -1056,6 +1056,46 @@ TEST_F(FollowerServerTest, PeerServiceChecksSenderAndRecipient) {
   EXPECT_LT(node_->GetStatus().term, 5u);
 }
 
+// Structurally malformed peer requests are refused with INVALID_ARGUMENT
+// before they reach the core (raft::CheckPeerMessage; found by
+// src/fuzz/fuzz_raft_step). An entry numbered past prev_log_index + 1 used to
+// hit the CHECK in Raft::AppendToLog and abort the server.
+TEST_F(FollowerServerTest, MalformedPeerRequestsAreRefused) {
+  auto entry = [](uint64_t index, uint64_t term) {
+    Entry e;
+    e.set_index(index);
+    e.set_term(term);
+    e.set_type(ENTRY_NOOP);
+    return e;
+  };
+  AppendEntriesResponse resp;
+  grpc::Status s = Append(3, 2, 1, 0, 0, {entry(5, 3)}, 0, &resp);  // a gap
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  EXPECT_CONTAINS(s.error_message(), "index 5");
+  s = Append(3, 2, 1, 0, 0, {entry(1, 2), entry(2, 1)}, 0, &resp);  // terms decrease
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  s = Append(3, 2, 1, 0, 0, {entry(1, 4)}, 0, &resp);  // entry term above the message's
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  s = Append(UINT64_MAX, 2, 1, 0, 0, {}, 0, &resp);  // a term that would wrap
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    RequestVoteRequest req;
+    req.set_term(UINT64_MAX);
+    req.set_candidate_id(2);
+    req.set_to(1);
+    RequestVoteResponse vote;
+    s = raft_->RequestVote(&ctx, req, &vote);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  }
+  // The node is still up, and a well-formed AppendEntries works.
+  s = Append(3, 2, 1, 0, 0, {entry(1, 3)}, 0, &resp);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_TRUE(resp.success());
+  EXPECT_LT(node_->GetStatus().term, 4u);
+}
+
 TEST_F(FollowerServerTest, GrantsAVoteWithoutALeader) {
   grpc::ClientContext ctx;
   ctx.set_deadline(In(10s));

@@ -1,0 +1,125 @@
+// Fuzz target: the client request checks and their translation into Commands
+// (service/kv_requests.h, the functions the KV handlers in grpc_server.cc use).
+//
+// Input: [max_key_bytes:u8] [max_value_bytes:u8], then records [kind:u8]
+// [length:u16le] [serialized request]: kind % 4 picks Put, Get, Delete or
+// CompareAndSwap. Bytes that do not parse as the request are skipped. A
+// request must be refused (INVALID_ARGUMENT) exactly when its key is empty or
+// over the limit or a value is over the limit; an accepted one must yield the
+// Command the handler proposes, and applying it to a KvStateMachine must have
+// the request's effect (checked through Get).
+#include <string>
+
+#include "fuzz/fuzz_util.h"
+#include "service/kv_requests.h"
+#include "storage/kv_state_machine.h"
+
+namespace {
+
+using raftkv::RequestLimits;
+
+bool KeyOk(const std::string& key, const RequestLimits& limits) {
+  return !key.empty() && key.size() <= limits.max_key_bytes;
+}
+bool ValueOk(const std::string& value, const RequestLimits& limits) {
+  return value.size() <= limits.max_value_bytes;
+}
+
+void ExpectVerdict(const grpc::Status& s, bool acceptable, const char* what) {
+  FUZZ_ASSERT(s.ok() == acceptable, "%s: got '%s', acceptable=%d", what,
+              s.error_message().c_str(), acceptable);
+  if (!s.ok()) {
+    FUZZ_ASSERT(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT, "%s: code %d", what,
+                static_cast<int>(s.error_code()));
+    FUZZ_ASSERT(!s.error_message().empty(), "%s: refusal without a message", what);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace raftkv;
+  using namespace raftkv::fuzz;
+  Reader in(data, size);
+  RequestLimits limits;
+  limits.max_key_bytes = in.U8();
+  limits.max_value_bytes = in.U8();
+  KvStateMachine sm;
+  uint64_t index = 0;
+  auto apply = [&](const Command& cmd) {
+    Entry e;
+    e.set_index(++index);
+    e.set_term(1);
+    e.set_type(ENTRY_COMMAND);
+    e.set_data(cmd.SerializeAsString());
+    ApplyResult r = sm.Apply(e);
+    FUZZ_ASSERT(r.ok, "an accepted request's command failed to apply: %s", r.error.c_str());
+    return r;
+  };
+  while (!in.empty()) {
+    const uint8_t kind = in.U8();
+    const std::string bytes = in.Chunk();
+    Command cmd;
+    switch (kind % 4) {
+      case 0: {
+        PutRequest req;
+        if (!req.ParseFromString(bytes)) break;
+        const PutRequest orig = req;
+        grpc::Status s = PutCommand(&req, limits, &cmd);
+        ExpectVerdict(s, KeyOk(orig.key(), limits) && ValueOk(orig.value(), limits), "Put");
+        if (!s.ok()) break;
+        FUZZ_ASSERT(cmd.op() == Command::PUT && cmd.key() == orig.key() &&
+                        cmd.value() == orig.value(), "Put command differs from the request");
+        apply(cmd);
+        FUZZ_ASSERT(sm.Get(orig.key()) == orig.value(), "Put not visible");
+        break;
+      }
+      case 1: {
+        GetRequest req;
+        if (!req.ParseFromString(bytes)) break;
+        ExpectVerdict(CheckGetRequest(req, limits), KeyOk(req.key(), limits), "Get");
+        break;
+      }
+      case 2: {
+        DeleteRequest req;
+        if (!req.ParseFromString(bytes)) break;
+        const DeleteRequest orig = req;
+        grpc::Status s = DeleteCommand(&req, limits, &cmd);
+        ExpectVerdict(s, KeyOk(orig.key(), limits), "Delete");
+        if (!s.ok()) break;
+        FUZZ_ASSERT(cmd.op() == Command::DELETE && cmd.key() == orig.key(),
+                    "Delete command differs from the request");
+        const bool existed = sm.Get(orig.key()).has_value();
+        ApplyResult r = apply(cmd);
+        FUZZ_ASSERT(r.existed == existed, "Delete existed=%d, expected %d", r.existed, existed);
+        FUZZ_ASSERT(!sm.Get(orig.key()).has_value(), "Deleted key still present");
+        break;
+      }
+      case 3: {
+        CompareAndSwapRequest req;
+        if (!req.ParseFromString(bytes)) break;
+        const CompareAndSwapRequest orig = req;
+        grpc::Status s = CompareAndSwapCommand(&req, limits, &cmd);
+        ExpectVerdict(s,
+                      KeyOk(orig.key(), limits) && ValueOk(orig.value(), limits) &&
+                          ValueOk(orig.expected(), limits),
+                      "CompareAndSwap");
+        if (!s.ok()) break;
+        FUZZ_ASSERT(cmd.op() == Command::CAS && cmd.key() == orig.key() &&
+                        cmd.value() == orig.value() && cmd.has_expected() == orig.has_expected() &&
+                        cmd.expected() == (orig.has_expected() ? orig.expected() : ""),
+                    "CompareAndSwap command differs from the request");
+        const auto before = sm.Get(orig.key());
+        const bool swap = orig.has_expected() ? before && *before == orig.expected() : !before;
+        ApplyResult r = apply(cmd);
+        FUZZ_ASSERT(r.swapped == swap && r.found == before.has_value(),
+                    "CompareAndSwap swapped=%d found=%d, expected %d %d", r.swapped, r.found,
+                    swap, before.has_value());
+        FUZZ_ASSERT(sm.Get(orig.key()) == (swap ? std::optional<std::string>(orig.value()) : before),
+                    "CompareAndSwap left the wrong value");
+        break;
+      }
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,39 @@
+// Validation of the client requests and their translation into state-machine
+// Commands: pure functions, used by the KV handlers (grpc_server.cc) and by
+// the fuzz target src/fuzz/fuzz_kv_requests.cc.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include <grpcpp/support/status.h>
+
+#include "raftkv.pb.h"
+
+namespace raftkv {
+
+struct RequestLimits {
+  size_t max_key_bytes = 4096;
+  size_t max_value_bytes = 1 << 20;
+};
+
+// INVALID_ARGUMENT for keys the service does not accept (empty, too long).
+grpc::Status CheckKey(const std::string& key, const RequestLimits& limits);
+// INVALID_ARGUMENT for a value over the limit; `what` names the field
+// ("value", "expected").
+grpc::Status CheckValue(const std::string& value, const RequestLimits& limits,
+                        const char* what = "value");
+
+// INVALID_ARGUMENT for a malformed session header (ids and sequences start at
+// 1; first_outstanding <= sequence). OK when the request has none.
+grpc::Status CheckSession(bool has_session, const Session& session);
+
+// Each checks a request (key, values, session) and, when it is acceptable, fills *cmd with the
+// Command to propose, moving the request's bytes into it.
+grpc::Status PutCommand(PutRequest* req, const RequestLimits& limits, Command* cmd);
+grpc::Status DeleteCommand(DeleteRequest* req, const RequestLimits& limits, Command* cmd);
+grpc::Status CompareAndSwapCommand(CompareAndSwapRequest* req, const RequestLimits& limits,
+                                   Command* cmd);
+grpc::Status CheckGetRequest(const GetRequest& req, const RequestLimits& limits);
+
+}  // namespace raftkv
