@@ -5,9 +5,11 @@
 // [length:u16le] [serialized request]: kind % 4 picks Put, Get, Delete or
 // CompareAndSwap. Bytes that do not parse as the request are skipped. A
 // request must be refused (INVALID_ARGUMENT) exactly when its key is empty or
-// over the limit or a value is over the limit; an accepted one must yield the
-// Command the handler proposes, and applying it to a KvStateMachine must have
-// the request's effect (checked through Get).
+// over the limit, a value is over the limit, or its session header is
+// malformed; an accepted one must yield the Command the handler proposes
+// (session fields included), and applying it (without the session, whose
+// semantics fuzz_state_machine covers) to a KvStateMachine must have the
+// request's effect (checked through Get).
 #include <string>
 
 #include "fuzz/fuzz_util.h"
@@ -23,6 +25,23 @@ bool KeyOk(const std::string& key, const RequestLimits& limits) {
 }
 bool ValueOk(const std::string& value, const RequestLimits& limits) {
   return value.size() <= limits.max_value_bytes;
+}
+template <class Req>
+bool SessionOk(const Req& req) {
+  if (!req.has_session()) return true;
+  const raftkv::Session& s = req.session();
+  return s.client_id() > 0 && s.sequence() > 0 && s.first_outstanding() <= s.sequence();
+}
+// The command carries the request's session; then drops it for applying.
+template <class Req>
+void CheckAndDropSession(const Req& orig, raftkv::Command* cmd) {
+  const raftkv::Session& s = orig.session();  // all zero when absent
+  FUZZ_ASSERT(cmd->client_id() == s.client_id() && cmd->sequence() == s.sequence() &&
+                  cmd->first_outstanding() == s.first_outstanding(),
+              "command's session differs from the request's");
+  cmd->clear_client_id();
+  cmd->clear_sequence();
+  cmd->clear_first_outstanding();
 }
 
 void ExpectVerdict(const grpc::Status& s, bool acceptable, const char* what) {
@@ -66,8 +85,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (!req.ParseFromString(bytes)) break;
         const PutRequest orig = req;
         grpc::Status s = PutCommand(&req, limits, &cmd);
-        ExpectVerdict(s, KeyOk(orig.key(), limits) && ValueOk(orig.value(), limits), "Put");
+        ExpectVerdict(s, KeyOk(orig.key(), limits) && ValueOk(orig.value(), limits) && SessionOk(orig),
+                      "Put");
         if (!s.ok()) break;
+        CheckAndDropSession(orig, &cmd);
         FUZZ_ASSERT(cmd.op() == Command::PUT && cmd.key() == orig.key() &&
                         cmd.value() == orig.value(), "Put command differs from the request");
         apply(cmd);
@@ -85,8 +106,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (!req.ParseFromString(bytes)) break;
         const DeleteRequest orig = req;
         grpc::Status s = DeleteCommand(&req, limits, &cmd);
-        ExpectVerdict(s, KeyOk(orig.key(), limits), "Delete");
+        ExpectVerdict(s, KeyOk(orig.key(), limits) && SessionOk(orig), "Delete");
         if (!s.ok()) break;
+        CheckAndDropSession(orig, &cmd);
         FUZZ_ASSERT(cmd.op() == Command::DELETE && cmd.key() == orig.key(),
                     "Delete command differs from the request");
         const bool existed = sm.Get(orig.key()).has_value();
@@ -102,9 +124,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         grpc::Status s = CompareAndSwapCommand(&req, limits, &cmd);
         ExpectVerdict(s,
                       KeyOk(orig.key(), limits) && ValueOk(orig.value(), limits) &&
-                          ValueOk(orig.expected(), limits),
+                          ValueOk(orig.expected(), limits) && SessionOk(orig),
                       "CompareAndSwap");
         if (!s.ok()) break;
+        CheckAndDropSession(orig, &cmd);
         FUZZ_ASSERT(cmd.op() == Command::CAS && cmd.key() == orig.key() &&
                         cmd.value() == orig.value() && cmd.has_expected() == orig.has_expected() &&
                         cmd.expected() == (orig.has_expected() ? orig.expected() : ""),
