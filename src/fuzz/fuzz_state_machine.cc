@@ -5,21 +5,43 @@
 // of a COMMAND entry); odd mode: an entry of type mode >> 1 (NOOP, COMMAND or
 // unknown values) whose data is the bytes. Each entry gets the next index and
 // is applied. Apply must never crash, and the result must match a simple
-// model (a std::map) for PUT, DELETE and CAS; undecodable commands and unknown
-// types and ops are no-ops with ok = false.
+// model (a std::map, plus a plain re-statement of the client-session rules:
+// open/close, expiry by cluster time, duplicates answered with the saved
+// result, stale sequences refused) for PUT, DELETE, CAS, OPEN_SESSION and
+// CLOSE_SESSION; undecodable commands and unknown types and ops are no-ops
+// with ok = false.
 #include <cinttypes>
+#include <algorithm>
 #include <map>
 #include <string>
 
 #include "fuzz/fuzz_util.h"
 #include "storage/kv_state_machine.h"
 
+namespace {
+
+struct ModelSession {
+  uint64_t timeout = 0;
+  uint64_t expires = 0;
+  uint64_t first_outstanding = 0;
+  std::map<uint64_t, raftkv::ApplyResult> results;
+};
+
+uint64_t Expiry(uint64_t now, uint64_t timeout) {
+  return now > UINT64_MAX - timeout ? UINT64_MAX : now + timeout;
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace raftkv;
   using namespace raftkv::fuzz;
+  using SessionError = ApplyResult::SessionError;
   Reader in(data, size);
   KvStateMachine sm;
   std::map<std::string, std::string> model;
+  std::map<uint64_t, ModelSession> sessions;
+  uint64_t now = 0;  // cluster time
   bool tracked = true;  // false once an op the model does not know succeeded
   uint64_t index = 0;
   while (!in.empty()) {
@@ -40,12 +62,66 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const ApplyResult r = sm.Apply(entry);
     FUZZ_ASSERT(sm.AppliedIndex() == index, "applied index %" PRIu64 " after applying %" PRIu64,
                 sm.AppliedIndex(), index);
-    FUZZ_ASSERT(r.ok == r.error.empty(), "ok=%d with error '%s'", r.ok, r.error.c_str());
+    FUZZ_ASSERT(r.ok ? r.error.empty() == (r.session_error == SessionError::kNone)
+                     : !r.error.empty(),
+                "ok=%d session_error=%d with error '%s'", r.ok, static_cast<int>(r.session_error),
+                r.error.c_str());
+    FUZZ_ASSERT(r.duplicate || r.index == index, "result index %" PRIu64, r.index);
+
+    // Cluster time and expiry, for every entry (the model of ExpireSessions).
+    now = std::max(now, entry.cluster_time_ms());
+    for (auto it = sessions.begin(); it != sessions.end();) {
+      it = it->second.expires < now ? sessions.erase(it) : std::next(it);
+    }
 
     Command cmd;
     const bool command = entry.type() == ENTRY_COMMAND && cmd.ParseFromString(entry.data());
+    if (command && r.ok && cmd.op() == Command::OPEN_SESSION) {
+      FUZZ_ASSERT(r.client_id == index, "session id %" PRIu64 " at index %" PRIu64, r.client_id, index);
+      ModelSession& ms = sessions[index];
+      ms.timeout = cmd.session_timeout_ms();
+      ms.expires = Expiry(now, ms.timeout);
+      FUZZ_ASSERT(sm.SessionCount() == sessions.size(), "sessions %zu, model %zu", sm.SessionCount(),
+                  sessions.size());
+      continue;
+    }
+    if (command && r.ok && cmd.op() == Command::CLOSE_SESSION) {
+      sessions.erase(cmd.client_id());
+      FUZZ_ASSERT(sm.SessionCount() == sessions.size(), "sessions %zu, model %zu", sm.SessionCount(),
+                  sessions.size());
+      continue;
+    }
     const bool known = command && (cmd.op() == Command::PUT || cmd.op() == Command::DELETE ||
                                    cmd.op() == Command::CAS);
+    ModelSession* session = nullptr;
+    if (known && cmd.client_id() != 0) {
+      auto sit = sessions.find(cmd.client_id());
+      if (sit == sessions.end()) {
+        FUZZ_ASSERT(r.session_error == SessionError::kSessionExpired, "unknown session accepted");
+        continue;
+      }
+      session = &sit->second;
+      session->expires = Expiry(now, session->timeout);
+      if (cmd.first_outstanding() > session->first_outstanding) {
+        session->first_outstanding = cmd.first_outstanding();
+        session->results.erase(session->results.begin(),
+                               session->results.lower_bound(session->first_outstanding));
+      }
+      if (cmd.sequence() < session->first_outstanding) {
+        FUZZ_ASSERT(r.session_error == SessionError::kStaleSequence, "stale sequence accepted");
+        continue;
+      }
+      auto saved = session->results.find(cmd.sequence());
+      if (saved != session->results.end()) {
+        const ApplyResult& f = saved->second;
+        FUZZ_ASSERT(r.duplicate && r.index == f.index && r.existed == f.existed &&
+                        r.swapped == f.swapped && r.found == f.found && r.current == f.current,
+                    "duplicate not answered with the saved result");
+        continue;
+      }
+      FUZZ_ASSERT(r.session_error == SessionError::kNone && !r.duplicate,
+                  "new sequence refused or taken for a duplicate");
+    }
     if (entry.type() == ENTRY_NOOP) {
       FUZZ_ASSERT(r.ok, "NOOP failed: %s", r.error.c_str());
       continue;
@@ -58,6 +134,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       continue;
     }
     FUZZ_ASSERT(r.ok, "valid command refused: %s", r.error.c_str());
+    if (session != nullptr) session->results.emplace(cmd.sequence(), r);
     if (!tracked) continue;
     auto it = model.find(cmd.key());
     const bool found = it != model.end();

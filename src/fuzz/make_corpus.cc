@@ -149,6 +149,44 @@ void StateMachineSeeds() {
   b.push_back(3);
   Chunk(&b, cmd(static_cast<Command::Op>(9), "k", "v", false, ""));
   Seed("fuzz_state_machine", 2, b);
+
+  // A session: opened at index 1 (its id), duplicates, a stale sequence, an
+  // expiry by cluster time, a close.
+  auto session_cmd = [](Command::Op op, const std::string& k, uint64_t client, uint64_t seq,
+                        uint64_t first, uint64_t timeout) {
+    Command c;
+    c.set_op(op);
+    c.set_key(k);
+    c.set_value("v" + std::to_string(seq));
+    c.set_client_id(client);
+    c.set_sequence(seq);
+    c.set_first_outstanding(first);
+    c.set_session_timeout_ms(timeout);
+    return c.SerializeAsString();
+  };
+  auto timed = [](uint64_t index, uint64_t time_ms, const std::string& data) {
+    Entry e = MakeEntry(index, 1, data);
+    e.set_cluster_time_ms(time_ms);
+    return e.SerializeAsString();
+  };
+  std::string c;
+  const std::vector<std::string> entries = {
+      timed(1, 0, session_cmd(Command::OPEN_SESSION, "", 0, 0, 0, 1000)),
+      timed(2, 10, session_cmd(Command::PUT, "a", 1, 1, 1, 0)),
+      timed(3, 20, session_cmd(Command::PUT, "a", 1, 1, 1, 0)),      // duplicate
+      timed(4, 30, session_cmd(Command::CAS, "b", 1, 2, 2, 0)),
+      timed(5, 40, session_cmd(Command::DELETE, "a", 1, 3, 3, 0)),
+      timed(6, 50, session_cmd(Command::PUT, "a", 1, 2, 2, 0)),      // stale
+      timed(7, 60, session_cmd(Command::OPEN_SESSION, "", 0, 0, 0, 100)),
+      timed(8, 500, session_cmd(Command::PUT, "c", 7, 1, 1, 0)),     // session 7 expired
+      timed(9, 510, session_cmd(Command::CLOSE_SESSION, "", 1, 0, 0, 0)),
+      timed(10, 520, session_cmd(Command::PUT, "d", 1, 4, 4, 0)),    // closed
+  };
+  for (const std::string& e : entries) {
+    c.push_back(0);
+    Chunk(&c, e);
+  }
+  Seed("fuzz_state_machine", 3, c);
 }
 
 void KvRequestSeeds() {
