@@ -4,7 +4,8 @@
 //  1. Starts an N-member cluster (ProcessCluster: one process and data
 //     directory per member, --enable_test_faults so links can be cut).
 //  2. Runs --clients threads, each with its own KvClient and so its own
-//     session (exactly-once retries), doing Get / Put / CompareAndSwap /
+//     session (exactly-once retries; --impatient_clients of them give up
+//     early, leaving writes in doubt), doing Get / Put / CompareAndSwap /
 //     Delete on a small key space (--keys registers), and, every tenth
 //     operation, a Put of a key of its own ("ledger" writes, read back at
 //     the end). Every operation is recorded: invoke and return time, inputs,
@@ -32,6 +33,7 @@
 // Exit status 0 only if V == 0, L == 0 and every key's check completed.
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -73,6 +75,11 @@ DEFINE_int32(think_ms, 3, "Each client pauses 0..think_ms ms between operations.
 DEFINE_int32(client_timeout_ms, 8000,
              "A client operation's total budget including retries; a write still unanswered "
              "then is recorded with an unknown outcome.");
+DEFINE_int32(impatient_clients, 2,
+             "How many of the clients give up after --impatient_timeout_ms instead: their "
+             "writes that are still in doubt then are recorded as unknown (and may take effect "
+             "later), which the checker must place correctly.");
+DEFINE_int32(impatient_timeout_ms, 700, "Operation budget of the impatient clients.");
 DEFINE_int32(check_budget_ms, 60000, "Linearizability search budget per key.");
 DEFINE_string(history_out, "",
               "Write the recorded history here (JSON lines); on failure it is always written, "
@@ -131,8 +138,9 @@ void RunClient(int id, const std::vector<std::string>& endpoints, uint64_t seed,
                const std::atomic<bool>* stop, ClientResult* out) {
   ClientOptions options;
   options.endpoints = endpoints;
-  options.timeout_ms = FLAGS_client_timeout_ms;
-  options.rpc_timeout_ms = 1000;
+  const bool impatient = id < FLAGS_impatient_clients;
+  options.timeout_ms = impatient ? FLAGS_impatient_timeout_ms : FLAGS_client_timeout_ms;
+  options.rpc_timeout_ms = impatient ? std::min(500, FLAGS_impatient_timeout_ms) : 1000;
   options.use_session = true;
   KvClient client(options);
   // --stale_reads: a client bound to one member, for reads that may be stale.
