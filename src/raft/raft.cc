@@ -159,6 +159,19 @@ void Raft::Tick() {
   }
 }
 
+void Raft::RejectAppend(const Message& m) {
+  Message resp;
+  resp.type = MessageType::kAppendResp;
+  resp.to = m.from;
+  resp.rpc_id = m.rpc_id;
+  resp.append_resp.set_term(term_);
+  resp.append_resp.set_from(config_.id);
+  resp.append_resp.set_success(false);
+  resp.append_resp.set_rejected_index(m.append.prev_log_index());
+  resp.append_resp.set_last_log_index(last_index());
+  Send(std::move(resp));
+}
+
 void Raft::Step(const Message& m) {
   if (m.to != config_.id) {
     LOG(WARNING) << "member " << config_.id << " dropped misrouted " << m.DebugString();
@@ -194,19 +207,10 @@ void Raft::Step(const Message& m) {
     // A stale request still gets an answer carrying our term, so the sender
     // learns it is behind; stale responses are dropped.
     if (m.type == MessageType::kAppend) {
-      Message resp;
-      resp.type = MessageType::kAppendResp;
-      resp.to = m.from;
-      resp.rpc_id = m.rpc_id;
-      resp.append_resp.set_term(term_);
-      resp.append_resp.set_from(config_.id);
-      resp.append_resp.set_success(false);
-      resp.append_resp.set_rejected_index(m.append.prev_log_index());
-      resp.append_resp.set_last_log_index(last_index());
       // No read_round: this answer carries our (newer) term, and echoing the
       // old request's round could confirm a ReadIndex round of a later
       // leadership of the sender in this term.
-      Send(std::move(resp));
+      RejectAppend(m);
     } else if (m.type == MessageType::kVote) {
       Message resp;
       resp.type = MessageType::kVoteResp;
@@ -229,16 +233,7 @@ void Raft::Step(const Message& m) {
         // until the core replies to it.
         LOG(ERROR) << "member " << config_.id << " is leader of term " << term_
                    << " and received " << m.DebugString();
-        Message resp;
-        resp.type = MessageType::kAppendResp;
-        resp.to = m.from;
-        resp.rpc_id = m.rpc_id;
-        resp.append_resp.set_term(term_);
-        resp.append_resp.set_from(config_.id);
-        resp.append_resp.set_success(false);
-        resp.append_resp.set_rejected_index(m.append.prev_log_index());
-        resp.append_resp.set_last_log_index(last_index());
-        Send(std::move(resp));
+        RejectAppend(m);
         return;
       }
       if (role_ != Role::kFollower) BecomeFollower(term_, m.from);

@@ -154,6 +154,9 @@ class Raft {
   void HandleVoteRequest(const Message& m);
   void HandleVoteResponse(const Message& m);
   void Send(Message m);
+  // Answers AppendEntries `m` with a rejection carrying this member's term
+  // and last index (no read_round, no conflict hints).
+  void RejectAppend(const Message& m);
   void ResetElectionTimer();
   bool IsVoter(uint64_t id) const;
   size_t Quorum() const { return config_.voters.size() / 2 + 1; }

@@ -57,6 +57,24 @@ Message VoteRequest(uint64_t from, uint64_t term, uint64_t last_index, uint64_t 
 }
 
 // The single response to rpc_id in the next Ready (fails the test otherwise).
+// An AppendEntries from leader 2 to member 1.
+Message Append2To1(uint64_t rpc_id, uint64_t term, uint64_t prev_index, uint64_t prev_term,
+                   uint64_t commit, std::vector<Entry> entries = {}) {
+  Message m;
+  m.type = MessageType::kAppend;
+  m.from = 2;
+  m.to = 1;
+  m.rpc_id = rpc_id;
+  m.append.set_term(term);
+  m.append.set_leader_id(2);
+  m.append.set_prev_log_index(prev_index);
+  m.append.set_prev_log_term(prev_term);
+  m.append.set_leader_commit(commit);
+  m.append.set_to(1);
+  for (Entry& e : entries) *m.append.add_entries() = std::move(e);
+  return m;
+}
+
 Message OnlyResponse(Raft& r, uint64_t rpc_id, Ready* ready_out = nullptr) {
   Ready rd = r.GetReady();
   std::vector<Message> found;
@@ -71,18 +89,7 @@ Message OnlyResponse(Raft& r, uint64_t rpc_id, Ready* ready_out = nullptr) {
 
 TEST(RaftCoreTest, StaleTermAppendIsRejectedWithHigherTerm) {
   auto r = MakeTermFiveCore();
-  Message m;
-  m.type = MessageType::kAppend;
-  m.from = 2;
-  m.to = 1;
-  m.rpc_id = 77;
-  m.append.set_term(3);
-  m.append.set_leader_id(2);
-  m.append.set_prev_log_index(3);
-  m.append.set_prev_log_term(5);
-  m.append.set_leader_commit(3);
-  m.append.set_to(1);
-  *m.append.add_entries() = MakeEntry(4, 3);
+  Message m = Append2To1(77, 3, 3, 5, 3, {MakeEntry(4, 3)});
   r->Step(m);
   Message resp = OnlyResponse(*r, 77);
   EXPECT_EQ(resp.type, MessageType::kAppendResp);
@@ -96,16 +103,8 @@ TEST(RaftCoreTest, StaleTermAppendIsRejectedWithHigherTerm) {
 
 TEST(RaftCoreTest, AppendWithMismatchedPrevIsRejectedWithHint) {
   auto r = MakeTermFiveCore();
-  Message m;
-  m.type = MessageType::kAppend;
-  m.from = 2;
-  m.to = 1;
-  m.rpc_id = 78;
-  m.append.set_term(6);
-  m.append.set_leader_id(2);
-  m.append.set_prev_log_index(3);
-  m.append.set_prev_log_term(4);  // node 1 has term 5 at index 3
-  m.append.set_to(1);
+  // node 1 has term 5 at index 3
+  Message m = Append2To1(78, 6, 3, 4, 0);
   r->Step(m);
   Message resp = OnlyResponse(*r, 78);
   EXPECT_FALSE(resp.append_resp.success());
@@ -127,18 +126,7 @@ TEST(RaftCoreTest, FollowerCommitsOnlyUpToLastNewEntry) {
   while (r.HasReady()) r.Advance(r.GetReady());
   // Leader 2 of term 3 holds [1/1, 2/2, 3/3, 4/3] with commit 4, and sends
   // only entry 2 (flow control).
-  Message m;
-  m.type = MessageType::kAppend;
-  m.from = 2;
-  m.to = 1;
-  m.rpc_id = 90;
-  m.append.set_term(3);
-  m.append.set_leader_id(2);
-  m.append.set_prev_log_index(1);
-  m.append.set_prev_log_term(1);
-  *m.append.add_entries() = MakeEntry(2, 2);
-  m.append.set_leader_commit(4);
-  m.append.set_to(1);
+  Message m = Append2To1(90, 3, 1, 1, 4, {MakeEntry(2, 2)});
   r.Step(m);
   Message resp = OnlyResponse(r, 90);
   EXPECT_TRUE(resp.append_resp.success());
@@ -355,17 +343,7 @@ TEST(RaftCoreTest, LeaderRepairsFollowerThatLostAcknowledgedEntries) {
 // log [1/1, 2/2, 3/5].
 std::unique_ptr<Raft> MakeCommittedFollower() {
   auto r = MakeTermFiveCore();
-  Message m;
-  m.type = MessageType::kAppend;
-  m.from = 2;
-  m.to = 1;
-  m.rpc_id = 1;
-  m.append.set_term(5);
-  m.append.set_leader_id(2);
-  m.append.set_prev_log_index(3);
-  m.append.set_prev_log_term(5);
-  m.append.set_leader_commit(3);
-  m.append.set_to(1);
+  Message m = Append2To1(1, 5, 3, 5, 3);
   r->Step(m);
   EXPECT_TRUE(OnlyResponse(*r, 1).append_resp.success());
   EXPECT_EQ(r->commit_index(), 3u);
@@ -377,18 +355,8 @@ std::unique_ptr<Raft> MakeCommittedFollower() {
 // truncating committed entries (a remote crash).
 TEST(RaftCoreTest, AppendReplacingACommittedEntryIsRefused) {
   auto r = MakeCommittedFollower();
-  Message m;
-  m.type = MessageType::kAppend;
-  m.from = 2;
-  m.to = 1;
-  m.rpc_id = 2;
-  m.append.set_term(5);
-  m.append.set_leader_id(2);
-  m.append.set_prev_log_index(1);
-  m.append.set_prev_log_term(1);
-  *m.append.add_entries() = MakeEntry(2, 3, "rewritten");  // committed 2/2
-  m.append.set_leader_commit(3);
-  m.append.set_to(1);
+  // committed 2/2
+  Message m = Append2To1(2, 5, 1, 1, 3, {MakeEntry(2, 3, "rewritten")});
   r->Step(m);
   Message resp = OnlyResponse(*r, 2);
   EXPECT_FALSE(resp.append_resp.success());
@@ -402,16 +370,8 @@ TEST(RaftCoreTest, AppendReplacingACommittedEntryIsRefused) {
 // hit the CHECK in the log-matching check).
 TEST(RaftCoreTest, AppendWhosePrevContradictsACommittedEntryIsRefused) {
   auto r = MakeCommittedFollower();
-  Message m;
-  m.type = MessageType::kAppend;
-  m.from = 2;
-  m.to = 1;
-  m.rpc_id = 3;
-  m.append.set_term(5);
-  m.append.set_leader_id(2);
-  m.append.set_prev_log_index(2);
-  m.append.set_prev_log_term(1);  // committed entry 2 has term 2
-  m.append.set_to(1);
+  // committed entry 2 has term 2
+  Message m = Append2To1(3, 5, 2, 1, 0);
   r->Step(m);
   Message resp = OnlyResponse(*r, 3);
   EXPECT_FALSE(resp.append_resp.success());
