@@ -103,7 +103,7 @@ TEST(RaftCoreTest, StaleTermAppendIsRejectedWithHigherTerm) {
 
 TEST(RaftCoreTest, AppendWithMismatchedPrevIsRejectedWithHint) {
   auto r = MakeTermFiveCore();
-  // node 1 has term 5 at index 3
+  // prev 3/4, but node 1 has term 5 at index 3.
   Message m = Append2To1(78, 6, 3, 4, 0);
   r->Step(m);
   Message resp = OnlyResponse(*r, 78);
@@ -355,7 +355,7 @@ std::unique_ptr<Raft> MakeCommittedFollower() {
 // truncating committed entries (a remote crash).
 TEST(RaftCoreTest, AppendReplacingACommittedEntryIsRefused) {
   auto r = MakeCommittedFollower();
-  // committed 2/2
+  // Entry 2/3 would replace the committed entry 2/2.
   Message m = Append2To1(2, 5, 1, 1, 3, {MakeEntry(2, 3, "rewritten")});
   r->Step(m);
   Message resp = OnlyResponse(*r, 2);
@@ -370,7 +370,7 @@ TEST(RaftCoreTest, AppendReplacingACommittedEntryIsRefused) {
 // hit the CHECK in the log-matching check).
 TEST(RaftCoreTest, AppendWhosePrevContradictsACommittedEntryIsRefused) {
   auto r = MakeCommittedFollower();
-  // committed entry 2 has term 2
+  // prev 2/1, but the committed entry 2 has term 2.
   Message m = Append2To1(3, 5, 2, 1, 0);
   r->Step(m);
   Message resp = OnlyResponse(*r, 3);
