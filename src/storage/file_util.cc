@@ -95,6 +95,22 @@ Status File::ReadAll(std::string* contents) const {
   return Status::OK();
 }
 
+Status File::ReadAt(uint64_t offset, size_t n, std::string* out) const {
+  out->resize(n);
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(fd_, &(*out)[done], n - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("read", path_, errno);
+    }
+    if (r == 0) break;  // end of file
+    done += static_cast<size_t>(r);
+  }
+  out->resize(done);
+  return Status::OK();
+}
+
 Status File::WriteAt(const void* data, size_t n, uint64_t offset) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {

@@ -43,6 +43,9 @@ class File {
   Status Size(uint64_t* size) const;
   // Reads the whole file into *contents.
   Status ReadAll(std::string* contents) const;
+  // Reads up to `n` bytes at `offset` into *out (resized to what was read:
+  // fewer than `n` only at the end of the file).
+  Status ReadAt(uint64_t offset, size_t n, std::string* out) const;
   // Writes all of data[0, n) at `offset`, retrying short writes.
   Status WriteAt(const void* data, size_t n, uint64_t offset);
   Status Truncate(uint64_t size);

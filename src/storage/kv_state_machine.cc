@@ -5,6 +5,8 @@
 
 #include <glog/logging.h>
 
+#include "storage/snapshot_format.h"
+
 namespace raftkv {
 
 namespace {
@@ -12,6 +14,9 @@ namespace {
 bool IsDataOp(Command::Op op) {
   return op == Command::PUT || op == Command::DELETE || op == Command::CAS;
 }
+
+constexpr uint32_t kMaxSessionError =
+    static_cast<uint32_t>(ApplyResult::SessionError::kStaleSequence);
 
 }  // namespace
 
@@ -44,6 +49,7 @@ ApplyResult KvStateMachine::Apply(const Entry& entry) {
   std::unique_lock<std::shared_mutex> lock(mu_);
   CHECK_EQ(entry.index(), applied_index_ + 1) << "entries must be applied in index order";
   applied_index_ = entry.index();
+  applied_term_ = entry.term();
   // Cluster time never goes back along the committed log; max() keeps it so
   // even for a log written before entries carried a time.
   cluster_time_ms_ = std::max(cluster_time_ms_, entry.cluster_time_ms());
@@ -145,11 +151,161 @@ void KvStateMachine::ExpireSessions(uint64_t now_ms) {
   }
 }
 
+void KvStateMachine::Snapshot(SnapshotWriter* out) const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  out->meta().last_index = applied_index_;
+  out->meta().last_term = applied_term_;
+  out->meta().cluster_time_ms = cluster_time_ms_;
+  SnapshotSession session;
+  SnapshotSessionResult saved;
+  std::string buf;
+  for (const auto& [id, s] : sessions_) {
+    session.set_client_id(id);
+    session.set_timeout_ms(s.timeout_ms);
+    session.set_expires_at_ms(s.expires_at_ms);
+    session.set_first_outstanding(s.first_outstanding);
+    session.set_result_count(s.results.size());
+    session.SerializeToString(&buf);
+    out->AddRecord(SnapshotRecordType::kSession, buf);
+    for (const auto& [sequence, r] : s.results) {
+      saved.Clear();
+      saved.set_client_id(id);
+      saved.set_sequence(sequence);
+      saved.set_ok(r.ok);
+      saved.set_existed(r.existed);
+      saved.set_swapped(r.swapped);
+      saved.set_found(r.found);
+      saved.set_current(r.current);
+      saved.set_error(r.error);
+      saved.set_session_error(static_cast<uint32_t>(r.session_error));
+      saved.set_duplicate(r.duplicate);
+      saved.set_index(r.index);
+      saved.set_term(r.term);
+      saved.set_result_client_id(r.client_id);
+      saved.SerializeToString(&buf);
+      out->AddRecord(SnapshotRecordType::kSessionResult, buf);
+    }
+  }
+  for (const auto& [key, value] : data_) out->AddKv(key, value);
+}
+
+Status KvStateMachine::Restore(SnapshotReader* in) {
+  // Built aside; swapped in only once the reader has verified the file.
+  std::map<std::string, std::string> data;
+  std::map<uint64_t, Session> sessions;
+  std::set<std::pair<uint64_t, uint64_t>> expiry;
+
+  uint64_t record = 0;
+  auto bad = [&](const std::string& what) {
+    return Status::Corruption(in->path() + ": record " + std::to_string(record) + ": " + what);
+  };
+  SnapshotSession session_msg;
+  SnapshotSessionResult result_msg;
+  SnapshotKv kv_msg;
+  Session* session = nullptr;   // the session whose results are being read
+  uint64_t session_id = 0;
+  uint64_t results_left = 0;
+  bool in_data = false;         // a KV record was seen: no more sessions
+  for (;; ++record) {
+    SnapshotRecordType type;
+    std::string_view msg;
+    bool done = false;
+    Status s = in->Next(&type, &msg, &done);
+    if (!s.ok()) return s;
+    if (done) break;
+    const int size = static_cast<int>(msg.size());
+    if (type != SnapshotRecordType::kSessionResult && results_left > 0) {
+      return bad("session " + std::to_string(session_id) + " is missing " +
+                 std::to_string(results_left) + " saved results");
+    }
+    switch (type) {
+      case SnapshotRecordType::kSession: {
+        if (in_data) return bad("session record after the key/value records");
+        if (!session_msg.ParseFromArray(msg.data(), size)) return bad("bad SnapshotSession");
+        const uint64_t id = session_msg.client_id();
+        if (id == 0 || (!sessions.empty() && id <= sessions.rbegin()->first)) {
+          return bad("session id " + std::to_string(id) + " out of order");
+        }
+        session = &sessions.emplace_hint(sessions.end(), id, Session())->second;
+        session_id = id;
+        session->timeout_ms = session_msg.timeout_ms();
+        session->expires_at_ms = session_msg.expires_at_ms();
+        session->first_outstanding = session_msg.first_outstanding();
+        expiry.emplace(session->expires_at_ms, id);
+        results_left = session_msg.result_count();
+        break;
+      }
+      case SnapshotRecordType::kSessionResult: {
+        if (results_left == 0) return bad("saved result without a session expecting it");
+        if (!result_msg.ParseFromArray(msg.data(), size)) return bad("bad SnapshotSessionResult");
+        if (result_msg.client_id() != session_id) {
+          return bad("saved result of session " + std::to_string(result_msg.client_id()) +
+                     " inside session " + std::to_string(session_id));
+        }
+        const uint64_t sequence = result_msg.sequence();
+        if (!session->results.empty() && sequence <= session->results.rbegin()->first) {
+          return bad("saved result sequence " + std::to_string(sequence) + " out of order");
+        }
+        if (result_msg.session_error() > kMaxSessionError) {
+          return bad("unknown session error " + std::to_string(result_msg.session_error()));
+        }
+        ApplyResult r;
+        r.ok = result_msg.ok();
+        r.existed = result_msg.existed();
+        r.swapped = result_msg.swapped();
+        r.found = result_msg.found();
+        r.current = std::move(*result_msg.mutable_current());
+        r.error = std::move(*result_msg.mutable_error());
+        r.session_error = static_cast<ApplyResult::SessionError>(result_msg.session_error());
+        r.duplicate = result_msg.duplicate();
+        r.index = result_msg.index();
+        r.term = result_msg.term();
+        r.client_id = result_msg.result_client_id();
+        session->results.emplace_hint(session->results.end(), sequence, std::move(r));
+        --results_left;
+        break;
+      }
+      case SnapshotRecordType::kKv: {
+        if (!kv_msg.ParseFromArray(msg.data(), size)) return bad("bad SnapshotKv");
+        if (!data.empty() && !(data.rbegin()->first < kv_msg.key())) {
+          return bad("key out of order");
+        }
+        data.emplace_hint(data.end(), std::move(*kv_msg.mutable_key()),
+                          std::move(*kv_msg.mutable_value()));
+        in_data = true;
+        break;
+      }
+    }
+  }
+  if (results_left > 0) {
+    return bad("session " + std::to_string(session_id) + " is missing " +
+               std::to_string(results_left) + " saved results");
+  }
+
+  const SnapshotMeta& meta = in->meta();
+  {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    data_.swap(data);
+    sessions_.swap(sessions);
+    expiry_.swap(expiry);
+    applied_index_ = meta.last_index;
+    applied_term_ = meta.last_term;
+    cluster_time_ms_ = meta.cluster_time_ms;
+  }
+  // The old state is freed here, outside the lock.
+  return Status::OK();
+}
+
 std::optional<std::string> KvStateMachine::Get(const std::string& key) const {
   std::shared_lock<std::shared_mutex> lock(mu_);
   auto it = data_.find(key);
   if (it == data_.end()) return std::nullopt;
   return it->second;
+}
+
+uint64_t KvStateMachine::AppliedTerm() const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  return applied_term_;
 }
 
 uint64_t KvStateMachine::AppliedIndex() const {

@@ -1,0 +1,300 @@
+#include "storage/snapshot_store.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <iterator>
+#include <tuple>
+#include <utility>
+
+#include <glog/logging.h>
+
+#include "storage/kv_state_machine.h"
+
+namespace raftkv {
+namespace {
+
+constexpr char kPrefix[] = "snap-";
+constexpr size_t kPrefixLength = sizeof(kPrefix) - 1;
+constexpr char kSuffix[] = ".snap";
+constexpr size_t kSuffixLength = sizeof(kSuffix) - 1;
+constexpr size_t kDigits = 20;
+constexpr char kTmpSuffix[] = ".tmp";            // written locally
+constexpr char kRecvTmpSuffix[] = ".recv.tmp";   // received from a peer
+
+bool ParseDigits(const std::string& s, size_t from, uint64_t* out) {
+  uint64_t value = 0;
+  for (size_t i = from; i < from + kDigits; ++i) {
+    const char c = s[i];
+    if (c < '0' || c > '9') return false;
+    const uint64_t digit = static_cast<uint64_t>(c - '0');
+    if (value > (UINT64_MAX - digit) / 10) return false;
+    value = value * 10 + digit;
+  }
+  *out = value;
+  return true;
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Writes the whole file encoding of `image` to `path`, then fsyncs it.
+Status WriteImage(const std::string& path, const SnapshotWriter& image) {
+  file::File f;
+  Status s = file::File::Open(path, file::OpenMode::kCreateTruncate, &f);
+  if (!s.ok()) return s;
+  uint64_t offset = 0;
+  // Frame headers are tiny: gather them with the following payload into one
+  // buffer of up to kCoalesceBytes instead of a write each.
+  constexpr size_t kCoalesceBytes = 1 << 20;
+  std::string pending;
+  auto flush = [&]() {
+    Status st = f.WriteAt(pending.data(), pending.size(), offset);
+    offset += pending.size();
+    pending.clear();
+    return st;
+  };
+  s = ForEachSnapshotFilePiece(image, [&](std::string_view piece) {
+    if (pending.size() + piece.size() > kCoalesceBytes && !pending.empty()) {
+      Status st = flush();
+      if (!st.ok()) return st;
+    }
+    if (piece.size() > kCoalesceBytes) {
+      Status st = f.WriteAt(piece.data(), piece.size(), offset);
+      offset += piece.size();
+      return st;
+    }
+    pending.append(piece.data(), piece.size());
+    return Status::OK();
+  });
+  if (s.ok() && !pending.empty()) s = flush();
+  if (s.ok()) s = f.Sync();
+  if (s.ok()) s = f.Close();
+  return s;
+}
+
+}  // namespace
+
+// ---- names ----
+
+std::string SnapshotStore::FileName(uint64_t last_index, uint64_t last_term) {
+  char buf[kPrefixLength + 2 * kDigits + 1 + kSuffixLength + 1];
+  std::snprintf(buf, sizeof(buf), "%s%020" PRIu64 "-%020" PRIu64 "%s", kPrefix, last_index,
+                last_term, kSuffix);
+  return buf;
+}
+
+bool SnapshotStore::ParseFileName(const std::string& name, uint64_t* last_index,
+                                  uint64_t* last_term) {
+  if (name.size() != kPrefixLength + 2 * kDigits + 1 + kSuffixLength) return false;
+  if (name.compare(0, kPrefixLength, kPrefix) != 0) return false;
+  if (name[kPrefixLength + kDigits] != '-') return false;
+  if (!EndsWith(name, kSuffix)) return false;
+  return ParseDigits(name, kPrefixLength, last_index) &&
+         ParseDigits(name, kPrefixLength + kDigits + 1, last_term);
+}
+
+// ---- SnapshotStore ----
+
+Status SnapshotStore::Open(const std::string& dir, std::unique_ptr<SnapshotStore>* out) {
+  Status s = file::CreateDirs(dir);
+  if (!s.ok()) return s;
+  std::vector<std::string> names;
+  s = file::ListFiles(dir, &names);
+  if (!s.ok()) return s;
+  bool removed = false;
+  for (const std::string& name : names) {
+    if (name.compare(0, kPrefixLength, kPrefix) == 0 && EndsWith(name, kTmpSuffix)) {
+      LOG(INFO) << "removing unfinished snapshot file " << file::JoinPath(dir, name);
+      s = file::Remove(file::JoinPath(dir, name));
+      if (!s.ok()) return s;
+      removed = true;
+    }
+  }
+  if (removed) {
+    s = file::SyncDir(dir);
+    if (!s.ok()) return s;
+  }
+  out->reset(new SnapshotStore(dir));
+  return Status::OK();
+}
+
+Status SnapshotStore::List(std::vector<SnapshotFileInfo>* files) const {
+  files->clear();
+  std::vector<std::string> names;
+  Status s = file::ListFiles(dir_, &names);
+  if (!s.ok()) return s;
+  for (const std::string& name : names) {
+    SnapshotFileInfo info;
+    if (!ParseFileName(name, &info.last_index, &info.last_term)) continue;
+    info.path = file::JoinPath(dir_, name);
+    files->push_back(std::move(info));
+  }
+  std::sort(files->begin(), files->end(), [](const SnapshotFileInfo& a, const SnapshotFileInfo& b) {
+    return std::tie(a.last_index, a.last_term) < std::tie(b.last_index, b.last_term);
+  });
+  return Status::OK();
+}
+
+Status SnapshotStore::Write(const SnapshotWriter& image, SnapshotFileInfo* written) {
+  const std::string name = FileName(image.meta().last_index, image.meta().last_term);
+  const std::string path = file::JoinPath(dir_, name);
+  const std::string tmp = path + kTmpSuffix;
+  Status s = WriteImage(tmp, image);
+  if (s.ok()) s = file::Rename(tmp, path);
+  if (s.ok()) s = file::SyncDir(dir_);
+  if (!s.ok()) {
+    file::Remove(tmp);
+    return s;
+  }
+  written->last_index = image.meta().last_index;
+  written->last_term = image.meta().last_term;
+  written->path = path;
+  return Status::OK();
+}
+
+Status SnapshotStore::LoadNewestValid(KvStateMachine* sm, SnapshotLoadResult* result) const {
+  *result = SnapshotLoadResult();
+  std::vector<SnapshotFileInfo> files;
+  Status s = List(&files);
+  if (!s.ok()) return s;
+  for (auto it = files.rbegin(); it != files.rend(); ++it) {
+    std::unique_ptr<SnapshotReader> reader;
+    s = SnapshotReader::Open(it->path, &reader);
+    if (s.ok() && (reader->meta().last_index != it->last_index ||
+                   reader->meta().last_term != it->last_term)) {
+      s = Status::Corruption(it->path + ": header says index " +
+                             std::to_string(reader->meta().last_index) + " term " +
+                             std::to_string(reader->meta().last_term) +
+                             ", which does not match the file name");
+    }
+    if (s.ok()) s = sm->Restore(reader.get());
+    if (s.ok()) {
+      result->found = true;
+      result->meta = reader->meta();
+      result->path = it->path;
+      if (!result->rejected.empty()) {
+        LOG(WARNING) << "loaded the older snapshot " << it->path << " (index " << it->last_index
+                     << ", term " << it->last_term << ") after skipping "
+                     << result->rejected.size() << " unusable newer snapshot(s)";
+      }
+      return Status::OK();
+    }
+    LOG(ERROR) << "snapshot file " << it->path << " is unusable, skipping it: " << s.ToString()
+               << (std::next(it) != files.rend() ? "; trying the previous snapshot"
+                                                 : "; no older snapshot left");
+    result->rejected.push_back(s.ToString());
+  }
+  return Status::OK();
+}
+
+Status SnapshotStore::Prune(size_t keep) {
+  if (keep == 0) return Status::InvalidArgument("Prune: keep must be at least 1");
+  std::vector<SnapshotFileInfo> files;
+  Status s = List(&files);
+  if (!s.ok() || files.size() <= keep) return s;
+  for (size_t i = 0; i + keep < files.size(); ++i) {
+    s = file::Remove(files[i].path);
+    if (!s.ok()) return s;
+  }
+  return file::SyncDir(dir_);
+}
+
+Status SnapshotStore::OpenSource(const SnapshotFileInfo& info,
+                                 std::unique_ptr<SnapshotFileSource>* out) const {
+  std::unique_ptr<SnapshotFileSource> src(new SnapshotFileSource());
+  Status s = file::File::Open(info.path, file::OpenMode::kReadOnly, &src->file_);
+  if (s.ok()) s = src->file_.Size(&src->size_);
+  if (!s.ok()) return s;
+  *out = std::move(src);
+  return Status::OK();
+}
+
+Status SnapshotStore::BeginReceive(uint64_t last_index, uint64_t last_term,
+                                   std::unique_ptr<SnapshotReceiver>* out) {
+  std::unique_ptr<SnapshotReceiver> r(new SnapshotReceiver());
+  r->dir_ = dir_;
+  r->final_path_ = file::JoinPath(dir_, FileName(last_index, last_term));
+  r->tmp_path_ = r->final_path_ + kRecvTmpSuffix;
+  r->last_index_ = last_index;
+  r->last_term_ = last_term;
+  Status s = file::File::Open(r->tmp_path_, file::OpenMode::kCreateTruncate, &r->file_);
+  if (!s.ok()) return s;
+  *out = std::move(r);
+  return Status::OK();
+}
+
+// ---- SnapshotFileSource ----
+
+Status SnapshotFileSource::ReadChunk(uint64_t offset, size_t max_bytes, std::string* out,
+                                     bool* last) const {
+  if (offset > size_) {
+    return Status::InvalidArgument(path() + ": chunk offset " + std::to_string(offset) +
+                                   " is past the end (" + std::to_string(size_) + " bytes)");
+  }
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(max_bytes, size_ - offset));
+  Status s = file_.ReadAt(offset, n, out);
+  if (!s.ok()) return s;
+  if (out->size() != n) {
+    return Status::IOError(path() + ": short read at offset " + std::to_string(offset));
+  }
+  *last = offset + n == size_;
+  return Status::OK();
+}
+
+// ---- SnapshotReceiver ----
+
+SnapshotReceiver::~SnapshotReceiver() { Abort(); }
+
+void SnapshotReceiver::Abort() {
+  if (closed_) return;
+  closed_ = true;
+  file_.Close();
+  file::Remove(tmp_path_);
+}
+
+Status SnapshotReceiver::Append(uint64_t offset, std::string_view data) {
+  if (closed_) return Status::InvalidArgument(tmp_path_ + ": transfer already finished");
+  if (offset != received_) {
+    return Status::InvalidArgument(tmp_path_ + ": chunk at offset " + std::to_string(offset) +
+                                   " but " + std::to_string(received_) +
+                                   " bytes received so far (" +
+                                   (offset > received_ ? "gap" : "overlap") + ")");
+  }
+  Status s = file_.WriteAt(data.data(), data.size(), offset);
+  if (!s.ok()) return s;
+  received_ += data.size();
+  return Status::OK();
+}
+
+Status SnapshotReceiver::Finish(SnapshotFileInfo* installed) {
+  if (closed_) return Status::InvalidArgument(tmp_path_ + ": transfer already finished");
+  Status s = file_.Sync();
+  if (s.ok()) s = file_.Close();
+  std::unique_ptr<SnapshotReader> reader;
+  if (s.ok()) s = SnapshotReader::Open(tmp_path_, &reader);
+  if (s.ok() && (reader->meta().last_index != last_index_ ||
+                 reader->meta().last_term != last_term_)) {
+    s = Status::Corruption(tmp_path_ + ": received snapshot of index " +
+                           std::to_string(reader->meta().last_index) + " term " +
+                           std::to_string(reader->meta().last_term) + ", expected index " +
+                           std::to_string(last_index_) + " term " + std::to_string(last_term_));
+  }
+  if (s.ok()) s = reader->VerifyAll();
+  reader.reset();
+  if (s.ok()) s = file::Rename(tmp_path_, final_path_);
+  if (s.ok()) s = file::SyncDir(dir_);
+  if (!s.ok()) {
+    LOG(WARNING) << "refusing received snapshot: " << s.ToString();
+    Abort();
+    return s;
+  }
+  closed_ = true;
+  installed->last_index = last_index_;
+  installed->last_term = last_term_;
+  installed->path = final_path_;
+  return Status::OK();
+}
+
+}  // namespace raftkv

@@ -1,0 +1,152 @@
+// A directory of snapshot files, snap-<last_index>-<last_term>.snap (both
+// numbers zero-padded to 20 digits so names sort like positions), each a
+// complete image of the state machine in the format of snapshot_format.h.
+//
+// Durability: a snapshot is written to <name>.tmp, fsync'ed, renamed to its
+// name and the directory is fsync'ed, so after a crash a file with a
+// snapshot name is complete (a .tmp left behind is removed by Open()). A
+// snapshot received from a peer goes the same way through <name>.recv.tmp
+// and is verified end to end before it is renamed into place.
+//
+// Loading: LoadNewestValid() restores the newest file that verifies and
+// falls back to older ones, logging (ERROR) which file was skipped and why.
+// Keeping two snapshots (Prune(2)) is what makes that fallback possible.
+//
+// Not built yet (the next steps): taking snapshots from the node, log
+// compaction up to a snapshot, InstallSnapshot between peers, membership
+// change (SnapshotMeta::config is reserved for it). See doc/architecture.md,
+// "Snapshots (storage format)".
+//
+// Thread safety: a SnapshotStore is used by one thread at a time. A
+// SnapshotFileSource holds its file open, so on POSIX a Prune() meanwhile
+// does not disturb a transfer in progress.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "storage/file_util.h"
+#include "storage/snapshot_format.h"
+#include "storage/status.h"
+
+namespace raftkv {
+
+class KvStateMachine;
+
+struct SnapshotFileInfo {
+  uint64_t last_index = 0;
+  uint64_t last_term = 0;
+  std::string path;
+};
+
+struct SnapshotLoadResult {
+  bool found = false;    // false: no snapshot could be loaded (state untouched)
+  SnapshotMeta meta;     // of the loaded snapshot
+  std::string path;      // of the loaded snapshot
+  // "<path>: <reason>" for every newer file that was skipped as unusable. A
+  // caller that finds !found with rejected files must not assume the log
+  // starts at index 1 (once the log is compacted it will not).
+  std::vector<std::string> rejected;
+};
+
+// Reads the raw bytes of one snapshot file, for sending it to a peer
+// (InstallSnapshot). The file stays open for the life of the object.
+class SnapshotFileSource {
+ public:
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return file_.path(); }
+  // Up to max_bytes from `offset` into *out; *last is true when the chunk
+  // reaches the end of the file. offset > size() is InvalidArgument.
+  Status ReadChunk(uint64_t offset, size_t max_bytes, std::string* out, bool* last) const;
+
+ private:
+  friend class SnapshotStore;
+  file::File file_;
+  uint64_t size_ = 0;
+};
+
+// Receives a snapshot file from a peer as raw chunks (the bytes of the
+// sender's SnapshotFileSource), into a temporary file. Chunks must come in
+// order without gaps or overlaps; Finish() verifies the whole file (every
+// frame checksum, the trailer, the whole-file checksum, every record, and
+// that its header names the expected index and term) before installing it
+// under its snapshot name. Destroying an unfinished receiver removes its
+// temporary file.
+class SnapshotReceiver {
+ public:
+  ~SnapshotReceiver();
+  SnapshotReceiver(const SnapshotReceiver&) = delete;
+  SnapshotReceiver& operator=(const SnapshotReceiver&) = delete;
+
+  uint64_t bytes_received() const { return received_; }
+  // Appends `data`, which must start at offset bytes_received(); anything
+  // else (a gap, a repeat) is InvalidArgument and nothing is written: the
+  // sender should resume at bytes_received().
+  Status Append(uint64_t offset, std::string_view data);
+  // Syncs, verifies and installs the file. On success *installed names it;
+  // on failure the temporary file is removed and nothing is installed. The
+  // receiver cannot be used after Finish() either way.
+  Status Finish(SnapshotFileInfo* installed);
+  // Drops the transfer and its temporary file.
+  void Abort();
+
+ private:
+  friend class SnapshotStore;
+  SnapshotReceiver() = default;
+
+  std::string dir_;
+  std::string tmp_path_;
+  std::string final_path_;
+  uint64_t last_index_ = 0;
+  uint64_t last_term_ = 0;
+  file::File file_;
+  uint64_t received_ = 0;
+  bool closed_ = false;  // finished or aborted
+};
+
+class SnapshotStore {
+ public:
+  // Opens (creating it if needed) the snapshot directory and removes
+  // temporary files a crash left behind.
+  static Status Open(const std::string& dir, std::unique_ptr<SnapshotStore>* out);
+
+  const std::string& dir() const { return dir_; }
+
+  // The snapshot files, oldest first (by last_index, then last_term). Names
+  // that are not snapshot names are ignored.
+  Status List(std::vector<SnapshotFileInfo>* files) const;
+
+  // Writes `image` (captured by KvStateMachine::Snapshot(); meta().config
+  // filled in by the caller) durably as snap-<last_index>-<last_term>.snap,
+  // replacing a file of that name. No lock of the state machine is needed.
+  Status Write(const SnapshotWriter& image, SnapshotFileInfo* written);
+
+  // Restores `sm` from the newest snapshot that is intact, trying older ones
+  // when a newer one is not (each skip is logged at ERROR with the file and
+  // the reason, and listed in result->rejected). No snapshot at all, or none
+  // intact, is OK with result->found == false and `sm` untouched.
+  Status LoadNewestValid(KvStateMachine* sm, SnapshotLoadResult* result) const;
+
+  // Deletes all but the newest `keep` (>= 1) snapshot files.
+  Status Prune(size_t keep = 2);
+
+  // Opens a snapshot file for sending.
+  Status OpenSource(const SnapshotFileInfo& file, std::unique_ptr<SnapshotFileSource>* out) const;
+
+  // Starts receiving the snapshot (last_index, last_term) from a peer.
+  Status BeginReceive(uint64_t last_index, uint64_t last_term,
+                      std::unique_ptr<SnapshotReceiver>* out);
+
+  static std::string FileName(uint64_t last_index, uint64_t last_term);
+  // Parses a snapshot file name; false for any other name.
+  static bool ParseFileName(const std::string& name, uint64_t* last_index, uint64_t* last_term);
+
+ private:
+  explicit SnapshotStore(std::string dir) : dir_(std::move(dir)) {}
+  std::string dir_;
+};
+
+}  // namespace raftkv
