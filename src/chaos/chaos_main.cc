@@ -189,8 +189,11 @@ void RunClient(int id, const std::vector<std::string>& endpoints, uint64_t seed,
       }
       // A failed read had no effect: dropped by the checker.
       op.outcome = s.ok() ? Outcome::kOk : Outcome::kFail;
+      // Unavailability is expected under faults (FAILED_PRECONDITION: the
+      // budget ran out while following stale leader hints); anything else is not.
       if (!s.ok() && !FLAGS_stale_reads && s.error_code() != grpc::StatusCode::UNAVAILABLE &&
-          s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+          s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED &&
+          s.error_code() != grpc::StatusCode::FAILED_PRECONDITION) {
         note_error("Get", s);
       }
     } else if (dice < 70) {
