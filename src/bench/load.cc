@@ -1,6 +1,7 @@
 #include "bench/load.h"
 
 #include "client/channel_args.h"
+#include "service/tsan_handoff.h"
 
 #include <algorithm>
 #include <atomic>
@@ -81,6 +82,7 @@ LoadResult RunLoad(const Connections& connections, const LoadOptions& options,
     call->context.set_deadline(std::chrono::system_clock::now() +
                                std::chrono::milliseconds(options.timeout_ms));
     call->start = Clock::now();
+    TsanReleaseTag(call.get());
     call->Start(connections.stub(n), cqs[n % cqs.size()].get());
     call.release();  // owned by the completion queue until its tag comes back
   };
@@ -95,6 +97,7 @@ LoadResult RunLoad(const Connections& connections, const LoadOptions& options,
         void* tag = nullptr;
         bool ok = false;
         while (cq->Next(&tag, &ok)) {
+          TsanAcquireTag(tag);
           const Clock::time_point now = Clock::now();
           std::unique_ptr<BenchCall> call(static_cast<BenchCall*>(tag));
           // Keep the pipe full first, then book-keep.

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include "client/channel_args.h"
+#include "service/tsan_handoff.h"
 
 namespace raftkv {
 
@@ -69,12 +70,14 @@ void PeerClient::Send(raft::Message m) {
       call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(options_.append_timeout_ms));
       call->append_reader = stub->second->PrepareAsyncAppendEntries(&call->context, m.append, cq);
       call->append_reader->StartCall();
+      TsanReleaseTag(call);
       call->append_reader->Finish(&call->append_resp, &call->status, call);
       break;
     case raft::MessageType::kVote:
       call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(options_.vote_timeout_ms));
       call->vote_reader = stub->second->PrepareAsyncRequestVote(&call->context, m.vote, cq);
       call->vote_reader->StartCall();
+      TsanReleaseTag(call);
       call->vote_reader->Finish(&call->vote_resp, &call->status, call);
       break;
     default: {
@@ -90,6 +93,7 @@ void PeerClient::Poll(grpc::CompletionQueue* cq) {
   void* tag = nullptr;
   bool ok = false;
   while (cq->Next(&tag, &ok)) {
+    TsanAcquireTag(tag);
     std::unique_ptr<Call> call(static_cast<Call*>(tag));
     bool shutting_down;
     {
