@@ -1,7 +1,7 @@
 #include "bench/load.h"
 
 #include "client/channel_args.h"
-#include "service/tsan_handoff.h"
+#include "service/tsan_handoff.h"  // TsanAcquireTag
 
 #include <algorithm>
 #include <atomic>
@@ -82,7 +82,6 @@ LoadResult RunLoad(const Connections& connections, const LoadOptions& options,
     call->context.set_deadline(std::chrono::system_clock::now() +
                                std::chrono::milliseconds(options.timeout_ms));
     call->start = Clock::now();
-    TsanReleaseTag(call.get());
     call->Start(connections.stub(n), cqs[n % cqs.size()].get());
     call.release();  // owned by the completion queue until its tag comes back
   };

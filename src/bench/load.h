@@ -25,6 +25,7 @@
 
 #include "bench/histogram.h"
 #include "raftkv.grpc.pb.h"
+#include "service/tsan_handoff.h"
 #include "raftkv.pb.h"
 
 namespace raftkv {
@@ -74,7 +75,9 @@ class UnaryBenchCall : public BenchCall {
   void Start(KV::Stub* stub, grpc::CompletionQueue* cq) override {
     reader_ = (stub->*prepare_)(&context, request, cq);
     reader_->StartCall();
-    reader_->Finish(&response, &status, this);
+    auto* reader = reader_.get();
+    TsanReleaseTag(this);  // from here on the call belongs to the queue
+    reader->Finish(&response, &status, this);
   }
   bool AnswerIsExpected() const override { return check_ == nullptr || check_(*this); }
 

@@ -8,6 +8,7 @@
 
 #include "service/kv_requests.h"
 #include "service/peer_client.h"
+#include "service/tsan_handoff.h"
 
 namespace raftkv {
 
@@ -81,6 +82,7 @@ class UnaryCall final : public Tagged {
         drain_mu_(drain_mu),
         draining_(draining),
         writer_(&context_) {
+    TsanReleaseTag(this);  // the construction, for the poll thread's Proceed call
     std::lock_guard<std::mutex> lock(handoff_mu_);
     (*request_fn_)(&context_, &request_, &writer_, cq_, this);
   }
@@ -442,7 +444,10 @@ Status GrpcServer::Start() {
 void GrpcServer::Poll(grpc::ServerCompletionQueue* cq) {
   void* tag = nullptr;
   bool ok = false;
-  while (cq->Next(&tag, &ok)) static_cast<Tagged*>(tag)->Proceed(ok);
+  while (cq->Next(&tag, &ok)) {
+    TsanAcquireTag(tag);
+    static_cast<Tagged*>(tag)->Proceed(ok);
+  }
 }
 
 void GrpcServer::Shutdown(int grace_ms) {

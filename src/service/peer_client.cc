@@ -70,15 +70,21 @@ void PeerClient::Send(raft::Message m) {
       call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(options_.append_timeout_ms));
       call->append_reader = stub->second->PrepareAsyncAppendEntries(&call->context, m.append, cq);
       call->append_reader->StartCall();
-      TsanReleaseTag(call);
-      call->append_reader->Finish(&call->append_resp, &call->status, call);
+      {
+        auto* reader = call->append_reader.get();
+        TsanReleaseTag(call);  // from here on `call` belongs to the queue
+        reader->Finish(&call->append_resp, &call->status, call);
+      }
       break;
     case raft::MessageType::kVote:
       call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(options_.vote_timeout_ms));
       call->vote_reader = stub->second->PrepareAsyncRequestVote(&call->context, m.vote, cq);
       call->vote_reader->StartCall();
-      TsanReleaseTag(call);
-      call->vote_reader->Finish(&call->vote_resp, &call->status, call);
+      {
+        auto* reader = call->vote_reader.get();
+        TsanReleaseTag(call);  // from here on `call` belongs to the queue
+        reader->Finish(&call->vote_resp, &call->status, call);
+      }
       break;
     default: {
       LOG(DFATAL) << "responses travel as RPC replies, not calls: " << m.DebugString();
