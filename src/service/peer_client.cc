@@ -18,6 +18,10 @@ struct PeerClient::Call {
   RequestVoteResponse vote_resp;
   std::unique_ptr<grpc::ClientAsyncResponseReader<AppendEntriesResponse>> append_reader;
   std::unique_ptr<grpc::ClientAsyncResponseReader<RequestVoteResponse>> vote_reader;
+  // Held by Send while it hands the call to gRPC, taken by Poll before it
+  // looks at the call. The completion queue already orders the two, but
+  // inside the distribution's libgrpc, which ThreadSanitizer cannot see.
+  std::mutex handoff_mu;
 };
 
 PeerClient::PeerClient(const ClusterConfig& cluster, uint64_t self_id,
@@ -65,28 +69,23 @@ void PeerClient::Send(raft::Message m) {
     inflight_.insert(call);
   }
   grpc::CompletionQueue* cq = cqs_[next_cq_.fetch_add(1, std::memory_order_relaxed) % cqs_.size()].get();
+  TsanReleaseTag(call);  // its construction (handoff_mu included), for Poll
+  std::unique_lock<std::mutex> handoff(call->handoff_mu);
   switch (m.type) {
     case raft::MessageType::kAppend:
       call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(options_.append_timeout_ms));
       call->append_reader = stub->second->PrepareAsyncAppendEntries(&call->context, m.append, cq);
       call->append_reader->StartCall();
-      {
-        auto* reader = call->append_reader.get();
-        TsanReleaseTag(call);  // from here on `call` belongs to the queue
-        reader->Finish(&call->append_resp, &call->status, call);
-      }
+      call->append_reader->Finish(&call->append_resp, &call->status, call);
       break;
     case raft::MessageType::kVote:
       call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(options_.vote_timeout_ms));
       call->vote_reader = stub->second->PrepareAsyncRequestVote(&call->context, m.vote, cq);
       call->vote_reader->StartCall();
-      {
-        auto* reader = call->vote_reader.get();
-        TsanReleaseTag(call);  // from here on `call` belongs to the queue
-        reader->Finish(&call->vote_resp, &call->status, call);
-      }
+      call->vote_reader->Finish(&call->vote_resp, &call->status, call);
       break;
     default: {
+      handoff.unlock();
       LOG(DFATAL) << "responses travel as RPC replies, not calls: " << m.DebugString();
       std::lock_guard<std::mutex> lock(mu_);
       inflight_.erase(call);
@@ -101,6 +100,7 @@ void PeerClient::Poll(grpc::CompletionQueue* cq) {
   while (cq->Next(&tag, &ok)) {
     TsanAcquireTag(tag);
     std::unique_ptr<Call> call(static_cast<Call*>(tag));
+    { std::lock_guard<std::mutex> handoff(call->handoff_mu); }
     bool shutting_down;
     {
       std::lock_guard<std::mutex> lock(mu_);
