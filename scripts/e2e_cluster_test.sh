@@ -78,5 +78,12 @@ done
 [ "$caught_up" = 1 ] || fail "restarted member $leader did not catch up to $target"
 v=$("$CTL" --endpoints="${EP[$((leader - 1))]}" --stale get after-kill) || fail "stale get on restarted node"
 [ "$v" = yes ] || fail "restarted node has after-kill='$v'"
+# Sanitized builds: stop gracefully (LeakSanitizer runs at exit) and fail on
+# any sanitizer report (ASan, LSan, UBSan, TSan) in the servers' output.
+"$CLUSTER" stop >/dev/null 2>&1 || true
+if grep -n -A40 -E 'ERROR: (Address|Leak|Thread)Sanitizer|WARNING: ThreadSanitizer|: runtime error: ' \
+    "$RAFTKV_DATA"/node*/server.out >&2; then
+  fail "sanitizer reports in the server output (above)"
+fi
 failed=0
 echo "e2e_cluster_test: PASS"

@@ -1,6 +1,7 @@
 #include "bench/load.h"
 
 #include "client/channel_args.h"
+#include "service/tsan_handoff.h"
 
 #include <algorithm>
 #include <atomic>
@@ -81,6 +82,7 @@ LoadResult RunLoad(const Connections& connections, const LoadOptions& options,
     call->context.set_deadline(std::chrono::system_clock::now() +
                                std::chrono::milliseconds(options.timeout_ms));
     call->start = Clock::now();
+    TsanReleaseTag(call.get());  // its construction (handoff_mu included)
     call->Start(connections.stub(n), cqs[n % cqs.size()].get());
     call.release();  // owned by the completion queue until its tag comes back
   };
@@ -95,8 +97,10 @@ LoadResult RunLoad(const Connections& connections, const LoadOptions& options,
         void* tag = nullptr;
         bool ok = false;
         while (cq->Next(&tag, &ok)) {
+          TsanAcquireTag(tag);
           const Clock::time_point now = Clock::now();
           std::unique_ptr<BenchCall> call(static_cast<BenchCall*>(tag));
+          { std::lock_guard<std::mutex> handoff(call->handoff_mu); }
           // Keep the pipe full first, then book-keep.
           const uint64_t n = next.fetch_add(1, std::memory_order_relaxed);
           if (n < requests) issue(n);

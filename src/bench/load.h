@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,10 @@ class BenchCall {
 
   grpc::ClientContext context;
   grpc::Status status;
+  // Held by Start while it hands the call to gRPC, taken by RunLoad's poll
+  // threads before they look at it (an ordering TSan cannot see inside the
+  // uninstrumented libgrpc).
+  std::mutex handoff_mu;
   uint64_t number = 0;
   std::chrono::steady_clock::time_point start;
 };
@@ -72,6 +77,7 @@ class UnaryBenchCall : public BenchCall {
   UnaryBenchCall(Prepare prepare, Check check) : prepare_(prepare), check_(check) {}
 
   void Start(KV::Stub* stub, grpc::CompletionQueue* cq) override {
+    std::lock_guard<std::mutex> handoff(handoff_mu);
     reader_ = (stub->*prepare_)(&context, request, cq);
     reader_->StartCall();
     reader_->Finish(&response, &status, this);

@@ -570,6 +570,14 @@ int Run() {
   const int64_t violations = static_cast<int64_t>(result.violations) + divergent;
   if (violations > 0 || lost > 0 || result.timed_out || unexpected > 0) exit_code = 1;
 
+  // Graceful stop (sanitized servers run their leak check at exit); any
+  // sanitizer report (ASan, UBSan, TSan) of any server fails the run.
+  const std::string sanitizer_reports = cluster.StopAllAndCollectSanitizerReports();
+  if (!sanitizer_reports.empty()) {
+    std::printf("chaos: SANITIZER REPORTS in server output:\n%s", sanitizer_reports.c_str());
+    exit_code = 1;
+  }
+
   std::string history_path = FLAGS_history_out;
   if (exit_code != 0 || FLAGS_keep_dir) {
     cluster.KeepDir();

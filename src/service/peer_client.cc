@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include "client/channel_args.h"
+#include "service/tsan_handoff.h"
 
 namespace raftkv {
 
@@ -17,6 +18,10 @@ struct PeerClient::Call {
   RequestVoteResponse vote_resp;
   std::unique_ptr<grpc::ClientAsyncResponseReader<AppendEntriesResponse>> append_reader;
   std::unique_ptr<grpc::ClientAsyncResponseReader<RequestVoteResponse>> vote_reader;
+  // Held by Send while it hands the call to gRPC, taken by Poll before it
+  // looks at the call. The completion queue already orders the two, but
+  // inside the distribution's libgrpc, which ThreadSanitizer cannot see.
+  std::mutex handoff_mu;
 };
 
 PeerClient::PeerClient(const ClusterConfig& cluster, uint64_t self_id,
@@ -64,6 +69,8 @@ void PeerClient::Send(raft::Message m) {
     inflight_.insert(call);
   }
   grpc::CompletionQueue* cq = cqs_[next_cq_.fetch_add(1, std::memory_order_relaxed) % cqs_.size()].get();
+  TsanReleaseTag(call);  // its construction (handoff_mu included), for Poll
+  std::unique_lock<std::mutex> handoff(call->handoff_mu);
   switch (m.type) {
     case raft::MessageType::kAppend:
       call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(options_.append_timeout_ms));
@@ -78,6 +85,7 @@ void PeerClient::Send(raft::Message m) {
       call->vote_reader->Finish(&call->vote_resp, &call->status, call);
       break;
     default: {
+      handoff.unlock();
       LOG(DFATAL) << "responses travel as RPC replies, not calls: " << m.DebugString();
       std::lock_guard<std::mutex> lock(mu_);
       inflight_.erase(call);
@@ -90,7 +98,9 @@ void PeerClient::Poll(grpc::CompletionQueue* cq) {
   void* tag = nullptr;
   bool ok = false;
   while (cq->Next(&tag, &ok)) {
+    TsanAcquireTag(tag);
     std::unique_ptr<Call> call(static_cast<Call*>(tag));
+    { std::lock_guard<std::mutex> handoff(call->handoff_mu); }
     bool shutting_down;
     {
       std::lock_guard<std::mutex> lock(mu_);

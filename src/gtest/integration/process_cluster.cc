@@ -151,7 +151,41 @@ std::string NowString() {
   return out;
 }
 
+// Whether the binaries under test are built with sanitizers (CMake sets
+// RAFTKV_SANITIZED with RAFTKV_SANITIZE).
+#ifdef RAFTKV_SANITIZED
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
 }  // namespace
+
+std::string FindSanitizerReports(const std::string& text) {
+  static const char* const kMarkers[] = {
+      "ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "WARNING: ThreadSanitizer",
+      "ERROR: ThreadSanitizer", ": runtime error: ",  // UBSan
+      "SUMMARY: UndefinedBehaviorSanitizer"};
+  constexpr size_t kContextLines = 40;
+  constexpr size_t kMaxBytes = 12000;
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::string out;
+  size_t shown_until = 0;  // lines before this index are already in `out`
+  for (size_t i = 0; i < lines.size() && out.size() < kMaxBytes; ++i) {
+    bool hit = false;
+    for (const char* m : kMarkers) hit = hit || lines[i].find(m) != std::string::npos;
+    if (!hit) continue;
+    if (i >= shown_until && !out.empty()) out += "[...]\n";
+    for (size_t j = std::max(i, shown_until); j < std::min(lines.size(), i + kContextLines); ++j) {
+      out += lines[j] + "\n";
+    }
+    shown_until = std::max(shown_until, i + kContextLines);
+  }
+  if (out.size() > kMaxBytes) out = out.substr(0, kMaxBytes) + "[...]\n";
+  return out;
+}
 
 std::string ServerBinary() { return std::string(RAFTKV_BIN_DIR) + "/raftkv-server"; }
 std::string CtlBinary() { return std::string(RAFTKV_BIN_DIR) + "/raftkvctl"; }
@@ -270,6 +304,9 @@ ProcessCluster::ProcessCluster(int n, std::vector<std::string> extra_flags)
 }
 
 ProcessCluster::~ProcessCluster() {
+  // Sanitized servers get to exit normally, so that LeakSanitizer runs and
+  // shutdown races are seen; otherwise SIGKILL is quicker.
+  if (kSanitized) StopAllAndCollectSanitizerReports();
   for (int i = 1; i <= size(); ++i) {
     Node& nd = node(i);
     if (nd.pid > 0) {
@@ -279,6 +316,21 @@ ProcessCluster::~ProcessCluster() {
       nd.pid = -1;
     }
     nd.status_client.reset();
+  }
+  std::string reports;
+  for (int i = 1; i <= size(); ++i) {
+    const std::string r = SanitizerReports(i);
+    if (!r.empty()) reports += "----- member " + std::to_string(i) + " -----\n" + r;
+  }
+  if (!reports.empty()) {
+    keep_dir_ = true;
+    if (::testing::UnitTest::GetInstance()->current_test_info() != nullptr) {
+      ADD_FAILURE() << "sanitizer reports in the output of raftkv-server (" << dir_ << "):\n"
+                    << reports;
+    } else {
+      std::cerr << "process_cluster: sanitizer reports in the output of raftkv-server:\n"
+                << reports << std::flush;
+    }
   }
   const bool failed = ::testing::Test::HasFailure();
   if (failed || keep_dir_) {
@@ -559,6 +611,38 @@ std::vector<std::string> ProcessCluster::SegmentFiles(int i) const {
   std::sort(names.begin(), names.end());
   for (std::string& n : names) n = dir + "/" + n;
   return names;
+}
+
+std::string ProcessCluster::SanitizerReports(int i) const {
+  return FindSanitizerReports(ServerOutput(i));
+}
+
+std::string ProcessCluster::StopAllAndCollectSanitizerReports(int timeout_ms) {
+  for (int i = 1; i <= size(); ++i) {
+    if (node(i).pid > 0) {
+      ::kill(node(i).pid, SIGCONT);  // a paused member cannot handle SIGTERM
+      ::kill(node(i).pid, SIGTERM);
+    }
+  }
+  const auto start = SteadyClock::now();
+  for (int i = 1; i <= size(); ++i) {
+    while (!Reap(i, false)) {
+      if (MillisSince(start) > timeout_ms) {
+        AppendToFile(OutputPath(i), "=== process_cluster: no exit " + std::to_string(timeout_ms) +
+                                        " ms after SIGTERM; SIGKILL\n");
+        ::kill(node(i).pid, SIGKILL);
+        Reap(i, true);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  std::string reports;
+  for (int i = 1; i <= size(); ++i) {
+    const std::string r = SanitizerReports(i);
+    if (!r.empty()) reports += "----- member " + std::to_string(i) + " -----\n" + r;
+  }
+  return reports;
 }
 
 std::string ProcessCluster::Describe(size_t tail_bytes) const {

@@ -48,6 +48,9 @@ std::vector<std::string> FastTimeoutFlags();
 // server's bind) and probed by binding them.
 std::vector<int> PickFreePorts(int count);
 
+// The sanitizer reports in `text` (output of a sanitized binary), or "".
+std::string FindSanitizerReports(const std::string& text);
+
 // Reads a whole file; empty string if it cannot be read.
 std::string ReadFileOrEmpty(const std::string& path);
 
@@ -148,6 +151,16 @@ class ProcessCluster {
   // how it recovered its log.
   std::string LastRunLogText(int i) const;
   std::string LastRunOutput(int i) const;
+  // Sanitizer reports (ASan, LSan, UBSan, TSan) in the output of every run
+  // of member i so far: the report lines with some context, or "" if none.
+  // In sanitizer builds (RAFTKV_SANITIZE) the destructor stops every member
+  // with SIGTERM (so leak checks run at exit) and fails the current test if
+  // any member ever reported; a server whose race or leak did not make a
+  // request fail would otherwise go unnoticed.
+  std::string SanitizerReports(int i) const;
+  // Stops every running member (SIGCONT, SIGTERM; SIGKILL after timeout_ms)
+  // and returns the sanitizer reports of all members, "" if there are none.
+  std::string StopAllAndCollectSanitizerReports(int timeout_ms = 20000);
   // A summary for failure messages: state and tail of output and logs of
   // every member.
   std::string Describe(size_t tail_bytes = 3000) const;
