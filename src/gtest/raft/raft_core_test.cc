@@ -456,16 +456,14 @@ TEST(RaftMessageTest, CheckPeerMessageRefusesMalformedAppends) {
   EXPECT_NE(CheckPeerMessage(VoteResponseMessage(2, 1, &vote_resp)), "");
 }
 
-// A leader that receives an AppendEntries of its own term (from a faulty
-// member: there is one leader per term) refuses it but still answers: the
-// service keeps the RPC, and its reply callback, until the core replies. It
-// used to return without a reply (and to LOG(DFATAL), a crash in debug builds).
-TEST(RaftCoreTest, LeaderAnswersAnAppendOfItsOwnTerm) {
+// Member 1 of a fresh 3-member cluster, elected leader by member 2's vote,
+// with its first Ready (the no-op append) handled.
+Raft ElectMember1() {
   Config c = ThreeNodeConfig(1);
   c.pre_vote = false;
   Raft r(c, HardState{}, {});
   for (int i = 0; i < 3 * c.election_ticks && r.role() != Role::kCandidate; ++i) r.Tick();
-  ASSERT_EQ(r.role(), Role::kCandidate);
+  EXPECT_EQ(r.role(), Role::kCandidate);
   Message grant;
   grant.type = MessageType::kVoteResp;
   grant.from = 2;
@@ -474,8 +472,17 @@ TEST(RaftCoreTest, LeaderAnswersAnAppendOfItsOwnTerm) {
   grant.vote_resp.set_from(2);
   grant.vote_resp.set_granted(true);
   r.Step(grant);
-  ASSERT_EQ(r.role(), Role::kLeader);
   while (r.HasReady()) r.Advance(r.GetReady());
+  return r;
+}
+
+// A leader that receives an AppendEntries of its own term (from a faulty
+// member: there is one leader per term) refuses it but still answers: the
+// service keeps the RPC, and its reply callback, until the core replies. It
+// used to return without a reply (and to LOG(DFATAL), a crash in debug builds).
+TEST(RaftCoreTest, LeaderAnswersAnAppendOfItsOwnTerm) {
+  Raft r = ElectMember1();
+  ASSERT_EQ(r.role(), Role::kLeader);
   Message m = AppendWithEntries(r.term(), 0, 0, {});
   m.from = 3;
   m.append.set_leader_id(3);
@@ -492,20 +499,8 @@ TEST(RaftCoreTest, LeaderAnswersAnAppendOfItsOwnTerm) {
 // index wrapped to 0: the next probe read the entry before the log's start
 // (out of bounds; found by the fuzzer as a UBSan pointer overflow).
 TEST(RaftCoreTest, LeaderIgnoresAMatchIndexBeyondItsLog) {
-  Config c = ThreeNodeConfig(1);
-  c.pre_vote = false;
-  Raft r(c, HardState{}, {});
-  for (int i = 0; i < 3 * c.election_ticks && r.role() != Role::kCandidate; ++i) r.Tick();
-  ASSERT_EQ(r.role(), Role::kCandidate);
-  Message grant;
-  grant.type = MessageType::kVoteResp;
-  grant.from = 2;
-  grant.to = 1;
-  grant.vote_resp.set_term(r.term());
-  grant.vote_resp.set_granted(true);
-  r.Step(grant);
+  Raft r = ElectMember1();
   ASSERT_EQ(r.role(), Role::kLeader);
-  while (r.HasReady()) r.Advance(r.GetReady());
   auto reply = [&](uint64_t match) {
     AppendEntriesResponse resp;
     resp.set_term(r.term());
