@@ -11,6 +11,9 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kAppendResp: return "AppendResp";
     case MessageType::kVote: return "Vote";
     case MessageType::kVoteResp: return "VoteResp";
+    case MessageType::kSnapshot: return "Snapshot";
+    case MessageType::kSnapshotResp: return "SnapshotResp";
+    case MessageType::kTimeoutNow: return "TimeoutNow";
   }
   return "?";
 }
@@ -21,6 +24,9 @@ uint64_t Message::Term() const {
     case MessageType::kAppendResp: return append_resp.term();
     case MessageType::kVote: return vote.term();
     case MessageType::kVoteResp: return vote_resp.term();
+    case MessageType::kSnapshot: return snapshot.term();
+    case MessageType::kSnapshotResp: return snapshot_resp.term();
+    case MessageType::kTimeoutNow: return timeout_now.term();
   }
   return 0;
 }
@@ -49,6 +55,16 @@ std::string Message::DebugString() const {
     case MessageType::kVoteResp:
       out << (vote_resp.pre_vote() ? " pre" : "") << (vote_resp.granted() ? " granted" : " denied");
       break;
+    case MessageType::kSnapshot:
+      out << " snap=" << snapshot.last_index() << "/" << snapshot.last_term()
+          << " members=" << snapshot.config().members_size();
+      break;
+    case MessageType::kSnapshotResp:
+      out << (snapshot_resp.success() ? " ok match=" : " refused") << snapshot_resp.match_index()
+          << " last=" << snapshot_resp.last_log_index();
+      break;
+    case MessageType::kTimeoutNow:
+      break;
   }
   return out.str();
 }
@@ -68,6 +84,38 @@ Message VoteRequestMessage(RequestVoteRequest* req) {
   m.from = req->candidate_id();
   m.to = req->to();
   m.vote.Swap(req);
+  return m;
+}
+
+Message SnapshotRequestMessage(const InstallSnapshotRequest& req) {
+  Message m;
+  m.type = MessageType::kSnapshot;
+  m.from = req.leader_id();
+  m.to = req.to();
+  m.snapshot.set_term(req.term());
+  m.snapshot.set_leader_id(req.leader_id());
+  m.snapshot.set_last_index(req.last_index());
+  m.snapshot.set_last_term(req.last_term());
+  *m.snapshot.mutable_config() = req.config();
+  m.snapshot.set_to(req.to());
+  return m;
+}
+
+Message TimeoutNowMessage(const TimeoutNowRequest& req) {
+  Message m;
+  m.type = MessageType::kTimeoutNow;
+  m.from = req.leader_id();
+  m.to = req.to();
+  m.timeout_now = req;
+  return m;
+}
+
+Message SnapshotResponseMessage(uint64_t peer, uint64_t self, const InstallSnapshotResponse& resp) {
+  Message m;
+  m.type = MessageType::kSnapshotResp;
+  m.from = peer;
+  m.to = self;
+  m.snapshot_resp = resp;
   return m;
 }
 
@@ -96,6 +144,14 @@ std::string CheckPeerMessage(const Message& m) {
     if (m.vote.last_log_term() > term) {
       return "last_log_term " + std::to_string(m.vote.last_log_term()) + " is above the term " +
              std::to_string(term);
+    }
+    return "";
+  }
+  if (m.type == MessageType::kSnapshot) {
+    if (m.snapshot.last_term() > term || m.snapshot.last_index() == 0 ||
+        m.snapshot.last_term() == 0) {
+      return "snapshot " + std::to_string(m.snapshot.last_index()) + "/" +
+             std::to_string(m.snapshot.last_term()) + " is invalid in term " + std::to_string(term);
     }
     return "";
   }

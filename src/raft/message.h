@@ -16,6 +16,18 @@ enum class MessageType {
   kAppendResp,    // AppendEntriesResponse
   kVote,          // RequestVoteRequest (PreVote when vote.pre_vote())
   kVoteResp,      // RequestVoteResponse
+  // InstallSnapshotRequest with the metadata only (term, leader_id,
+  // last_index, last_term, config, to). From a leader's core: "send your
+  // snapshot file snap-<last_index>-<last_term> to `to`"; the service streams
+  // the file and delivers the follower's answer as kSnapshotResp (or calls
+  // ReportUnreachable on failure). Into a follower's core: the service has
+  // received, verified and installed that file in its SnapshotStore; the core
+  // answers with exactly one kSnapshotResp (after the Ready that restores it).
+  kSnapshot,
+  kSnapshotResp,  // InstallSnapshotResponse
+  // TimeoutNowRequest: one-way. The service acknowledges the RPC itself; the
+  // core produces no response.
+  kTimeoutNow,
 };
 
 const char* MessageTypeName(MessageType type);
@@ -34,9 +46,13 @@ struct Message {
   AppendEntriesResponse append_resp;
   RequestVoteRequest vote;
   RequestVoteResponse vote_resp;
+  InstallSnapshotRequest snapshot;
+  InstallSnapshotResponse snapshot_resp;
+  TimeoutNowRequest timeout_now;
 
   bool IsResponse() const {
-    return type == MessageType::kAppendResp || type == MessageType::kVoteResp;
+    return type == MessageType::kAppendResp || type == MessageType::kVoteResp ||
+           type == MessageType::kSnapshotResp;
   }
   uint64_t Term() const;
   std::string DebugString() const;
@@ -49,10 +65,14 @@ struct Message {
 // swapped into the Message (no copy of the entries).
 Message AppendRequestMessage(AppendEntriesRequest* req);
 Message VoteRequestMessage(RequestVoteRequest* req);
+// The metadata of a fully received snapshot (data/offset/done ignored).
+Message SnapshotRequestMessage(const InstallSnapshotRequest& req);
+Message TimeoutNowMessage(const TimeoutNowRequest& req);
 // The reply to a call this member (`self`) made to `peer`: the sender is the
 // member called, whatever the reply's own `from` field says.
 Message AppendResponseMessage(uint64_t peer, uint64_t self, AppendEntriesResponse* resp);
 Message VoteResponseMessage(uint64_t peer, uint64_t self, RequestVoteResponse* resp);
+Message SnapshotResponseMessage(uint64_t peer, uint64_t self, const InstallSnapshotResponse& resp);
 
 // Terms above this are refused from peers: the core increments terms, and a
 // term near 2^64 would wrap around to 0.

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "leader/progress.h"
+#include "raft/membership.h"
 #include "raft/message.h"
 #include "raftkv.pb.h"
 #include "storage/hard_state.h"
@@ -39,7 +40,13 @@ const char* RoleName(Role role);
 
 struct Config {
   uint64_t id = 0;                 // this member's id (> 0)
-  std::vector<uint64_t> voters;    // every voting member, including id
+  // The bootstrap configuration: in effect at log index 0, until the first
+  // ENTRY_CONFIG in the log (or a snapshot's configuration) replaces it. If
+  // `bootstrap` has no members, `voters` (addresses empty) is used. A member
+  // that is not in it (a joining server) starts without a vote and waits for
+  // a leader to replicate a configuration that includes it.
+  MembershipConfig bootstrap;
+  std::vector<uint64_t> voters;
   // Election timeout is drawn uniformly from [election_ticks, 2*election_ticks).
   int election_ticks = 10;
   int heartbeat_ticks = 1;
@@ -52,6 +59,9 @@ struct Config {
   size_t max_append_entries = 4096;
   size_t max_append_bytes = 1 << 20;
   uint64_t seed = 1;  // for the randomized election timeout
+  // A learner is promoted only when its match index is within this many
+  // entries of the leader's last index.
+  uint64_t promote_max_lag = 1000;
   // Cluster time: a leader stamps every entry it creates with
   // Entry.cluster_time_ms = (its last entry's time when elected) + tick_ms *
   // (ticks since). 0 leaves every entry at time 0.
@@ -65,7 +75,26 @@ struct ReadState {
   uint64_t index = 0;
 };
 
+// A snapshot the core is based on: the log holds entries after `index`.
+struct SnapshotRef {
+  uint64_t index = 0;
+  uint64_t term = 0;
+  MembershipConfig config;  // configuration at `index`
+};
+
 struct Ready {
+  // Follower: a snapshot from the leader replaces this member's state. The
+  // file snap-<index>-<term> is already installed in the snapshot store (the
+  // service did that before stepping the kSnapshot message). Before anything
+  // else in this Ready, the caller restores its state machine from that file
+  // and resets its LogStore to hold nothing up to snapshot->index (entries
+  // start at index + 1), durably.
+  std::optional<SnapshotRef> snapshot;
+  // Set when the configuration in effect changed (an ENTRY_CONFIG appended or
+  // truncated away, or a snapshot installed): the service updates the peer
+  // addresses it dials. Never removes addresses the messages of this Ready
+  // still need.
+  std::optional<MembershipConfig> config;
   // Set when term or vote changed since the last Ready: persist it before
   // sending any message in `messages`.
   std::optional<HardState> hard_state;
@@ -81,7 +110,7 @@ struct Ready {
   std::vector<uint64_t> failed_reads;
 
   bool empty() const {
-    return !hard_state && entries.empty() && messages.empty() && committed.empty() &&
+    return !snapshot && !config && !hard_state && entries.empty() && messages.empty() && committed.empty() &&
            reads.empty() && failed_reads.empty();
   }
 };
@@ -93,9 +122,12 @@ struct Ready {
 bool MessagesBeforePersist(const Message& m);
 
 struct ProposeResult {
-  bool accepted = false;  // false: not leader
+  bool accepted = false;  // false: not leader, or `error` says why
   uint64_t index = 0;
   uint64_t term = 0;
+  // When refused although leader (leadership transfer in progress, invalid
+  // or concurrent membership change): why. Empty when not leader.
+  std::string error;
 };
 
 class Raft {
@@ -103,6 +135,12 @@ class Raft {
   // `hard_state` and `log` are what storage recovered (log: every entry from
   // index 1, contiguous).
   Raft(const Config& config, const HardState& hard_state, std::vector<Entry> log);
+  // Restart from a snapshot: the state machine was restored to `base` (its
+  // index is committed and applied), `log` holds the entries from
+  // base.index + 1 on (contiguous; may be empty). base.index == 0 is the
+  // constructor above.
+  Raft(const Config& config, const HardState& hard_state, const SnapshotRef& base,
+       std::vector<Entry> log);
 
   // Advances logical time by one tick: election timeouts and heartbeats.
   void Tick();
@@ -110,8 +148,29 @@ class Raft {
   // exactly one response message with the request's rpc_id, whatever the
   // terms involved, unless it is not addressed to this member.
   void Step(const Message& m);
-  // Leader only: appends a COMMAND entry with `data`.
+  // Leader only: appends a COMMAND entry with `data`. Refused (with `error`)
+  // while a leadership transfer is in progress.
   ProposeResult Propose(std::string data);
+  // Leader only: appends an ENTRY_CONFIG with the configuration `change`
+  // produces. Refused (accepted false, `error` set) while an earlier
+  // configuration entry is uncommitted, before an entry of this term is
+  // committed, during a leadership transfer, when the change is invalid, and
+  // for kPromote when the learner's match index is more than
+  // Config::promote_max_lag behind the last index. A leader that removes
+  // itself keeps leading (without counting itself) until the entry commits,
+  // then steps down (after sending TimeoutNow to the most up-to-date voter).
+  ProposeResult ProposeMembershipChange(const MembershipChange& change);
+  // Leader only: leadership transfer (Raft thesis 3.10). Stops accepting
+  // proposals, brings `target` up to date, then sends it kTimeoutNow. Given
+  // up after an election timeout (proposals are accepted again). Returns ""
+  // when started, otherwise why not (not leader, target not a voter or self).
+  std::string TransferLeadership(uint64_t target);
+  // The state machine has a durable snapshot covering the log up to `index`
+  // (<= the last index handed out in Ready::committed): entries up to it are
+  // dropped from memory, and followers that need them get the snapshot
+  // (kSnapshot messages name snap-<index>-<term>). Returns false (nothing
+  // done) if index is not above the current snapshot or not yet applied.
+  bool Compact(uint64_t index);
   // Leader only: registers a linearizable read with caller-chosen `id`. It
   // appears in Ready::reads once a majority has confirmed this node is still
   // leader after the call. Returns false when not leader.
@@ -133,14 +192,29 @@ class Raft {
   uint64_t vote() const { return vote_; }
   uint64_t leader_id() const { return leader_id_; }
   uint64_t commit_index() const { return commit_; }
-  uint64_t last_index() const { return log_.size(); }
-  uint64_t last_term() const { return log_.empty() ? 0 : log_.back().term(); }
+  uint64_t last_index() const { return snapshot_.index + log_.size(); }
+  uint64_t last_term() const { return log_.empty() ? snapshot_.term : log_.back().term(); }
   uint64_t durable_index() const { return durable_index_; }
-  const std::vector<uint64_t>& voters() const { return config_.voters; }
-  // Term of the entry at `index` (0 for index 0 or beyond the log).
+  // The snapshot the in-memory log starts after (index 0: none).
+  const SnapshotRef& snapshot() const { return snapshot_; }
+  uint64_t first_index() const { return snapshot_.index + 1; }
+  // The configuration in effect (the latest in the log, committed or not)
+  // and the index of its entry (0: bootstrap, or the snapshot's index when
+  // it came from the snapshot).
+  const MembershipConfig& membership() const;
+  uint64_t membership_index() const;
+  // The configuration in effect at `index` (snapshot().index <= index <=
+  // last_index()).
+  MembershipConfig MembershipAt(uint64_t index) const;
+  std::vector<uint64_t> voters() const { return VoterIds(membership()); }
+  bool IsVoter(uint64_t id) const;
+  // Leader only: the target of a leadership transfer in progress (0: none).
+  uint64_t transfer_target() const { return transfer_target_; }
+  // Term of the entry at `index` (0 for index 0 or beyond the log; the
+  // snapshot's term at snapshot().index; 0 below it: compacted).
   uint64_t TermAt(uint64_t index) const;
-  // The entry at index (1 <= index <= last_index()).
-  const Entry& EntryAt(uint64_t index) const { return log_[index - 1]; }
+  // The entry at index (first_index() <= index <= last_index()).
+  const Entry& EntryAt(uint64_t index) const { return log_[index - first_index()]; }
   // Leader only: replication progress of `peer` (nullptr otherwise).
   const Progress* ProgressOf(uint64_t peer) const;
 
@@ -158,8 +232,7 @@ class Raft {
   // and last index (no read_round, no conflict hints).
   void RejectAppend(const Message& m);
   void ResetElectionTimer();
-  bool IsVoter(uint64_t id) const;
-  size_t Quorum() const { return config_.voters.size() / 2 + 1; }
+  size_t Quorum() const { return voters().size() / 2 + 1; }
   bool LogUpToDate(uint64_t last_index, uint64_t last_term) const;
   void AppendToLog(std::vector<Entry> entries);  // may truncate a suffix
   void FailPendingReads();

@@ -35,6 +35,7 @@
 #include "storage/hard_state.h"
 #include "storage/kv_state_machine.h"
 #include "storage/log_store.h"
+#include "storage/snapshot_store.h"
 
 namespace raftkv {
 
@@ -51,6 +52,21 @@ struct NodeOptions {
   size_t max_append_entries = 4096;
   size_t max_append_bytes = 1 << 20;
   SegmentedLogOptions log;
+  // A member not listed in `cluster` (a new server being added): it starts
+  // without a vote, at `self_address`, and waits for the leader to replicate
+  // a configuration. Without `join`, an id missing from `cluster` is an error.
+  bool join = false;
+  std::string self_address;
+  // Automatic snapshots: taken when this many entries were applied since the
+  // last snapshot (0: never by count), or when the log files hold more than
+  // snapshot_log_bytes (0: never by size). raftkvctl snapshot takes one on
+  // demand either way.
+  uint64_t snapshot_entries = 100000;
+  uint64_t snapshot_log_bytes = 512ull << 20;
+  // Snapshot files kept (>= 2: the previous one is the fallback when the
+  // newest is damaged; the log is kept back to the oldest kept snapshot).
+  size_t snapshots_kept = 2;
+  uint64_t promote_max_lag = 1000;
 };
 
 // The result of a client call handled by the node.
@@ -71,6 +87,14 @@ struct Outcome {
 };
 using OutcomeCallback = std::function<void(Outcome)>;
 
+struct MemberInfo {
+  uint64_t id = 0;
+  std::string address;
+  bool voter = false;
+  uint64_t match_index = 0;  // leader only
+  std::string state;         // leader only: "self", "probe", "replicate", "snapshot"
+};
+
 struct NodeStatus {
   uint64_t id = 0;
   std::string address;
@@ -84,6 +108,21 @@ struct NodeStatus {
   uint64_t durable_index = 0;
   std::vector<uint64_t> voters;
   size_t sessions = 0;
+  // Configuration in effect (members in id order), its entry's index (0:
+  // bootstrap) and whether that is committed.
+  std::vector<MemberInfo> members;
+  uint64_t config_index = 0;
+  bool config_committed = false;
+  uint64_t snapshot_index = 0;  // newest snapshot (0: none)
+  uint64_t snapshot_term = 0;
+  uint64_t first_log_index = 1;  // in memory
+};
+
+struct SnapshotInfo {
+  uint64_t last_index = 0;
+  uint64_t last_term = 0;
+  uint64_t bytes = 0;
+  std::string path;
 };
 
 // How the node sends messages to peers (implemented over gRPC by PeerClient).
@@ -91,6 +130,10 @@ class PeerSender {
  public:
   virtual ~PeerSender() = default;
   virtual void Send(raft::Message m) = 0;
+  // The configuration in effect changed: dial members at these addresses
+  // (members not in it are no longer needed). Called before any message of
+  // the Ready that carried the change is sent.
+  virtual void UpdateMembers(const MembershipConfig& config) { (void)config; }
 };
 
 class RaftNode {
@@ -121,6 +164,32 @@ class RaftNode {
   void StepRequest(raft::Message request, ReplyCallback reply);
   void StepResponse(const raft::Message& response);
   void ReportUnreachable(uint64_t peer);
+
+  // Takes a snapshot now (any role), unless one is being taken: then `done`
+  // gets that one's result. Runs `done` from a background thread.
+  void TakeSnapshot(std::function<void(Status, SnapshotInfo)> done);
+  // Leader only: a single-server membership change. `done`: OK with the
+  // configuration entry's index once it is committed; FAILED_PRECONDITION /
+  // UNAVAILABLE when not leader (as Propose); FAILED_PRECONDITION with the
+  // core's reason when refused (invalid, another change pending, learner
+  // not caught up); DEADLINE_EXCEEDED at `deadline`.
+  void ChangeMembership(const raft::MembershipChange& change, Clock::time_point deadline,
+                        OutcomeCallback done);
+  // Leader only: transfers leadership to `target`. `done`: OK (leader_id =
+  // target) once this node learns that `target` leads a newer term;
+  // FAILED_PRECONDITION when refused or given up; DEADLINE_EXCEEDED.
+  void TransferLeadership(uint64_t target, Clock::time_point deadline, OutcomeCallback done);
+
+  // InstallSnapshot, follower side: receives a file into the snapshot store
+  // (the service then steps the metadata with StepRequest()).
+  Status BeginReceiveSnapshot(uint64_t last_index, uint64_t last_term,
+                              std::unique_ptr<SnapshotReceiver>* out);
+  // InstallSnapshot, leader side: opens snap-<last_index>-<last_term> for
+  // streaming (NotFound if it was pruned: the core will ask again).
+  Status OpenSnapshotSource(uint64_t last_index, uint64_t last_term,
+                            std::unique_ptr<SnapshotFileSource>* out);
+  // Address of `id` in the configuration in effect, or "" if not a member.
+  std::string AddressOf(uint64_t id) const;
 
   NodeStatus GetStatus() const;
   const KvStateMachine& state_machine() const { return state_machine_; }

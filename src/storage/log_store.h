@@ -25,6 +25,11 @@ namespace raftkv {
 // What Open() found on disk.
 struct LogRecovery {
   std::vector<Entry> entries;  // every valid entry, in index order
+  // Index the log starts at: entries.front().index() when there are entries;
+  // for an empty log the index its next entry will have (1 for a new log, or
+  // what Reset() set), so a compacted-then-emptied log is not mistaken for a
+  // new one.
+  uint64_t first_index = 1;
   // True if a torn or corrupt record at the tail of the last segment was cut
   // off. `detail` then says which file, at which offset, and why.
   bool truncated_tail = false;
@@ -47,8 +52,23 @@ class LogStore {
   // last one: group commit.
   virtual Status Sync() = 0;
 
-  // Index of the last entry stored (0 when empty).
+  // Index of the last entry stored (FirstIndex() - 1 when empty).
   virtual uint64_t LastIndex() const = 0;
+
+  // Compaction. Removes whole stored units (segment files) whose entries all
+  // have index <= `index`; entries above it are kept, and so may some at or
+  // below it (those sharing a segment with later entries). Durable when it
+  // returns OK (directory synced). Never removes the segment being written.
+  virtual Status CompactPrefix(uint64_t index) = 0;
+  // Removes every entry and restarts the log empty, with its next entry at
+  // `next_index` (>= 1) -- installing a snapshot that the log does not
+  // match. Durable when it returns OK: after a crash Open() reports
+  // first_index == next_index (or the entries appended since).
+  virtual Status Reset(uint64_t next_index) = 0;
+  // Index of the first entry kept (LastIndex() + 1 when empty).
+  virtual uint64_t FirstIndex() const = 0;
+  // Bytes in the stored entries' files.
+  virtual uint64_t SizeBytes() const = 0;
 };
 
 struct SegmentedLogOptions {
@@ -72,6 +92,10 @@ class SegmentedLog : public LogStore {
   Status Append(const std::vector<Entry>& entries) override;
   Status Sync() override;
   uint64_t LastIndex() const override;
+  Status CompactPrefix(uint64_t index) override;
+  Status Reset(uint64_t next_index) override;
+  uint64_t FirstIndex() const override;
+  uint64_t SizeBytes() const override;
 
   // Number of segment files (for tests and status).
   size_t SegmentCount() const;
@@ -88,10 +112,15 @@ class MemoryLogStore : public LogStore {
   Status Append(const std::vector<Entry>& entries) override;
   Status Sync() override { return Status::OK(); }
   uint64_t LastIndex() const override;
+  Status CompactPrefix(uint64_t index) override;
+  Status Reset(uint64_t next_index) override;
+  uint64_t FirstIndex() const override { return first_index_; }
+  uint64_t SizeBytes() const override;
   const std::vector<Entry>& entries() const { return entries_; }
 
  private:
   std::vector<Entry> entries_;
+  uint64_t first_index_ = 1;
 };
 
 }  // namespace raftkv

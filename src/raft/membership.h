@@ -1,0 +1,54 @@
+// Cluster configurations (MembershipConfig) and single-server changes.
+//
+// raftkv changes membership one server at a time (Raft thesis 4.1-4.3): any
+// two configurations that differ by one voter have overlapping majorities, so
+// a configuration can take effect as soon as it is appended to a member's log
+// (no joint consensus). The leader refuses a change while a previous one is
+// uncommitted or before it has committed an entry of its own term (the fix
+// for the single-server-change bug described by Ongaro in 2015). New servers
+// join as learners (non-voting; they receive the log and snapshots but are
+// not counted for commit, votes or CheckQuorum) and are promoted to voters
+// by a second change once caught up.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "raftkv.pb.h"
+
+namespace raftkv::raft {
+
+enum class ChangeType { kAddLearner, kPromote, kRemove };
+const char* ChangeTypeName(ChangeType type);
+
+struct MembershipChange {
+  ChangeType type = ChangeType::kAddLearner;
+  uint64_t id = 0;
+  std::string address;  // kAddLearner only
+};
+
+// Builds a configuration of voters `ids` (addresses empty), for tests and
+// for a bootstrap given as a plain list.
+MembershipConfig VotersConfig(const std::vector<uint64_t>& ids);
+
+std::vector<uint64_t> VoterIds(const MembershipConfig& config);
+std::vector<uint64_t> LearnerIds(const MembershipConfig& config);
+// nullptr when `id` is not a member.
+const MemberConfig* FindMember(const MembershipConfig& config, uint64_t id);
+
+// "" if well formed (ids positive, unique, increasing); otherwise what is
+// wrong. An empty configuration is well formed (a joining node before it
+// learns the cluster's).
+std::string CheckMembership(const MembershipConfig& config);
+
+// Applies `change` to `current`. On success returns "" and fills *next
+// (members kept in id order); otherwise returns why the change is invalid
+// (adding an existing id, promoting a voter or a non-member, removing a
+// non-member or the last voter, an empty or missing address).
+std::string ApplyChange(const MembershipConfig& current, const MembershipChange& change,
+                        MembershipConfig* next);
+
+std::string DescribeMembership(const MembershipConfig& config);  // "1v,2v,3v,4l"
+
+}  // namespace raftkv::raft
