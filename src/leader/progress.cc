@@ -8,6 +8,7 @@ bool Progress::IsPaused() const {
   switch (state_) {
     case State::kProbe: return probe_sent_;
     case State::kReplicate: return inflight_.size() >= max_inflight_;
+    case State::kSnapshot: return true;
   }
   return false;
 }
@@ -64,9 +65,33 @@ bool Progress::CheckStalled(int limit) {
 
 void Progress::BecomeProbe() {
   stalled_intervals_ = 0;
+  pending_snapshot_ = 0;
   state_ = State::kProbe;
   probe_sent_ = false;
   inflight_.clear();
+}
+
+void Progress::BecomeSnapshot(uint64_t snapshot_index) {
+  stalled_intervals_ = 0;
+  state_ = State::kSnapshot;
+  pending_snapshot_ = snapshot_index;
+  probe_sent_ = false;
+  inflight_.clear();
+}
+
+void Progress::OnSnapshotInstalled(uint64_t match) {
+  match_ = std::max(match_, match);
+  next_ = match_ + 1;
+  BecomeProbe();
+}
+
+const char* ProgressStateName(Progress::State state) {
+  switch (state) {
+    case Progress::State::kProbe: return "probe";
+    case Progress::State::kReplicate: return "replicate";
+    case Progress::State::kSnapshot: return "snapshot";
+  }
+  return "?";
 }
 
 void Progress::BecomeReplicate() {

@@ -5,6 +5,9 @@
 // heartbeat) before sending another. kReplicate: the logs are known to match
 // up to `match`; the leader streams entries optimistically from `next`,
 // keeping at most max_inflight AppendEntries outstanding (pipelining).
+// kSnapshot: the entries the follower needs were compacted away; the service
+// is streaming it the leader's snapshot (pending_snapshot) and nothing else
+// is sent until that ends (kSnapshotResp, or the transfer fails).
 #pragma once
 
 #include <cstddef>
@@ -15,7 +18,7 @@ namespace raftkv::raft {
 
 class Progress {
  public:
-  enum class State { kProbe, kReplicate };
+  enum class State { kProbe, kReplicate, kSnapshot };
 
   Progress() = default;
   Progress(uint64_t next, size_t max_inflight) : next_(next), max_inflight_(max_inflight) {}
@@ -51,6 +54,12 @@ class Progress {
   void ResumeProbe() { probe_sent_ = false; }
   void BecomeProbe();
   void BecomeReplicate();
+  void BecomeSnapshot(uint64_t snapshot_index);
+  // kSnapshot: the index of the snapshot being sent.
+  uint64_t pending_snapshot() const { return pending_snapshot_; }
+  // The follower now holds everything up to `match` (its snapshot
+  // installed): probe from match + 1.
+  void OnSnapshotInstalled(uint64_t match);
   size_t inflight() const { return inflight_.size(); }
   // Called once per heartbeat interval. Returns true when messages have been
   // in flight for `limit` intervals without the match advancing: one was
@@ -67,6 +76,9 @@ class Progress {
   bool recent_active_ = false;
   std::deque<uint64_t> inflight_;  // kReplicate: last index of each message in flight
   int stalled_intervals_ = 0;      // heartbeat intervals with inflight_ stuck
+  uint64_t pending_snapshot_ = 0;  // kSnapshot
 };
+
+const char* ProgressStateName(Progress::State state);
 
 }  // namespace raftkv::raft

@@ -1,5 +1,7 @@
 #include "raft/message.h"
 
+#include "raft/membership.h"
+
 #include <limits>
 #include <sstream>
 
@@ -98,6 +100,7 @@ Message SnapshotRequestMessage(const InstallSnapshotRequest& req) {
   m.snapshot.set_last_term(req.last_term());
   *m.snapshot.mutable_config() = req.config();
   m.snapshot.set_to(req.to());
+  m.snapshot.set_cluster_time_ms(req.cluster_time_ms());
   return m;
 }
 
@@ -153,6 +156,8 @@ std::string CheckPeerMessage(const Message& m) {
       return "snapshot " + std::to_string(m.snapshot.last_index()) + "/" +
              std::to_string(m.snapshot.last_term()) + " is invalid in term " + std::to_string(term);
     }
+    const std::string bad = CheckMembership(m.snapshot.config());
+    if (!bad.empty()) return "snapshot configuration: " + bad;
     return "";
   }
   if (m.type != MessageType::kAppend) return "";

@@ -80,6 +80,7 @@ struct SnapshotRef {
   uint64_t index = 0;
   uint64_t term = 0;
   MembershipConfig config;  // configuration at `index`
+  uint64_t cluster_time_ms = 0;  // Entry::cluster_time_ms of entry `index`
 };
 
 struct Ready {
@@ -236,6 +237,13 @@ class Raft {
   bool LogUpToDate(uint64_t last_index, uint64_t last_term) const;
   void AppendToLog(std::vector<Entry> entries);  // may truncate a suffix
   void FailPendingReads();
+  // Records the ENTRY_CONFIG entries of `entries` (just appended) in configs_.
+  void TrackConfigs(const std::vector<Entry>& entries, size_t from);
+  // The configuration in effect changed: tell the service, and as leader
+  // start or stop replicating to members.
+  void OnMembershipChanged();
+  void HandleTimeoutNow(const Message& m);
+  void RejectSnapshot(const Message& m);
 
   // ---- leader role (leader/leader.cc) ----
   void LeaderTick();
@@ -244,12 +252,19 @@ class Raft {
   // Sends entries to `peer` if flow control allows; returns true if sent.
   bool MaybeSendAppend(uint64_t peer, bool allow_empty);
   void SendHeartbeat(uint64_t peer);
+  void SendSnapshot(uint64_t peer);
+  void HandleSnapshotResponse(const Message& m);
+  void MaybeSendTimeoutNow();
+  void SendTimeoutNow(uint64_t peer);
+  // A leader no longer in the configuration steps down once that commits.
+  void MaybeStepDownRemoved();
   void HandleAppendResponse(const Message& m);
   bool MaybeAdvanceCommit();
   void AdvanceReadRounds();
 
   // ---- follower role (follower/follower.cc) ----
   void HandleAppendEntries(const Message& m);
+  void HandleInstallSnapshot(const Message& m);
 
   Config config_;
   Role role_ = Role::kFollower;
@@ -258,8 +273,17 @@ class Raft {
   uint64_t leader_id_ = 0;
   HardState persisted_hard_state_;
 
-  // The whole log, entry i at log_[i - 1] (compaction will add an offset).
+  // The log after the snapshot: entry i at log_[i - snapshot_.index - 1].
+  // snapshot_.config is the configuration in effect at snapshot_.index (the
+  // bootstrap configuration when there is no snapshot).
+  SnapshotRef snapshot_;
   std::vector<Entry> log_;
+  // The ENTRY_CONFIG entries in log_, by index (ascending). The last one, or
+  // snapshot_.config when there is none, is the configuration in effect.
+  std::vector<std::pair<uint64_t, MembershipConfig>> configs_;
+  bool config_changed_ = false;  // report in the next Ready
+  // Follower: a snapshot accepted from the leader, for the next Ready.
+  std::optional<SnapshotRef> pending_snapshot_;
   uint64_t commit_ = 0;
   uint64_t applied_sent_ = 0;    // last index handed out in Ready::committed
   // Entries with index >= unstable_from_ have not been handed to storage yet.
@@ -276,9 +300,16 @@ class Raft {
   // ---- candidate state ----
   std::set<uint64_t> votes_granted_;
   std::set<uint64_t> votes_rejected_;
+  // This campaign was started by a TimeoutNow: its vote requests say so.
+  bool campaign_transfer_ = false;
 
   // ---- leader state ----
-  std::map<uint64_t, Progress> progress_;  // every voter except self
+  std::map<uint64_t, Progress> progress_;  // every member (voter or learner) except self
+  // Leadership transfer in progress (0: none), ticks since it started, and
+  // whether TimeoutNow went out.
+  uint64_t transfer_target_ = 0;
+  int transfer_elapsed_ = 0;
+  bool timeout_now_sent_ = false;
   // Cluster time stamped on this leader's entries (see Config::tick_ms).
   uint64_t leader_time_ms_ = 0;
   // Index of the no-op entry this leader appended when elected. Every entry
