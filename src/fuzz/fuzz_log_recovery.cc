@@ -8,7 +8,8 @@
 // mutated payloads reach the Entry parsing and index checks behind the CRC. The segments are
 // written as <first index>.seg files and the log is opened. Open must return
 // OK or a clean error; when it recovers, the recovered entries must be the
-// contiguous log 1..LastIndex(), a second Open must see exactly the same log
+// contiguous log first_index..LastIndex() (a log may start past 1: compaction
+// removes a prefix), a second Open must see exactly the same log
 // with nothing left to truncate, and appends (one extending the log, one
 // replacing its last entry) must work and survive a reopen.
 #include <cinttypes>
@@ -59,7 +60,8 @@ void ExpectSameLog(const std::vector<Entry>& got, const std::vector<Entry>& want
 }
 
 std::unique_ptr<SegmentedLog> Reopen(const std::string& dir, const SegmentedLogOptions& options,
-                                     const std::vector<Entry>& want, const char* when) {
+                                     uint64_t first_index, const std::vector<Entry>& want,
+                                     const char* when) {
   std::unique_ptr<SegmentedLog> log;
   LogRecovery recovery;
   Status s = SegmentedLog::Open(dir, options, &log, &recovery);
@@ -67,8 +69,11 @@ std::unique_ptr<SegmentedLog> Reopen(const std::string& dir, const SegmentedLogO
   FUZZ_ASSERT(!recovery.truncated_tail, "%s: reopen truncated again: %s", when,
               recovery.detail.c_str());
   ExpectSameLog(recovery.entries, want, when);
-  FUZZ_ASSERT(log->LastIndex() == want.size(), "%s: LastIndex %" PRIu64 ", expected %zu", when,
-              log->LastIndex(), want.size());
+  FUZZ_ASSERT(recovery.first_index == first_index, "%s: first index %" PRIu64 ", expected %" PRIu64,
+              when, recovery.first_index, first_index);
+  FUZZ_ASSERT(log->LastIndex() == first_index + want.size() - 1,
+              "%s: LastIndex %" PRIu64 ", expected %" PRIu64, when, log->LastIndex(),
+              first_index + want.size() - 1);
   return log;
 }
 
@@ -102,20 +107,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   std::vector<Entry> want = recovery.entries;
+  const uint64_t first = recovery.first_index;
+  FUZZ_ASSERT(first >= 1, "first index 0");
+  FUZZ_ASSERT(log->FirstIndex() == first, "FirstIndex %" PRIu64 ", recovery says %" PRIu64,
+              log->FirstIndex(), first);
   for (size_t i = 0; i < want.size(); ++i) {
-    FUZZ_ASSERT(want[i].index() == i + 1, "recovered entry %zu holds index %" PRIu64, i + 1,
+    FUZZ_ASSERT(want[i].index() == first + i, "recovered entry %zu holds index %" PRIu64, i + 1,
                 want[i].index());
   }
-  FUZZ_ASSERT(log->LastIndex() == want.size(), "LastIndex %" PRIu64 " after recovering %zu",
-              log->LastIndex(), want.size());
+  FUZZ_ASSERT(log->LastIndex() == first + want.size() - 1,
+              "LastIndex %" PRIu64 " after recovering %zu entries from %" PRIu64, log->LastIndex(),
+              want.size(), first);
   log.reset();
-  log = Reopen(dir, options, want, "after recovery");
+  log = Reopen(dir, options, first, want, "after recovery");
 
   // Extend the log by two entries, then replace the last one.
   std::vector<Entry> batch(2);
   for (size_t i = 0; i < batch.size(); ++i) {
     batch[i].set_term(want.empty() ? 1 : want.back().term());
-    batch[i].set_index(want.size() + 1 + i);
+    batch[i].set_index(first + want.size() + i);
     batch[i].set_type(ENTRY_COMMAND);
     batch[i].set_data(std::string(1 + i * 20, 'x'));
   }
@@ -131,6 +141,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   s = log->Sync();
   FUZZ_ASSERT(s.ok(), "sync: %s", s.ToString().c_str());
   log.reset();
-  Reopen(dir, options, want, "after appending");
+  Reopen(dir, options, first, want, "after appending");
   return 0;
 }

@@ -39,7 +39,9 @@ ApplyResult KvStateMachine::Apply(const Entry& entry) {
     } else {
       have_command = true;
     }
-  } else if (entry.type() != ENTRY_NOOP) {
+  } else if (entry.type() != ENTRY_NOOP && entry.type() != ENTRY_CONFIG) {
+    // ENTRY_CONFIG (a MembershipConfig) is the consensus layer's business:
+    // here it is a no-op like ENTRY_NOOP, and a successful one.
     // An entry type added by a newer version: every replica skips it alike.
     result.ok = false;
     result.error = "unknown entry type " + std::to_string(entry.type()) + " at index " +

@@ -69,8 +69,9 @@ class KvStateMachine {
   static constexpr size_t kMaxSavedResultsPerSession = 100000;
 
   // Applies one committed entry. entry.index must be AppliedIndex() + 1 (it
-  // is a programming error otherwise: CHECK). NOOP entries only advance the
-  // applied index and cluster time. A COMMAND whose data does not parse is
+  // is a programming error otherwise: CHECK). NOOP and CONFIG entries (the
+  // consensus layer reads the MembershipConfig in a CONFIG entry) only advance
+  // the applied index/term and cluster time, with ok = true. A COMMAND whose data does not parse is
   // applied as a no-op with ok = false (every replica does the same, so they
   // stay identical). A CAS writes its value iff (has_expected ? the key is
   // present and equal to expected : the key is absent); the decision depends

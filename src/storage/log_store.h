@@ -7,7 +7,24 @@
 //   crc32c  covers the 4 length bytes followed by the payload
 //   payload := serialized raftkv.Entry
 // Segments are contiguous: the first record of a segment holds the index in its
-// name, and each record's index is one more than the previous record's.
+// name, and each record's index is one more than the previous record's. The
+// log starts at the oldest segment's index (compaction removes a prefix); a
+// last segment that is empty records where the next entry goes, so an empty
+// log that starts past 1 is one empty file <next index>.seg.
+//
+// Compaction (CompactPrefix) removes whole segments, oldest first, syncing the
+// directory after each: a crash leaves the log starting at a later segment.
+//
+// Reset protocol (Reset(n)), crash-safe at every step:
+//   1. create the empty marker file <dir>/RESET-<20-digit n>; fsync the dir.
+//      This is the commit point: without the marker on disk the old log is
+//      intact; with it, Open() finishes the reset before reading anything.
+//   2. remove every segment file, oldest first (including an old <n>.seg);
+//      fsync the dir.
+//   3. create the empty <n>.seg; fsync the dir.
+//   4. remove the marker; fsync the dir. Reset() returns.
+// Open() finding one marker RESET-<n> redoes steps 2-4 (they are idempotent)
+// and then opens the empty log at n; more than one marker is Corruption.
 //
 // This class does no internal locking: one thread (the node's I/O loop) calls it.
 #pragma once
@@ -106,7 +123,10 @@ class SegmentedLog : public LogStore {
   std::unique_ptr<Impl> impl_;
 };
 
-// An in-memory LogStore for tests of the layers above storage.
+// An in-memory LogStore for tests of the layers above storage. Its stored unit
+// is one entry: CompactPrefix(i) removes exactly the entries <= min(i,
+// LastIndex()) (it may empty the store; LastIndex() stays), and SizeBytes() is
+// the entries' serialized size.
 class MemoryLogStore : public LogStore {
  public:
   Status Append(const std::vector<Entry>& entries) override;

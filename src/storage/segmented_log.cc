@@ -11,6 +11,15 @@
 //    leaves a prefix of the old log, never a log with a hole.
 //  * New records are only ever written past the end of the last segment, so a
 //    crash can damage nothing but the records after the last Sync().
+//  * Compaction removes segments oldest first and syncs the directory after
+//    each removal, so what a crash leaves is always a suffix of the old
+//    segments: still contiguous, just starting later. (Unsynced unlinks may
+//    reach the disk in any order; one sync per file is what guarantees the
+//    removed files form a prefix.)
+//  * Reset commits by making a RESET-<next index> marker durable before it
+//    removes anything; Open() finishes a reset whose marker it finds. So a
+//    crash leaves the old log (marker not yet durable) or, once the leftovers
+//    are cleaned up, the empty log -- never a partly deleted old log.
 #include "storage/log_store.h"
 
 #include <algorithm>
@@ -31,6 +40,8 @@ constexpr size_t kRecordHeaderSize = 8;
 constexpr size_t kIndexDigits = 20;
 constexpr char kSegmentSuffix[] = ".seg";
 constexpr size_t kSegmentSuffixLength = sizeof(kSegmentSuffix) - 1;
+constexpr char kResetMarkerPrefix[] = "RESET-";
+constexpr size_t kResetMarkerPrefixLength = sizeof(kResetMarkerPrefix) - 1;
 // Largest payload a record may hold (protobuf cannot parse more).
 constexpr uint32_t kMaxPayloadBytes = INT32_MAX;
 // Write buffers larger than this are released after use instead of being
@@ -56,20 +67,42 @@ std::string SegmentFileName(uint64_t first_index) {
   return buf;
 }
 
-// Parses "<20 digits>.seg"; false for any other name.
-bool ParseSegmentFileName(const std::string& name, uint64_t* first_index) {
-  if (name.size() != kIndexDigits + kSegmentSuffixLength) return false;
-  if (name.compare(kIndexDigits, kSegmentSuffixLength, kSegmentSuffix) != 0) return false;
+std::string ResetMarkerName(uint64_t next_index) {
+  char buf[kResetMarkerPrefixLength + kIndexDigits + 1];
+  std::snprintf(buf, sizeof(buf), "%s%020" PRIu64, kResetMarkerPrefix, next_index);
+  return buf;
+}
+
+// Parses the kIndexDigits decimal digits of `name` starting at `pos`.
+bool ParseIndexDigits(const std::string& name, size_t pos, uint64_t* index) {
   uint64_t value = 0;
-  for (size_t i = 0; i < kIndexDigits; ++i) {
+  for (size_t i = pos; i < pos + kIndexDigits; ++i) {
     const char c = name[i];
     if (c < '0' || c > '9') return false;
     const uint64_t digit = static_cast<uint64_t>(c - '0');
     if (value > (UINT64_MAX - digit) / 10) return false;  // overflow
     value = value * 10 + digit;
   }
-  *first_index = value;
+  *index = value;
   return true;
+}
+
+bool HasSuffix(const std::string& name, const char* suffix, size_t length) {
+  return name.size() > length && name.compare(name.size() - length, length, suffix) == 0;
+}
+
+// Parses "<20 digits>.seg"; false for any other name.
+bool ParseSegmentFileName(const std::string& name, uint64_t* first_index) {
+  if (name.size() != kIndexDigits + kSegmentSuffixLength) return false;
+  if (name.compare(kIndexDigits, kSegmentSuffixLength, kSegmentSuffix) != 0) return false;
+  return ParseIndexDigits(name, 0, first_index);
+}
+
+// Parses "RESET-<20 digits>"; false for any other name.
+bool ParseResetMarkerName(const std::string& name, uint64_t* next_index) {
+  if (name.size() != kResetMarkerPrefixLength + kIndexDigits) return false;
+  if (name.compare(0, kResetMarkerPrefixLength, kResetMarkerPrefix) != 0) return false;
+  return ParseIndexDigits(name, kResetMarkerPrefixLength, next_index);
 }
 
 bool AllZero(const std::string& bytes, size_t from) {
@@ -81,11 +114,20 @@ std::string At(const std::string& path, uint64_t offset) {
   return path + ": offset " + std::to_string(offset) + ": ";
 }
 
-// Checks the LogStore::Append() preconditions against a log whose last index
-// is `last_index`. `entries` must be non-empty.
-Status ValidateAppend(const std::vector<Entry>& entries, uint64_t last_index) {
+// Checks the LogStore::Append() preconditions against a log holding
+// [first_index, last_index] (last_index = first_index - 1 when empty).
+// `entries` must be non-empty.
+Status ValidateAppend(const std::vector<Entry>& entries, uint64_t first_index,
+                      uint64_t last_index) {
   const uint64_t first = entries.front().index();
   if (first == 0) return Status::InvalidArgument("append: entry index 0");
+  if (first < first_index) {
+    // Replacing entries that compaction or Reset() removed: the caller's view
+    // of the log is wrong, and there is nothing left to truncate them from.
+    return Status::InvalidArgument("append: first index " + std::to_string(first) +
+                                   " is below the log's first index " +
+                                   std::to_string(first_index));
+  }
   if (first > last_index + 1) {
     return Status::InvalidArgument("append: first index " + std::to_string(first) +
                                    " leaves a gap after last index " +
@@ -220,12 +262,15 @@ struct SegmentedLog::Impl {
   SegmentedLogOptions options;
 
   // The segment files in index order. Invariants: segments[0].first_index is
-  // 1; each later segment starts right after the last entry of the one
-  // before it; only the last may be empty.
+  // `first_index`; each later segment starts right after the last entry of
+  // the one before it; only the last may be empty.
   std::vector<Segment> segments;
 
-  // locations[i] is the record of the entry with index i + 1, so LastIndex()
-  // is locations.size().
+  // Index of the first entry kept; for an empty log, the index the next entry
+  // will have (1 for a log without segments).
+  uint64_t first_index = 1;
+
+  // locations[i] is the record of the entry with index first_index + i.
   std::vector<Location> locations;
 
   // Read-write handle on segments.back(); closed while there are no segments.
@@ -246,7 +291,7 @@ struct SegmentedLog::Impl {
   // Reused serialization buffer for Append().
   std::string buffer;
 
-  uint64_t LastIndex() const { return locations.size(); }
+  uint64_t LastIndex() const { return first_index + locations.size() - 1; }
 
   Status Fail(Status s) {
     LOG(ERROR) << "segmented log in " << dir << " failed: " << s.ToString();
@@ -272,10 +317,11 @@ struct SegmentedLog::Impl {
     return Status::OK();
   }
 
-  // Removes every entry with index >= `index` (1 <= index <= LastIndex()),
-  // durably.
+  // Removes every entry with index >= `index` (first_index <= index <=
+  // LastIndex()), durably. Cutting at first_index leaves segments[0] empty:
+  // the empty log keeps its first index.
   Status TruncateSuffix(uint64_t index) {
-    const Location cut = locations[index - 1];
+    const Location cut = locations[index - first_index];
     if (segments.size() > cut.segment + 1) {
       current.Close();
       for (size_t i = segments.size(); i-- > cut.segment + 1;) {
@@ -294,14 +340,14 @@ struct SegmentedLog::Impl {
     if (!s.ok()) return Fail(s);
     current_dirty = false;
     segments.back().size = cut.offset;
-    locations.resize(index - 1);
+    locations.resize(index - first_index);
     return Status::OK();
   }
 
   Status Append(const std::vector<Entry>& entries) {
     if (!failure.ok()) return failure;
     if (entries.empty()) return Status::OK();
-    Status s = ValidateAppend(entries, LastIndex());
+    Status s = ValidateAppend(entries, first_index, LastIndex());
     if (!s.ok()) return s;
     // Size every record before changing anything (this also caches each
     // entry's size for SerializeWithCachedSizesToArray below).
@@ -374,36 +420,174 @@ struct SegmentedLog::Impl {
     return Status::OK();
   }
 
+  Status CompactPrefix(uint64_t index) {
+    if (!failure.ok()) return failure;
+    // Segment i holds only entries <= index iff the next segment starts at or
+    // before index + 1. The last segment is never a candidate: it is the one
+    // being written, and keeping it keeps LastIndex() on disk.
+    size_t removable = 0;
+    while (removable + 1 < segments.size() &&
+           segments[removable + 1].first_index - 1 <= index) {
+      ++removable;
+    }
+    if (removable == 0) return Status::OK();
+    for (size_t i = 0; i < removable; ++i) {
+      // Oldest first, each removal durable before the next: a crash leaves a
+      // contiguous log that merely starts later (see the top of this file).
+      Status s = file::Remove(segments[i].path);
+      if (s.ok()) s = file::SyncDir(dir);
+      if (!s.ok()) return Fail(s);
+    }
+    // The syncs also made any segment created since the last Sync() durable.
+    dir_dirty = false;
+    const uint64_t new_first = segments[removable].first_index;
+    locations.erase(locations.begin(),
+                    locations.begin() + static_cast<std::ptrdiff_t>(new_first - first_index));
+    for (Location& location : locations) location.segment -= removable;
+    segments.erase(segments.begin(), segments.begin() + static_cast<std::ptrdiff_t>(removable));
+    first_index = new_first;
+    return Status::OK();
+  }
+
+  Status Reset(uint64_t next_index) {
+    if (!failure.ok()) return failure;
+    if (next_index == 0) return Status::InvalidArgument("reset: next index 0");
+    // The commit point: once the marker is durable, Open() completes the
+    // reset whatever else did or did not reach the disk. Its name carries
+    // everything; the file stays empty, so there is no content to tear.
+    const std::string marker = file::JoinPath(dir, ResetMarkerName(next_index));
+    file::File f;
+    Status s = file::File::Open(marker, file::OpenMode::kCreateTruncate, &f);
+    if (s.ok()) s = f.Close();
+    if (s.ok()) s = file::SyncDir(dir);
+    // From here on the files may not match the in-memory view (a marker that
+    // may or may not be on disk, segments half removed): any failure is
+    // final, and the restart's Open() decides.
+    if (!s.ok()) return Fail(s);
+    current.Close();
+    current_dirty = false;
+    segments.clear();
+    locations.clear();
+    s = FinishReset(marker, next_index);
+    if (!s.ok()) return Fail(s);
+    Segment segment{next_index, file::JoinPath(dir, SegmentFileName(next_index)), 0};
+    s = file::File::Open(segment.path, file::OpenMode::kReadWrite, &current);
+    if (!s.ok()) return Fail(s);
+    segments.push_back(std::move(segment));
+    first_index = next_index;
+    dir_dirty = false;
+    return Status::OK();
+  }
+
+  // The part of a reset after its marker `marker_path` is durable; Reset()
+  // and Open() (finding the marker of an interrupted one) both run it, and it
+  // may run again after a crash part way. Removes every segment file, creates
+  // the empty <next_index>.seg -- which is what records "empty, next entry
+  // at next_index" once the marker is gone -- and removes the marker last.
+  Status FinishReset(const std::string& marker_path, uint64_t next_index) {
+    std::vector<std::string> names;
+    Status s = file::ListFiles(dir, &names);
+    if (!s.ok()) return s;
+    std::vector<std::pair<uint64_t, std::string>> old;
+    for (const std::string& name : names) {
+      uint64_t index = 0;
+      if (ParseSegmentFileName(name, &index)) old.emplace_back(index, name);
+    }
+    // Oldest first, like compaction, though with the marker in place any
+    // order would do. <next_index>.seg is removed too if present: it may be
+    // an old segment of that name, holding entries that must go.
+    std::sort(old.begin(), old.end());
+    for (const auto& [index, name] : old) {
+      s = file::Remove(file::JoinPath(dir, name));
+      if (!s.ok()) return s;
+    }
+    if (!old.empty()) {
+      s = file::SyncDir(dir);
+      if (!s.ok()) return s;
+    }
+    file::File f;
+    s = file::File::Open(file::JoinPath(dir, SegmentFileName(next_index)),
+                         file::OpenMode::kCreateTruncate, &f);
+    if (s.ok()) s = f.Close();
+    // The empty segment must be on disk before the marker disappears, or a
+    // crash could leave no file at all: a new log starting at 1.
+    if (s.ok()) s = file::SyncDir(dir);
+    if (s.ok()) s = file::Remove(marker_path);
+    if (s.ok()) s = file::SyncDir(dir);
+    return s;
+  }
+
   // Reads every segment, fills `recovery` and the in-memory index, and cuts
-  // a torn tail off the last segment.
+  // a torn tail off the last segment. First completes a Reset() that a
+  // crash interrupted.
   Status Recover(LogRecovery* recovery) {
     std::vector<std::string> names;
     Status s = file::ListFiles(dir, &names);
     if (!s.ok()) return s;
+    std::vector<std::pair<uint64_t, std::string>> markers;
     for (const std::string& name : names) {
-      uint64_t first_index = 0;
-      if (ParseSegmentFileName(name, &first_index)) {
-        segments.push_back(Segment{first_index, file::JoinPath(dir, name), 0});
-      } else if (name.size() > kSegmentSuffixLength &&
-                 name.compare(name.size() - kSegmentSuffixLength, kSegmentSuffixLength,
-                              kSegmentSuffix) == 0) {
+      uint64_t next_index = 0;
+      if (ParseResetMarkerName(name, &next_index)) {
+        markers.emplace_back(next_index, file::JoinPath(dir, name));
+      } else if (name.compare(0, kResetMarkerPrefixLength, kResetMarkerPrefix) == 0) {
+        LOG(WARNING) << "ignoring " << file::JoinPath(dir, name)
+                     << ": not a reset marker name (RESET-<20-digit next index>)";
+      }
+    }
+    if (markers.size() > 1) {
+      // Reset() finishes (or fails the log) before another can start, and
+      // Open() finishes one before returning: two markers were not written
+      // by this code, and which reset came last is unknown.
+      std::sort(markers.begin(), markers.end());
+      return Status::Corruption(markers[0].second + ", " + markers[1].second +
+                                ": more than one reset marker; the log's intended state is "
+                                "ambiguous");
+    }
+    if (markers.size() == 1) {
+      const auto& [next_index, marker_path] = markers.front();
+      if (next_index == 0) {
+        return Status::Corruption(marker_path + ": reset marker with next index 0");
+      }
+      LOG(WARNING) << "log recovery: " << marker_path
+                   << ": finishing a reset interrupted by a crash (log empty, next index "
+                   << next_index << ")";
+      s = FinishReset(marker_path, next_index);
+      if (!s.ok()) return s;
+      names.clear();
+      s = file::ListFiles(dir, &names);
+      if (!s.ok()) return s;
+    }
+
+    for (const std::string& name : names) {
+      uint64_t segment_first = 0;
+      if (ParseSegmentFileName(name, &segment_first)) {
+        segments.push_back(Segment{segment_first, file::JoinPath(dir, name), 0});
+      } else if (HasSuffix(name, kSegmentSuffix, kSegmentSuffixLength)) {
         LOG(WARNING) << "ignoring " << file::JoinPath(dir, name)
                      << ": not a segment file name (<20-digit first index>.seg)";
       }
     }
     std::sort(segments.begin(), segments.end(),
               [](const Segment& a, const Segment& b) { return a.first_index < b.first_index; });
+    // The log starts wherever its oldest segment does: compaction and Reset()
+    // remove a prefix.
+    if (!segments.empty()) {
+      if (segments.front().first_index == 0) {
+        return Status::Corruption(At(segments.front().path, 0) +
+                                  "segment starts at index 0; log indexes start at 1");
+      }
+      first_index = segments.front().first_index;
+    }
 
     for (size_t i = 0; i < segments.size(); ++i) {
       Segment& segment = segments[i];
       const bool is_last = i + 1 == segments.size();
       const uint64_t expected = LastIndex() + 1;
       if (segment.first_index != expected) {
-        return Status::Corruption(
-            At(segment.path, 0) + "segment starts at index " +
-            std::to_string(segment.first_index) +
-            (i == 0 ? std::string(" but the log must start at index 1")
-                    : " but the previous segment ends at index " + std::to_string(expected - 1)));
+        return Status::Corruption(At(segment.path, 0) + "segment starts at index " +
+                                  std::to_string(segment.first_index) +
+                                  " but the previous segment ends at index " +
+                                  std::to_string(expected - 1));
       }
       file::File f;
       s = file::File::Open(segment.path,
@@ -436,8 +620,9 @@ struct SegmentedLog::Impl {
       }
       if (is_last) current = std::move(f);
     }
-    LOG(INFO) << "opened log in " << dir << ": " << segments.size() << " segment(s), last index "
-              << LastIndex();
+    recovery->first_index = first_index;
+    LOG(INFO) << "opened log in " << dir << ": " << segments.size() << " segment(s), first index "
+              << first_index << ", last index " << LastIndex();
     return Status::OK();
   }
 };
@@ -475,17 +660,54 @@ SegmentedLog::~SegmentedLog() = default;
 Status SegmentedLog::Append(const std::vector<Entry>& entries) { return impl_->Append(entries); }
 Status SegmentedLog::Sync() { return impl_->Sync(); }
 uint64_t SegmentedLog::LastIndex() const { return impl_->LastIndex(); }
+Status SegmentedLog::CompactPrefix(uint64_t index) { return impl_->CompactPrefix(index); }
+Status SegmentedLog::Reset(uint64_t next_index) { return impl_->Reset(next_index); }
+uint64_t SegmentedLog::FirstIndex() const { return impl_->first_index; }
 size_t SegmentedLog::SegmentCount() const { return impl_->segments.size(); }
+
+uint64_t SegmentedLog::SizeBytes() const {
+  uint64_t bytes = 0;
+  for (const Impl::Segment& segment : impl_->segments) bytes += segment.size;
+  return bytes;
+}
+
+// MemoryLogStore: entries_[i] holds index first_index_ + i. Its unit of
+// compaction is one entry, so CompactPrefix() removes exactly the entries
+// <= index (never past LastIndex(), which it keeps).
 
 Status MemoryLogStore::Append(const std::vector<Entry>& entries) {
   if (entries.empty()) return Status::OK();
-  Status s = ValidateAppend(entries, LastIndex());
+  Status s = ValidateAppend(entries, first_index_, LastIndex());
   if (!s.ok()) return s;
-  entries_.resize(entries.front().index() - 1);  // drop a conflicting suffix
+  entries_.resize(entries.front().index() - first_index_);  // drop a conflicting suffix
   entries_.insert(entries_.end(), entries.begin(), entries.end());
   return Status::OK();
 }
 
-uint64_t MemoryLogStore::LastIndex() const { return entries_.size(); }
+uint64_t MemoryLogStore::LastIndex() const { return first_index_ + entries_.size() - 1; }
+
+Status MemoryLogStore::CompactPrefix(uint64_t index) {
+  if (index < first_index_) return Status::OK();
+  const uint64_t last_removed = std::min(index, LastIndex());
+  const uint64_t count = last_removed + 1 - first_index_;
+  entries_.erase(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(count));
+  first_index_ = last_removed + 1;
+  return Status::OK();
+}
+
+Status MemoryLogStore::Reset(uint64_t next_index) {
+  if (next_index == 0) return Status::InvalidArgument("reset: next index 0");
+  entries_.clear();
+  first_index_ = next_index;
+  return Status::OK();
+}
+
+// The serialized size of the entries kept (what their records' payloads
+// would take on disk), recomputed on each call: this store is for tests.
+uint64_t MemoryLogStore::SizeBytes() const {
+  uint64_t bytes = 0;
+  for (const Entry& entry : entries_) bytes += entry.ByteSizeLong();
+  return bytes;
+}
 
 }  // namespace raftkv

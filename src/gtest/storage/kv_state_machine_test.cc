@@ -79,6 +79,53 @@ TEST(KvStateMachineTest, NoopAdvancesAppliedIndexOnly) {
   EXPECT_EQ(sm.Size(), 1u);
 }
 
+// Configuration entries belong to the consensus layer: applying one only
+// moves the applied index/term and cluster time, and succeeds.
+TEST(KvStateMachineTest, ConfigEntryIsASuccessfulNoop) {
+  KvStateMachine sm;
+  sm.Apply(CommandEntry(1, Command::PUT, "k", "v"));
+  MembershipConfig config;
+  config.add_members()->set_id(1);
+  config.add_members()->set_id(2);
+  Entry entry;
+  entry.set_term(3);
+  entry.set_index(2);
+  entry.set_type(ENTRY_CONFIG);
+  entry.set_cluster_time_ms(5000);
+  entry.set_data(config.SerializeAsString());
+  ApplyResult r = sm.Apply(entry);
+  EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_TRUE(r.error.empty()) << r.error;
+  EXPECT_EQ(r.index, 2u);
+  EXPECT_EQ(r.term, 3u);
+  EXPECT_EQ(sm.AppliedIndex(), 2u);
+  EXPECT_EQ(sm.AppliedTerm(), 3u);
+  EXPECT_EQ(sm.Size(), 1u);
+  EXPECT_EQ(sm.Get("k"), std::optional<std::string>("v"));
+
+  // Even data that is no MembershipConfig: the state machine does not read it.
+  entry.set_index(3);
+  entry.set_data("\xFF\xFF\xFF");
+  r = sm.Apply(entry);
+  EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(sm.AppliedIndex(), 3u);
+
+  // The cluster time it carries moves the state machine's clock: a session
+  // opened before it expires by it.
+  Command open;
+  open.set_op(Command::OPEN_SESSION);
+  open.set_session_timeout_ms(1000);
+  Entry open_entry = CommandEntry(4, Command::PUT, "x");
+  open_entry.set_data(open.SerializeAsString());
+  open_entry.set_cluster_time_ms(5000);
+  sm.Apply(open_entry);
+  EXPECT_EQ(sm.SessionCount(), 1u);
+  entry.set_index(5);
+  entry.set_cluster_time_ms(7000);
+  EXPECT_TRUE(sm.Apply(entry).ok);
+  EXPECT_EQ(sm.SessionCount(), 0u);
+}
+
 TEST(KvStateMachineTest, UndecodableCommandIsANoopWithError) {
   KvStateMachine sm;
   sm.Apply(CommandEntry(1, Command::PUT, "k", "v"));

@@ -383,9 +383,20 @@ TEST_F(SegmentedLogTest, HandWrittenSegmentsAreChecked) {
   WriteFileBytes(dir_.Join(SegmentName(1)), RecordsBytes(MakeEntries(1, 4)));
   ExpectOpenCorruption(dir_.Join(SegmentName(4)));
 
-  // A log that does not start at index 1.
+  // A log that starts past 1 (its prefix compacted away) is valid...
   fs::remove(dir_.Join(SegmentName(1)));
-  ExpectOpenCorruption(dir_.Join(SegmentName(4)));
+  Reopen();
+  ExpectSameEntries(recovery_.entries, MakeEntries(4, 2));
+  EXPECT_EQ(recovery_.first_index, 4u);
+  log_.reset();
+  // ...but not with a gap after its first segment...
+  WriteFileBytes(dir_.Join(SegmentName(7)), RecordsBytes(MakeEntries(7, 1)));
+  ExpectOpenCorruption(dir_.Join(SegmentName(7)));
+  fs::remove(dir_.Join(SegmentName(7)));
+  // ...nor starting at index 0.
+  WriteFileBytes(dir_.Join(SegmentName(0)), "");
+  ExpectOpenCorruption(dir_.Join(SegmentName(0)));
+  fs::remove(dir_.Join(SegmentName(0)));
 
   // A segment whose first record does not match its name.
   fs::remove(dir_.Join(SegmentName(4)));
@@ -531,6 +542,513 @@ TEST_F(SegmentedLogTest, ZeroFilledTailIsTornTail) {
   log_.reset();
   WriteFileBytes(path, bytes + std::string(100, '\0') + "x");
   ExpectOpenCorruption(path);
+}
+
+// ---- Logs starting past 1, compaction, reset ----
+
+std::string ResetMarkerName(uint64_t next_index) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "RESET-%020llu", static_cast<unsigned long long>(next_index));
+  return buf;
+}
+
+// First indexes of the segment files in `dir`, ascending.
+std::vector<uint64_t> SegmentFirstIndexes(const std::string& dir) {
+  std::vector<uint64_t> firsts;
+  for (const std::string& path : SegmentPaths(dir)) {
+    firsts.push_back(std::stoull(fs::path(path).filename().string().substr(0, 20)));
+  }
+  return firsts;
+}
+
+// Names of every file in `dir`, sorted.
+std::vector<std::string> FileNames(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+uint64_t SegmentBytesOnDisk(const std::string& dir) {
+  uint64_t bytes = 0;
+  for (const std::string& path : SegmentPaths(dir)) bytes += fs::file_size(path);
+  return bytes;
+}
+
+TEST_F(SegmentedLogTest, NewLogStartsAtOne) {
+  Reopen();
+  EXPECT_EQ(recovery_.first_index, 1u);
+  EXPECT_EQ(log_->FirstIndex(), 1u);
+  EXPECT_EQ(log_->LastIndex(), 0u);
+  EXPECT_EQ(log_->SizeBytes(), 0u);
+  AppendAndSync(MakeEntries(1, 7));
+  EXPECT_EQ(log_->SizeBytes(), RecordsBytes(MakeEntries(1, 7)).size());
+  Reopen();
+  EXPECT_EQ(recovery_.first_index, 1u);
+  EXPECT_EQ(log_->FirstIndex(), 1u);
+  EXPECT_EQ(log_->SizeBytes(), SegmentBytesOnDisk(dir_.path()));
+}
+
+TEST_F(SegmentedLogTest, OpenLogStartingPastOne) {
+  // As compaction leaves it: segments starting at 1000.
+  WriteFileBytes(dir_.Join(SegmentName(1000)), RecordsBytes(MakeEntries(1000, 5)));
+  WriteFileBytes(dir_.Join(SegmentName(1005)), RecordsBytes(MakeEntries(1005, 5)));
+  Reopen();
+  EXPECT_EQ(recovery_.first_index, 1000u);
+  EXPECT_FALSE(recovery_.truncated_tail);
+  ExpectSameEntries(recovery_.entries, MakeEntries(1000, 10));
+  EXPECT_EQ(log_->FirstIndex(), 1000u);
+  EXPECT_EQ(log_->LastIndex(), 1009u);
+  EXPECT_EQ(log_->SizeBytes(), SegmentBytesOnDisk(dir_.path()));
+
+  // Appends continue it; nothing below the first index can be replaced.
+  AppendAndSync(MakeEntries(1010, 3));
+  Status s = log_->Append(MakeEntries(999, 2, 2));
+  EXPECT_FALSE(s.ok());
+  EXPECT_FALSE(s.IsCorruption());
+  EXPECT_NE(s.message().find("below the log's first index 1000"), std::string::npos)
+      << s.ToString();
+  EXPECT_FALSE(log_->Append(MakeEntries(1014, 1)).ok());  // a gap
+  // Replacing a suffix that starts in the second segment.
+  AppendAndSync(MakeEntries(1007, 2, 2));
+  Reopen();
+  std::vector<Entry> expected = MakeEntries(1000, 7);
+  for (const Entry& e : MakeEntries(1007, 2, 2)) expected.push_back(e);
+  ExpectSameEntries(recovery_.entries, expected);
+  EXPECT_EQ(recovery_.first_index, 1000u);
+
+  // Replacing everything, from the first index on, keeps the first index.
+  AppendAndSync(MakeEntries(1000, 1, 3));
+  EXPECT_EQ(log_->SegmentCount(), 1u);
+  Reopen();
+  ExpectSameEntries(recovery_.entries, MakeEntries(1000, 1, 3));
+  EXPECT_EQ(SegmentFirstIndexes(dir_.path()), std::vector<uint64_t>{1000});
+}
+
+TEST_F(SegmentedLogTest, EmptySegmentAloneIsAnEmptyLogStartingAtItsName) {
+  WriteFileBytes(dir_.Join(SegmentName(42)), "");
+  Reopen();
+  EXPECT_EQ(recovery_.first_index, 42u);
+  EXPECT_TRUE(recovery_.entries.empty());
+  EXPECT_EQ(log_->FirstIndex(), 42u);
+  EXPECT_EQ(log_->LastIndex(), 41u);
+  EXPECT_FALSE(log_->Append(MakeEntries(1, 1)).ok());
+  EXPECT_FALSE(log_->Append(MakeEntries(43, 1)).ok());
+  AppendAndSync(MakeEntries(42, 3));
+  Reopen();
+  ExpectSameEntries(recovery_.entries, MakeEntries(42, 3));
+  EXPECT_EQ(log_->SegmentCount(), 1u);
+
+  // A torn first record leaves it empty, still at 42.
+  log_.reset();
+  WriteFileBytes(dir_.Join(SegmentName(42)), RecordBytes(MakeEntry(42, 1)).substr(0, 5));
+  Reopen();
+  EXPECT_TRUE(recovery_.truncated_tail);
+  EXPECT_EQ(recovery_.first_index, 42u);
+  EXPECT_EQ(log_->LastIndex(), 41u);
+}
+
+// Checks that `dir` holds exactly the empty log whose next entry is `next`:
+// opens it, then appends and reopens.
+void ExpectEmptyLogAt(const std::string& dir, const SegmentedLogOptions& options,
+                      uint64_t next) {
+  std::unique_ptr<SegmentedLog> log;
+  LogRecovery recovery;
+  Status s = SegmentedLog::Open(dir, options, &log, &recovery);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(recovery.first_index, next);
+  EXPECT_TRUE(recovery.entries.empty());
+  EXPECT_FALSE(recovery.truncated_tail);
+  EXPECT_EQ(log->FirstIndex(), next);
+  EXPECT_EQ(log->LastIndex(), next - 1);
+  EXPECT_EQ(log->SizeBytes(), 0u);
+  // Only the empty segment is left: no marker, no old segment.
+  EXPECT_EQ(FileNames(dir), std::vector<std::string>{SegmentName(next)});
+  EXPECT_EQ(fs::file_size(fs::path(dir) / SegmentName(next)), 0u);
+
+  ASSERT_TRUE(log->Append(MakeEntries(next, 3, 7)).ok());
+  ASSERT_TRUE(log->Sync().ok());
+  log.reset();
+  recovery = LogRecovery{};
+  s = SegmentedLog::Open(dir, options, &log, &recovery);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(recovery.first_index, next);
+  ExpectSameEntries(recovery.entries, MakeEntries(next, 3, 7));
+}
+
+// Fills the log with entries 1..count in batches of 5 (count a multiple of 5).
+void FillLog(SegmentedLog* log, uint64_t count) {
+  for (uint64_t i = 1; i <= count; i += 5) {
+    ASSERT_TRUE(log->Append(MakeEntries(i, 5)).ok());
+    ASSERT_TRUE(log->Sync().ok());
+  }
+}
+
+TEST_F(SegmentedLogTest, CompactPrefixRemovesOnlyWholeSegments) {
+  options_.max_segment_bytes = 200;
+  Reopen();
+  FillLog(log_.get(), 100);
+  const std::vector<uint64_t> firsts = SegmentFirstIndexes(dir_.path());
+  ASSERT_GT(firsts.size(), 8u);
+  ASSERT_EQ(firsts.front(), 1u);
+
+  // Below the first index, or inside the first segment: nothing to remove.
+  ASSERT_TRUE(log_->CompactPrefix(0).ok());
+  ASSERT_TRUE(log_->CompactPrefix(firsts[1] - 2).ok());
+  EXPECT_EQ(SegmentFirstIndexes(dir_.path()), firsts);
+  EXPECT_EQ(log_->FirstIndex(), 1u);
+
+  // An index inside segment 3: segments 0..2 go, segment 3 stays whole
+  // (entries firsts[3] .. index are kept too).
+  const uint64_t inside = firsts[3] + 1;
+  ASSERT_LT(inside, firsts[4] - 1);
+  ASSERT_TRUE(log_->CompactPrefix(inside).ok());
+  EXPECT_EQ(log_->FirstIndex(), firsts[3]);
+  EXPECT_EQ(log_->LastIndex(), 100u);
+  EXPECT_EQ(SegmentFirstIndexes(dir_.path()),
+            std::vector<uint64_t>(firsts.begin() + 3, firsts.end()));
+  EXPECT_EQ(log_->SegmentCount(), firsts.size() - 3);
+  EXPECT_EQ(log_->SizeBytes(), SegmentBytesOnDisk(dir_.path()));
+  Reopen();
+  EXPECT_EQ(recovery_.first_index, firsts[3]);
+  EXPECT_FALSE(recovery_.truncated_tail);
+  ExpectSameEntries(recovery_.entries, MakeEntries(firsts[3], 100 - firsts[3] + 1));
+
+  // Exactly the last index of segment 5: it goes too.
+  ASSERT_TRUE(log_->CompactPrefix(firsts[6] - 1).ok());
+  EXPECT_EQ(log_->FirstIndex(), firsts[6]);
+  EXPECT_EQ(SegmentFirstIndexes(dir_.path()),
+            std::vector<uint64_t>(firsts.begin() + 6, firsts.end()));
+
+  // Appending (and replacing a suffix) afterwards; reopen sees it all.
+  AppendAndSync(MakeEntries(101, 10));
+  AppendAndSync(MakeEntries(99, 3, 2));
+  EXPECT_EQ(log_->SizeBytes(), SegmentBytesOnDisk(dir_.path()));
+  Reopen();
+  std::vector<Entry> expected = MakeEntries(firsts[6], 98 - firsts[6] + 1);
+  for (const Entry& e : MakeEntries(99, 3, 2)) expected.push_back(e);
+  ExpectSameEntries(recovery_.entries, expected);
+  EXPECT_EQ(recovery_.first_index, firsts[6]);
+  EXPECT_EQ(log_->SizeBytes(), SegmentBytesOnDisk(dir_.path()));
+}
+
+// What a crash part way through CompactPrefix leaves: the oldest k segments
+// gone. Each such state opens as a contiguous log starting at segment k.
+TEST_F(SegmentedLogTest, CompactPrefixInterruptedLeavesAValidLog) {
+  options_.max_segment_bytes = 150;
+  Reopen();
+  FillLog(log_.get(), 60);
+  log_.reset();
+  const std::vector<std::string> paths = SegmentPaths(dir_.path());
+  const std::vector<uint64_t> firsts = SegmentFirstIndexes(dir_.path());
+  ASSERT_GT(paths.size(), 4u);
+  for (size_t k = 1; k < paths.size(); ++k) {
+    SCOPED_TRACE("oldest " + std::to_string(k) + " segment(s) removed");
+    fs::remove(paths[k - 1]);
+    Reopen();
+    EXPECT_EQ(recovery_.first_index, firsts[k]);
+    ExpectSameEntries(recovery_.entries, MakeEntries(firsts[k], 60 - firsts[k] + 1));
+    EXPECT_EQ(log_->FirstIndex(), firsts[k]);
+    EXPECT_EQ(log_->LastIndex(), 60u);
+    log_.reset();
+  }
+}
+
+TEST_F(SegmentedLogTest, CompactPrefixBeyondLastIndexKeepsActiveSegment) {
+  options_.max_segment_bytes = 200;
+  Reopen();
+  FillLog(log_.get(), 50);
+  const uint64_t last_first = SegmentFirstIndexes(dir_.path()).back();
+  ASSERT_GT(last_first, 1u);
+  ASSERT_TRUE(log_->CompactPrefix(50).ok());
+  EXPECT_EQ(SegmentFirstIndexes(dir_.path()), std::vector<uint64_t>{last_first});
+  ASSERT_TRUE(log_->CompactPrefix(UINT64_MAX).ok());
+  EXPECT_EQ(log_->SegmentCount(), 1u);
+  EXPECT_EQ(log_->FirstIndex(), last_first);
+  EXPECT_EQ(log_->LastIndex(), 50u);
+  Reopen();
+  EXPECT_EQ(recovery_.first_index, last_first);
+  ExpectSameEntries(recovery_.entries, MakeEntries(last_first, 50 - last_first + 1));
+  AppendAndSync(MakeEntries(51, 5));
+  Reopen();
+  ExpectSameEntries(recovery_.entries, MakeEntries(last_first, 55 - last_first + 1));
+
+  // A log whose active segment is empty (after a reset): compacting
+  // everything keeps that empty segment, so the log stays empty at the right
+  // index.
+  ASSERT_TRUE(log_->Reset(70).ok());
+  ASSERT_TRUE(log_->CompactPrefix(UINT64_MAX).ok());
+  EXPECT_EQ(log_->SegmentCount(), 1u);
+  EXPECT_EQ(log_->FirstIndex(), 70u);
+  EXPECT_EQ(log_->LastIndex(), 69u);
+  log_.reset();
+  ExpectEmptyLogAt(dir_.path(), options_, 70);
+
+  // A new, segment-less log: nothing to do.
+  TempDir empty;
+  std::unique_ptr<SegmentedLog> log;
+  ASSERT_TRUE(SegmentedLog::Open(empty.path(), options_, &log, nullptr).ok());
+  EXPECT_TRUE(log->CompactPrefix(10).ok());
+  EXPECT_EQ(log->FirstIndex(), 1u);
+  EXPECT_EQ(log->LastIndex(), 0u);
+}
+
+TEST_F(SegmentedLogTest, ResetThenReopen) {
+  options_.max_segment_bytes = 200;
+  Reopen();
+  FillLog(log_.get(), 100);
+  ASSERT_GT(log_->SegmentCount(), 3u);
+
+  ASSERT_TRUE(log_->Reset(500).ok());
+  EXPECT_EQ(log_->FirstIndex(), 500u);
+  EXPECT_EQ(log_->LastIndex(), 499u);
+  EXPECT_EQ(log_->SegmentCount(), 1u);
+  EXPECT_EQ(log_->SizeBytes(), 0u);
+  EXPECT_EQ(FileNames(dir_.path()), std::vector<std::string>{SegmentName(500)});
+  Reopen();
+  EXPECT_EQ(recovery_.first_index, 500u);
+  EXPECT_TRUE(recovery_.entries.empty());
+  EXPECT_EQ(log_->LastIndex(), 499u);
+
+  // Index 0 is refused and changes nothing.
+  Status s = log_->Reset(0);
+  EXPECT_FALSE(s.ok());
+  EXPECT_FALSE(s.IsCorruption());
+  EXPECT_EQ(log_->FirstIndex(), 500u);
+}
+
+TEST_F(SegmentedLogTest, ResetThenAppendThenReopen) {
+  options_.max_segment_bytes = 200;
+  Reopen();
+  FillLog(log_.get(), 60);
+  ASSERT_TRUE(log_->Reset(500).ok());
+  EXPECT_FALSE(log_->Append(MakeEntries(60, 1)).ok());   // below the first index
+  EXPECT_FALSE(log_->Append(MakeEntries(501, 1)).ok());  // a gap
+  // Without a reopen in between: the first append goes to index 500.
+  for (uint64_t i = 500; i < 540; i += 5) AppendAndSync(MakeEntries(i, 5, 2));
+  EXPECT_GT(log_->SegmentCount(), 1u);
+  EXPECT_EQ(log_->SizeBytes(), SegmentBytesOnDisk(dir_.path()));
+  Reopen();
+  EXPECT_EQ(recovery_.first_index, 500u);
+  ExpectSameEntries(recovery_.entries, MakeEntries(500, 40, 2));
+
+  // Compaction after a reset.
+  const std::vector<uint64_t> firsts = SegmentFirstIndexes(dir_.path());
+  ASSERT_TRUE(log_->CompactPrefix(firsts[1] - 1).ok());
+  Reopen();
+  EXPECT_EQ(recovery_.first_index, firsts[1]);
+  ExpectSameEntries(recovery_.entries, MakeEntries(firsts[1], 540 - firsts[1], 2));
+
+  // A second reset, backwards this time, onto an index below the old log.
+  ASSERT_TRUE(log_->Reset(20).ok());
+  log_.reset();
+  ExpectEmptyLogAt(dir_.path(), options_, 20);  // appends 20..22
+
+  // A reset onto the first index of an existing segment: that segment's old
+  // contents must not survive under the reused name.
+  Reopen();
+  for (uint64_t i = 23; i < 73; i += 5) AppendAndSync(MakeEntries(i, 5, 8));
+  const std::vector<uint64_t> now = SegmentFirstIndexes(dir_.path());
+  ASSERT_GT(now.size(), 2u);
+  ASSERT_TRUE(log_->Reset(now[1]).ok());
+  log_.reset();
+  ExpectEmptyLogAt(dir_.path(), options_, now[1]);
+
+  // A reset of an empty log, to the index it already has; and of a new log.
+  Reopen();
+  ASSERT_TRUE(log_->Reset(now[1] + 3).ok());  // not empty: 3 entries were appended
+  ASSERT_TRUE(log_->Reset(now[1] + 3).ok());
+  log_.reset();
+  ExpectEmptyLogAt(dir_.path(), options_, now[1] + 3);
+
+  TempDir fresh;
+  std::unique_ptr<SegmentedLog> log;
+  ASSERT_TRUE(SegmentedLog::Open(fresh.path(), options_, &log, nullptr).ok());
+  ASSERT_TRUE(log->Reset(1).ok());
+  log.reset();
+  ExpectEmptyLogAt(fresh.path(), options_, 1);
+}
+
+// Unsynced appends before a reset are dropped with everything else.
+TEST_F(SegmentedLogTest, ResetDropsUnsyncedAppends) {
+  options_.max_segment_bytes = 100;
+  Reopen();
+  FillLog(log_.get(), 20);
+  ASSERT_TRUE(log_->Append(MakeEntries(21, 30)).ok());  // starts a new segment, unsynced
+  ASSERT_TRUE(log_->Reset(7).ok());
+  log_.reset();
+  ExpectEmptyLogAt(dir_.path(), options_, 7);
+}
+
+// The on-disk states a crash during Reset(next) can leave, built by hand
+// following the protocol in log_store.h step by step. Each must open as the
+// old log untouched or as the empty log at `next` -- never as corruption or a
+// mixture.
+TEST(SegmentedLogResetCrashTest, EveryStepOpensAsOldOrNew) {
+  SegmentedLogOptions options;
+  options.max_segment_bytes = 150;
+  const uint64_t kCount = 60;
+
+  // The old log, written once; each state starts from a copy of it.
+  TempDir original;
+  {
+    std::unique_ptr<SegmentedLog> log;
+    ASSERT_TRUE(SegmentedLog::Open(original.path(), options, &log, nullptr).ok());
+    FillLog(log.get(), kCount);
+  }
+  const std::vector<uint64_t> firsts = SegmentFirstIndexes(original.path());
+  ASSERT_GT(firsts.size(), 4u);
+
+  // `next` below the log, equal to a segment's first index (name reused),
+  // inside a segment, right after the last entry, and far beyond it.
+  const std::vector<uint64_t> nexts = {1, firsts[2], firsts[2] + 1, kCount + 1, 100000};
+  for (uint64_t next : nexts) {
+    const std::string marker = ResetMarkerName(next);
+    const std::string new_segment = SegmentName(next);
+    auto copy_old = [&](const std::string& to) {
+      for (const auto& e : fs::directory_iterator(original.path())) {
+        fs::copy_file(e.path(), fs::path(to) / e.path().filename());
+      }
+    };
+    auto expect_old = [&](const std::string& dir) {
+      std::unique_ptr<SegmentedLog> log;
+      LogRecovery recovery;
+      Status s = SegmentedLog::Open(dir, options, &log, &recovery);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      EXPECT_EQ(recovery.first_index, 1u);
+      ExpectSameEntries(recovery.entries, MakeEntries(1, kCount));
+      EXPECT_EQ(SegmentFirstIndexes(dir), firsts);
+    };
+
+    // Step 0: the marker is not (durably) there: the old log, unchanged.
+    {
+      SCOPED_TRACE("next " + std::to_string(next) + ": before the marker");
+      TempDir dir;
+      copy_old(dir.path());
+      expect_old(dir.path());
+    }
+    // Step 1 done, then step 2 removing the oldest k segments (k = 0 ..
+    // all): Open finishes the reset.
+    for (size_t k = 0; k <= firsts.size(); ++k) {
+      SCOPED_TRACE("next " + std::to_string(next) + ": marker, " + std::to_string(k) +
+                   " old segment(s) removed");
+      TempDir dir;
+      copy_old(dir.path());
+      WriteFileBytes(dir.Join(marker), "");
+      for (size_t i = 0; i < k; ++i) fs::remove(dir.Join(SegmentName(firsts[i])));
+      ExpectEmptyLogAt(dir.path(), options, next);
+    }
+    // Step 3: the new empty segment exists, the marker too.
+    {
+      SCOPED_TRACE("next " + std::to_string(next) + ": marker and new segment");
+      TempDir dir;
+      WriteFileBytes(dir.Join(marker), "");
+      WriteFileBytes(dir.Join(new_segment), "");
+      ExpectEmptyLogAt(dir.path(), options, next);
+    }
+    // Not a state this protocol writes, but one a different order of steps
+    // (new segment first) would: marker + new segment + some old segments.
+    // Still finished, not read as a log with a gap.
+    {
+      SCOPED_TRACE("next " + std::to_string(next) + ": marker, new segment, later old ones");
+      TempDir dir;
+      copy_old(dir.path());
+      for (size_t i = 0; i < 2; ++i) fs::remove(dir.Join(SegmentName(firsts[i])));
+      WriteFileBytes(dir.Join(marker), "");
+      WriteFileBytes(dir.Join(new_segment), "");
+      ExpectEmptyLogAt(dir.path(), options, next);
+    }
+    // Step 4 done: only the new segment.
+    {
+      SCOPED_TRACE("next " + std::to_string(next) + ": finished");
+      TempDir dir;
+      WriteFileBytes(dir.Join(new_segment), "");
+      ExpectEmptyLogAt(dir.path(), options, next);
+    }
+    // The real Reset() ends in that same state.
+    {
+      SCOPED_TRACE("next " + std::to_string(next) + ": Reset()");
+      TempDir dir;
+      copy_old(dir.path());
+      std::unique_ptr<SegmentedLog> log;
+      ASSERT_TRUE(SegmentedLog::Open(dir.path(), options, &log, nullptr).ok());
+      ASSERT_TRUE(log->Reset(next).ok());
+      EXPECT_EQ(FileNames(dir.path()), std::vector<std::string>{new_segment});
+      log.reset();
+      ExpectEmptyLogAt(dir.path(), options, next);
+    }
+  }
+}
+
+TEST_F(SegmentedLogTest, TwoResetMarkersAreRefused) {
+  Reopen();
+  AppendAndSync(MakeEntries(1, 10));
+  log_.reset();
+  WriteFileBytes(dir_.Join(ResetMarkerName(5)), "");
+  WriteFileBytes(dir_.Join(ResetMarkerName(50)), "");
+  const std::vector<std::string> before = FileNames(dir_.path());
+  std::unique_ptr<SegmentedLog> log;
+  LogRecovery recovery;
+  Status s = SegmentedLog::Open(dir_.path(), options_, &log, &recovery);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find(dir_.Join(ResetMarkerName(5))), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(dir_.Join(ResetMarkerName(50))), std::string::npos) << s.message();
+  EXPECT_EQ(log, nullptr);
+  EXPECT_TRUE(recovery.entries.empty());
+  EXPECT_EQ(FileNames(dir_.path()), before) << "refusing must not change the directory";
+
+  // A file that only looks like a marker is ignored.
+  fs::remove(dir_.Join(ResetMarkerName(5)));
+  fs::remove(dir_.Join(ResetMarkerName(50)));
+  WriteFileBytes(dir_.Join("RESET-12"), "");
+  Reopen();
+  ExpectSameEntries(recovery_.entries, MakeEntries(1, 10));
+}
+
+TEST(MemoryLogStoreTest, CompactResetAndFirstIndex) {
+  MemoryLogStore store;
+  EXPECT_EQ(store.FirstIndex(), 1u);
+  EXPECT_EQ(store.LastIndex(), 0u);
+  EXPECT_EQ(store.SizeBytes(), 0u);
+  ASSERT_TRUE(store.Append(MakeEntries(1, 10)).ok());
+  uint64_t bytes = 0;
+  for (const Entry& e : MakeEntries(1, 10)) bytes += e.ByteSizeLong();
+  EXPECT_EQ(store.SizeBytes(), bytes);
+
+  ASSERT_TRUE(store.CompactPrefix(4).ok());
+  EXPECT_EQ(store.FirstIndex(), 5u);
+  EXPECT_EQ(store.LastIndex(), 10u);
+  ExpectSameEntries(store.entries(), MakeEntries(5, 6));
+  ASSERT_TRUE(store.CompactPrefix(2).ok());  // already gone
+  EXPECT_EQ(store.FirstIndex(), 5u);
+  EXPECT_FALSE(store.Append(MakeEntries(4, 2, 2)).ok());  // below the first index
+  ASSERT_TRUE(store.Append(MakeEntries(8, 2, 2)).ok());   // suffix replacement
+  std::vector<Entry> expected = MakeEntries(5, 3);
+  for (const Entry& e : MakeEntries(8, 2, 2)) expected.push_back(e);
+  ExpectSameEntries(store.entries(), expected);
+  EXPECT_EQ(store.LastIndex(), 9u);
+
+  // Compacting past the end empties it without moving LastIndex().
+  ASSERT_TRUE(store.CompactPrefix(100).ok());
+  EXPECT_TRUE(store.entries().empty());
+  EXPECT_EQ(store.FirstIndex(), 10u);
+  EXPECT_EQ(store.LastIndex(), 9u);
+  EXPECT_EQ(store.SizeBytes(), 0u);
+  ASSERT_TRUE(store.Append(MakeEntries(10, 2)).ok());
+
+  ASSERT_TRUE(store.Reset(500).ok());
+  EXPECT_EQ(store.FirstIndex(), 500u);
+  EXPECT_EQ(store.LastIndex(), 499u);
+  EXPECT_TRUE(store.entries().empty());
+  EXPECT_FALSE(store.Append(MakeEntries(499, 1)).ok());
+  EXPECT_FALSE(store.Append(MakeEntries(501, 1)).ok());
+  ASSERT_TRUE(store.Append(MakeEntries(500, 3)).ok());
+  ExpectSameEntries(store.entries(), MakeEntries(500, 3));
+  ASSERT_TRUE(store.Reset(3).ok());
+  EXPECT_EQ(store.FirstIndex(), 3u);
+  EXPECT_EQ(store.LastIndex(), 2u);
+  EXPECT_FALSE(store.Reset(0).ok());
+  EXPECT_EQ(store.FirstIndex(), 3u);
 }
 
 TEST(MemoryLogStoreTest, AppendTruncateAndReject) {
