@@ -576,5 +576,278 @@ TEST(RaftCoreTest, ClusterTimeAdvancesWithLeaderTicksAndSurvivesElections) {
   }
 }
 
+
+// ---- snapshots, membership, transfer (message level) ----
+
+// Member 1 restarted from a snapshot at 10/3 with entries 11..12 (term 3).
+Raft SnapshotFollower() {
+  SnapshotRef base;
+  base.index = 10;
+  base.term = 3;
+  base.config = VotersConfig({1, 2, 3});
+  HardState hs;
+  hs.term = 3;
+  Raft r(ThreeNodeConfig(1), hs, base, {MakeEntry(11, 3), MakeEntry(12, 3)});
+  while (r.HasReady()) r.Advance(r.GetReady());
+  return r;
+}
+
+TEST(RaftCoreTest, RestartFromSnapshotKnowsItsBase) {
+  Raft r = SnapshotFollower();
+  EXPECT_EQ(r.first_index(), 11u);
+  EXPECT_EQ(r.last_index(), 12u);
+  EXPECT_EQ(r.commit_index(), 10u);
+  EXPECT_EQ(r.TermAt(10), 3u);
+  EXPECT_EQ(r.TermAt(9), 0u);  // compacted
+  EXPECT_EQ(r.voters(), (std::vector<uint64_t>{1, 2, 3}));
+}
+
+// An AppendEntries starting inside the follower's snapshot is trimmed to it:
+// the covered entries are committed, so they match the leader's.
+TEST(RaftCoreTest, AppendStartingInsideTheSnapshotIsTrimmed) {
+  Raft r = SnapshotFollower();
+  std::vector<Entry> entries;
+  for (uint64_t i = 6; i <= 13; ++i) entries.push_back(MakeEntry(i, i <= 12 ? 3 : 4));
+  r.Step(Append2To1(7, 4, 5, 2, 13, entries));
+  Message resp = OnlyResponse(r, 7);
+  EXPECT_TRUE(resp.append_resp.success());
+  EXPECT_EQ(resp.append_resp.match_index(), 13u);
+  EXPECT_EQ(r.last_index(), 13u);
+  EXPECT_EQ(r.commit_index(), 13u);
+  // A heartbeat from far below (prev 0) is a success at the snapshot.
+  r.Step(Append2To1(8, 4, 0, 0, 0));
+  resp = OnlyResponse(r, 8);
+  EXPECT_TRUE(resp.append_resp.success());
+  EXPECT_GE(resp.append_resp.match_index(), 10u);
+}
+
+Message SnapshotFrom2(uint64_t rpc_id, uint64_t term, uint64_t index, uint64_t snap_term) {
+  InstallSnapshotRequest req;
+  req.set_term(term);
+  req.set_leader_id(2);
+  req.set_last_index(index);
+  req.set_last_term(snap_term);
+  req.set_to(1);
+  *req.mutable_config() = VotersConfig({1, 2, 3, 4});
+  Message m = SnapshotRequestMessage(req);
+  m.rpc_id = rpc_id;
+  return m;
+}
+
+TEST(RaftCoreTest, SnapshotThatTheLogMatchesKeepsTheLog) {
+  Raft r = SnapshotFollower();
+  r.Step(SnapshotFrom2(3, 3, 11, 3));
+  Ready rd;
+  Message resp = OnlyResponse(r, 3, &rd);
+  EXPECT_FALSE(rd.snapshot.has_value());
+  EXPECT_TRUE(resp.snapshot_resp.success());
+  EXPECT_EQ(resp.snapshot_resp.match_index(), 11u);
+  EXPECT_EQ(r.last_index(), 12u);
+  EXPECT_EQ(r.commit_index(), 11u);
+}
+
+TEST(RaftCoreTest, SnapshotTheLogDoesNotMatchReplacesIt) {
+  Raft r = SnapshotFollower();
+  r.Step(SnapshotFrom2(3, 5, 20, 5));
+  Ready rd;
+  Message resp = OnlyResponse(r, 3, &rd);
+  ASSERT_TRUE(rd.snapshot.has_value());
+  EXPECT_EQ(rd.snapshot->index, 20u);
+  EXPECT_EQ(rd.snapshot->term, 5u);
+  ASSERT_TRUE(rd.config.has_value());
+  EXPECT_EQ(DescribeMembership(*rd.config), "1v,2v,3v,4v");
+  EXPECT_TRUE(rd.committed.empty());  // nothing below the snapshot is applied
+  EXPECT_TRUE(resp.snapshot_resp.success());
+  EXPECT_EQ(resp.snapshot_resp.match_index(), 20u);
+  EXPECT_EQ(r.last_index(), 20u);
+  EXPECT_EQ(r.first_index(), 21u);
+  EXPECT_EQ(r.commit_index(), 20u);
+  // A stale-term snapshot is refused with the current term.
+  r.Step(SnapshotFrom2(4, 4, 30, 4));
+  resp = OnlyResponse(r, 4);
+  EXPECT_FALSE(resp.snapshot_resp.success());
+  EXPECT_EQ(resp.snapshot_resp.term(), 5u);
+}
+
+// Leader 1 with followers 2 (answers) and 3 (silent); `n` proposals
+// committed by 1+2 and applied, so the leader may compact.
+void CommitThrough2(Raft& r, int n) {
+  for (int i = 0; i < n; ++i) ASSERT_TRUE(r.Propose("v").accepted);
+  Ready rd = r.GetReady();
+  r.Advance(rd);
+  AppendEntriesResponse resp;
+  resp.set_term(r.term());
+  resp.set_success(true);
+  resp.set_match_index(r.last_index());
+  r.Step(AppendResponseMessage(2, 1, &resp));
+  while (r.HasReady()) r.Advance(r.GetReady());
+  ASSERT_EQ(r.commit_index(), r.last_index());
+}
+
+TEST(RaftCoreTest, LeaderSendsItsSnapshotWhenTheFollowerNeedsCompactedEntries) {
+  Raft r = ElectMember1();
+  CommitThrough2(r, 5);
+  ASSERT_TRUE(r.Compact(4));
+  EXPECT_FALSE(r.Compact(4));                  // not above the snapshot
+  EXPECT_FALSE(r.Compact(r.last_index() + 1));  // not applied
+  // Member 3 rejects a probe: it has nothing.
+  AppendEntriesResponse rej;
+  rej.set_term(r.term());
+  rej.set_success(false);
+  rej.set_rejected_index(r.ProgressOf(3)->next() - 1);
+  rej.set_conflict_index(1);
+  rej.set_last_log_index(0);
+  r.ReportUnreachable(3);
+  r.Step(AppendResponseMessage(3, 1, &rej));
+  bool sent = false;
+  for (int i = 0; i < 3 && !sent; ++i) {
+    r.Tick();
+    Ready rd = r.GetReady();
+    for (const Message& m : rd.messages) {
+      if (m.to == 3 && m.type == MessageType::kSnapshot) {
+        sent = true;
+        EXPECT_EQ(m.snapshot.last_index(), 4u);
+        EXPECT_EQ(m.snapshot.last_term(), r.TermAt(4));
+      }
+      // Never an AppendEntries needing a compacted term.
+      if (m.to == 3 && m.type == MessageType::kAppend) {
+        EXPECT_TRUE(m.append.prev_log_index() == 0 || m.append.prev_log_index() >= 4);
+      }
+    }
+    r.Advance(rd);
+  }
+  ASSERT_TRUE(sent);
+  EXPECT_EQ(r.ProgressOf(3)->state(), Progress::State::kSnapshot);
+  InstallSnapshotResponse ok;
+  ok.set_term(r.term());
+  ok.set_success(true);
+  ok.set_match_index(4);
+  r.Step(SnapshotResponseMessage(3, 1, ok));
+  EXPECT_EQ(r.ProgressOf(3)->match(), 4u);
+  EXPECT_NE(r.ProgressOf(3)->state(), Progress::State::kSnapshot);
+}
+
+TEST(RaftCoreTest, MembershipChangeRules) {
+  Raft r = ElectMember1();
+  // The no-op of this term is not committed yet.
+  ProposeResult p = r.ProposeMembershipChange({ChangeType::kAddLearner, 4, "h:4"});
+  EXPECT_FALSE(p.accepted);
+  EXPECT_NE(p.error.find("not committed an entry of its term"), std::string::npos) << p.error;
+  CommitThrough2(r, 1);
+  p = r.ProposeMembershipChange({ChangeType::kAddLearner, 4, "h:4"});
+  ASSERT_TRUE(p.accepted) << p.error;
+  EXPECT_EQ(DescribeMembership(r.membership()), "1v,2v,3v,4l");
+  EXPECT_NE(r.ProgressOf(4), nullptr);  // replicated to at once
+  // One change at a time.
+  p = r.ProposeMembershipChange({ChangeType::kRemove, 3, ""});
+  EXPECT_FALSE(p.accepted);
+  EXPECT_NE(p.error.find("not committed yet"), std::string::npos) << p.error;
+  CommitThrough2(r, 0);
+  // The learner is far behind: promotion refused.
+  Config c = ThreeNodeConfig(1);
+  for (uint64_t i = 0; i < c.promote_max_lag + 5; ++i) ASSERT_TRUE(r.Propose("v").accepted);
+  CommitThrough2(r, 0);
+  p = r.ProposeMembershipChange({ChangeType::kPromote, 4, ""});
+  EXPECT_FALSE(p.accepted);
+  EXPECT_NE(p.error.find("behind"), std::string::npos) << p.error;
+  // Invalid changes.
+  EXPECT_FALSE(r.ProposeMembershipChange({ChangeType::kAddLearner, 2, "h:9"}).accepted);
+  EXPECT_FALSE(r.ProposeMembershipChange({ChangeType::kPromote, 2, ""}).accepted);
+  EXPECT_FALSE(r.ProposeMembershipChange({ChangeType::kRemove, 9, ""}).accepted);
+}
+
+// A leader that removes itself counts only the remaining voters, and once
+// the change commits hands over (TimeoutNow) and steps down.
+TEST(RaftCoreTest, RemovedLeaderStepsDownAfterCommit) {
+  Raft r = ElectMember1();
+  CommitThrough2(r, 1);
+  ProposeResult p = r.ProposeMembershipChange({ChangeType::kRemove, 1, ""});
+  ASSERT_TRUE(p.accepted) << p.error;
+  EXPECT_FALSE(r.IsVoter(1));
+  Ready rd = r.GetReady();
+  r.Advance(rd);
+  // Member 2 alone is not a majority of {2, 3}.
+  AppendEntriesResponse resp;
+  resp.set_term(r.term());
+  resp.set_success(true);
+  resp.set_match_index(p.index);
+  AppendEntriesResponse resp3 = resp;  // AppendResponseMessage swaps it out
+  r.Step(AppendResponseMessage(2, 1, &resp));
+  EXPECT_EQ(r.role(), Role::kLeader);
+  EXPECT_LT(r.commit_index(), p.index);
+  r.Step(AppendResponseMessage(3, 1, &resp3));
+  EXPECT_GE(r.commit_index(), p.index);
+  EXPECT_EQ(r.role(), Role::kFollower);
+  rd = r.GetReady();
+  bool timeout_now = false;
+  for (const Message& m : rd.messages) timeout_now |= m.type == MessageType::kTimeoutNow;
+  EXPECT_TRUE(timeout_now);
+  // Not a voter: it never campaigns.
+  for (int i = 0; i < 100; ++i) r.Tick();
+  EXPECT_EQ(r.role(), Role::kFollower);
+}
+
+TEST(RaftCoreTest, TransferWaitsForTheTargetThenSendsTimeoutNow) {
+  Raft r = ElectMember1();
+  CommitThrough2(r, 2);
+  EXPECT_NE(r.TransferLeadership(1), "");
+  EXPECT_NE(r.TransferLeadership(9), "");
+  ASSERT_EQ(r.TransferLeadership(3), "");  // 3 is behind: no TimeoutNow yet
+  EXPECT_FALSE(r.Propose("x").accepted);
+  EXPECT_NE(r.Propose("x").error.find("transfer"), std::string::npos);
+  Ready rd = r.GetReady();
+  for (const Message& m : rd.messages) EXPECT_NE(m.type, MessageType::kTimeoutNow);
+  r.Advance(rd);
+  AppendEntriesResponse resp;
+  resp.set_term(r.term());
+  resp.set_success(true);
+  resp.set_match_index(r.last_index());
+  r.Step(AppendResponseMessage(3, 1, &resp));
+  rd = r.GetReady();
+  bool sent = false;
+  for (const Message& m : rd.messages) sent |= m.type == MessageType::kTimeoutNow && m.to == 3;
+  EXPECT_TRUE(sent);
+  // Given up after an election timeout: proposals accepted again.
+  for (int i = 0; i < 12; ++i) r.Tick();
+  EXPECT_EQ(r.transfer_target(), 0u);
+  EXPECT_TRUE(r.Propose("y").accepted);
+}
+
+// The target of TimeoutNow campaigns at once, and voters grant it despite
+// hearing from the leader (stickiness does not apply to transfers).
+TEST(RaftCoreTest, TimeoutNowStartsAnElectionVotersAccept) {
+  auto rp = MakeTermFiveCore();  // member 1, follower
+  Raft& r = *rp;
+  TimeoutNowRequest req;
+  req.set_term(5);
+  req.set_leader_id(2);
+  req.set_to(1);
+  r.Step(TimeoutNowMessage(req));
+  EXPECT_EQ(r.role(), Role::kCandidate);
+  EXPECT_EQ(r.term(), 6u);
+  Ready rd = r.GetReady();
+  int votes = 0;
+  for (const Message& m : rd.messages) {
+    if (m.type == MessageType::kVote) {
+      ++votes;
+      EXPECT_TRUE(m.vote.transfer());
+      EXPECT_FALSE(m.vote.pre_vote());
+    }
+  }
+  EXPECT_EQ(votes, 2);
+  // A voter in lease grants a transfer vote.
+  auto vp = MakeTermFiveCore();
+  Raft& v = *vp;
+  v.Step(Append2To1(1, 5, 3, 5, 3));
+  v.Advance(v.GetReady());
+  Message vote = VoteRequest(3, 6, 3, 5, false, 9);
+  v.Step(vote);
+  EXPECT_FALSE(OnlyResponse(v, 9).vote_resp.granted());  // stickiness
+  vote.vote.set_transfer(true);
+  vote.rpc_id = 10;
+  v.Step(vote);
+  EXPECT_TRUE(OnlyResponse(v, 10).vote_resp.granted());
+}
+
 }  // namespace
 }  // namespace raftkv::raft
