@@ -37,11 +37,51 @@ bool SameEntry(const Entry& a, const Entry& b) {
 
 std::string U(uint64_t v) { return std::to_string(v); }
 
+// FNV-1a over an entry, chained: the digest of a state machine is a function
+// of the whole sequence of entries it applied.
+uint64_t Mix(uint64_t h, uint64_t v) {
+  for (int i = 0; i < 8; ++i) {
+    h ^= (v >> (8 * i)) & 0xff;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+uint64_t DigestAfter(uint64_t digest, const Entry& e) {
+  uint64_t h = Mix(digest ^ 0xcbf29ce484222325ull, e.index());
+  h = Mix(h, e.term());
+  h = Mix(h, static_cast<uint64_t>(e.type()));
+  for (unsigned char ch : e.data()) {
+    h ^= ch;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
 }  // namespace
+
+std::string ConfigString(const MembershipConfig& config) { return DescribeMembership(config); }
+
+bool SameConfig(const MembershipConfig& a, const MembershipConfig& b) {
+  if (a.members_size() != b.members_size()) return false;
+  for (int i = 0; i < a.members_size(); ++i) {
+    const MemberConfig& x = a.members(i);
+    const MemberConfig& y = b.members(i);
+    if (x.id() != y.id() || x.voter() != y.voter() || x.address() != y.address()) return false;
+  }
+  return true;
+}
 
 std::string EntryString(const Entry& e) {
   std::string s = U(e.index()) + "/" + U(e.term());
-  s += e.type() == ENTRY_NOOP ? " noop" : " cmd '" + e.data().substr(0, 24) + "'";
+  if (e.type() == ENTRY_NOOP) {
+    s += " noop";
+  } else if (e.type() == ENTRY_CONFIG) {
+    MembershipConfig c;
+    s += " config[" + (c.ParseFromString(e.data()) ? ConfigString(c) : std::string("unparsable")) +
+         "]";
+  } else {
+    s += " cmd '" + e.data().substr(0, 24) + "'";
+  }
   return s;
 }
 
@@ -64,13 +104,22 @@ std::vector<uint64_t> TestSeeds(int default_count) {
 
 SimCluster::SimCluster(const SimOptions& options) : options_(options), rng_(options.seed) {
   QuietGlogOnce();
+  // RAFT_SIM_TRACE=<n>: keep the last n events for Report() (debugging).
+  if (const char* trace = std::getenv("RAFT_SIM_TRACE")) {
+    options_.trace_capacity = std::strtoull(trace, nullptr, 10);
+  }
   g_active = this;
   for (int i = 1; i <= options_.nodes; ++i) {
     const uint64_t id = static_cast<uint64_t>(i);
     ids_.push_back(id);
     nodes_[id].id = id;
     group_[id] = 0;
+    MemberConfig* m = bootstrap_.add_members();
+    m->set_id(id);
+    m->set_address(Address(id));
+    m->set_voter(true);
   }
+  for (uint64_t id : ids_) nodes_[id].bootstrap = bootstrap_;
   next_tick_at_ = static_cast<uint64_t>(options_.tick_interval);
   for (uint64_t id : ids_) StartCore(nodes_[id]);
   AfterStep();
@@ -97,11 +146,15 @@ const Raft* SimCluster::core(uint64_t node) const { return At(node).core.get(); 
 bool SimCluster::alive(uint64_t node) const { return At(node).core != nullptr; }
 bool SimCluster::crash_pending(uint64_t node) const { return At(node).crash_at.has_value(); }
 
+std::string SimCluster::Address(uint64_t id) { return "sim-" + U(id); }
+
 void SimCluster::StartCore(Node& n) {
   ++n.incarnation;
   Config config;
   config.id = n.id;
-  config.voters = ids_;
+  config.bootstrap = n.bootstrap;
+  config.voters = VoterIds(n.bootstrap);
+  config.promote_max_lag = options_.promote_max_lag;
   config.election_ticks = options_.election_ticks;
   config.heartbeat_ticks = options_.heartbeat_ticks;
   config.pre_vote = options_.pre_vote;
@@ -110,8 +163,24 @@ void SimCluster::StartCore(Node& n) {
   config.max_append_entries = options_.max_append_entries;
   config.max_append_bytes = options_.max_append_bytes;
   config.seed = options_.seed * 1000003ull + n.id * 7919ull + n.incarnation * 104729ull;
-  n.core = std::make_unique<Raft>(config, n.hs, n.log);
-  n.applied.clear();
+  if (n.log_first != n.base.index + 1) {
+    Violation("sim bug: node " + U(n.id) + " durable log starts at " + U(n.log_first) +
+              " but its base snapshot is at " + U(n.base.index));
+  }
+  if (n.base.index == 0) {
+    n.core = std::make_unique<Raft>(config, n.hs, n.log);
+    n.applied.clear();
+    n.digest = 0;
+  } else {
+    SnapshotRef base;
+    base.index = n.base.index;
+    base.term = n.base.term;
+    base.config = n.base.config;
+    n.core = std::make_unique<Raft>(config, n.hs, base, n.log);
+    n.applied = n.base.image->entries;
+    n.digest = n.base.image->digest;
+  }
+  n.config_reported = false;
   n.last_commit = 0;
   n.recorded_commit = 0;
   n.leader_seen_term = 0;
@@ -122,17 +191,343 @@ void SimCluster::StartCore(Node& n) {
   // A term that was never durable was never revealed to anyone either.
   n.max_term = n.hs.term;
   Trace("start node " + U(n.id) + " incarnation " + U(n.incarnation) + " hs=" + U(n.hs.term) + "/" +
-        U(n.hs.vote) + " log=" + U(n.log.size()));
+        U(n.hs.vote) + " snapshot=" + U(n.base.index) + "/" + U(n.base.term) + " log=" +
+        U(n.log_first) + ".." + U(DurableLast(n)));
   if (n.core->term() != n.hs.term || n.core->vote() != n.hs.vote) {
     Violation("node " + U(n.id) + " restarted with term/vote " + U(n.core->term()) + "/" +
               U(n.core->vote()) + " but the durable hard state is " + U(n.hs.term) + "/" +
               U(n.hs.vote));
   }
-  if (n.core->last_index() != n.log.size()) {
+  if (n.core->last_index() != DurableLast(n)) {
     Violation("node " + U(n.id) + " restarted with last_index " + U(n.core->last_index()) +
-              " but the durable log has " + U(n.log.size()) + " entries");
+              " but the durable log ends at " + U(DurableLast(n)));
+  }
+  if (n.core->snapshot().index != n.base.index || n.core->snapshot().term != n.base.term ||
+      n.core->commit_index() < n.base.index) {
+    Violation("node " + U(n.id) + " restarted from snapshot " + U(n.base.index) + "/" +
+              U(n.base.term) + " but its core has snapshot " + U(n.core->snapshot().index) + "/" +
+              U(n.core->snapshot().term) + " and commit " + U(n.core->commit_index()));
+  }
+  if (n.base.index > 0 && !SameConfig(n.core->MembershipAt(n.base.index), n.base.config)) {
+    Violation("node " + U(n.id) + " restarted from snapshot " + U(n.base.index) +
+              " with configuration " + ConfigString(n.base.config) + " but its core has " +
+              ConfigString(n.core->MembershipAt(n.base.index)) + " there");
   }
   ProcessReady(n);
+}
+
+// ---------------------------------------------------------------------------
+// Membership, transfer, snapshots
+// ---------------------------------------------------------------------------
+
+uint64_t SimCluster::AddNode() {
+  const uint64_t id = *std::max_element(ids_.begin(), ids_.end()) + 1;
+  ids_.push_back(id);
+  Node& n = nodes_[id];
+  n.id = id;
+  n.bootstrap = bootstrap_;
+  group_[id] = 0;
+  ++event_;
+  Trace("ADD node " + U(id) + " (joining, bootstrap " + ConfigString(bootstrap_) + ")");
+  StartCore(n);
+  AfterStep();
+  return id;
+}
+
+ProposeResult SimCluster::ProposeMembershipChange(uint64_t node, const MembershipChange& change) {
+  Node& n = At(node);
+  if (!n.core || !ok()) return ProposeResult{};
+  ++event_;
+  Raft& r = *n.core;
+  const MembershipConfig before = r.membership();
+  const bool was_leader = r.role() == Role::kLeader;
+  const bool config_pending = r.membership_index() > r.commit_index();
+  const bool term_committed = r.TermAt(r.commit_index()) == r.term() && r.commit_index() > 0;
+  const bool transferring = r.transfer_target() != 0;
+  uint64_t lag = 0;
+  if (change.type == ChangeType::kPromote && was_leader) {
+    const Progress* pr = r.ProgressOf(change.id);
+    lag = r.last_index() - (pr != nullptr ? pr->match() : 0);
+  }
+  MembershipConfig expected;
+  const std::string invalid = ApplyChange(before, change, &expected);
+  ProposeResult res = r.ProposeMembershipChange(change);
+  const std::string what = std::string(ChangeTypeName(change.type)) + " " + U(change.id);
+  Trace("membership change at " + U(node) + " (" + what + ") -> " +
+        (res.accepted ? "index " + U(res.index) + " term " + U(res.term)
+                      : "refused: " + res.error));
+  if (res.accepted) {
+    ++stats_.config_changes;
+    // (A leader's configuration changes only here: it never truncates.)
+    for (auto& [id, rc] : read_calls_) {
+      if (!rc.done && rc.node == node && rc.incarnation == n.incarnation) {
+        rc.voter_sets.push_back(r.voters());
+      }
+    }
+    if (!was_leader) Violation("node " + U(node) + " accepted " + what + " while not leader");
+    if (!invalid.empty()) {
+      Violation("leader " + U(node) + " accepted invalid change " + what + " (" + invalid + ")");
+    }
+    if (config_pending) {
+      Violation("leader " + U(node) + " accepted " + what +
+                " while an earlier configuration entry is uncommitted (config index " +
+                U(r.membership_index()) + ", commit " + U(r.commit_index()) + ")");
+    }
+    if (!term_committed) {
+      Violation("leader " + U(node) + " accepted " + what +
+                " before committing an entry of its term " + U(r.term()));
+    }
+    if (transferring) {
+      Violation("leader " + U(node) + " accepted " + what + " during a leadership transfer");
+    }
+    if (change.type == ChangeType::kPromote && lag > options_.promote_max_lag) {
+      Violation("leader " + U(node) + " promoted " + U(change.id) + " lagging " + U(lag) +
+                " entries (max " + U(options_.promote_max_lag) + ")");
+    }
+    if (res.index != r.last_index() || res.term != r.term() || r.TermAt(res.index) != res.term) {
+      Violation("membership change at " + U(node) + " returned index/term " + U(res.index) + "/" +
+                U(res.term) + " but the log ends at " + U(r.last_index()) + "/" +
+                U(r.last_term()));
+    } else {
+      const Entry& e = r.EntryAt(res.index);
+      MembershipConfig in_entry;
+      if (e.type() != ENTRY_CONFIG || !in_entry.ParseFromString(e.data()) ||
+          (invalid.empty() && !SameConfig(in_entry, expected))) {
+        Violation("membership change " + what + " at " + U(node) + " appended " + EntryString(e) +
+                  ", want a configuration entry " + ConfigString(expected));
+      }
+      if (invalid.empty() && (!SameConfig(r.membership(), expected) ||
+                              r.membership_index() != res.index)) {
+        Violation("after appending " + what + " at index " + U(res.index) + " node " + U(node) +
+                  " has configuration " + ConfigString(r.membership()) + " (entry " +
+                  U(r.membership_index()) + "), want " + ConfigString(expected));
+      }
+    }
+  } else if (was_leader && res.error.empty()) {
+    Violation("leader " + U(node) + " refused " + what + " without saying why");
+  }
+  ProcessReady(n);
+  AfterStep();
+  return res;
+}
+
+std::string SimCluster::TransferLeadership(uint64_t node, uint64_t target) {
+  Node& n = At(node);
+  if (!n.core || !ok()) return "node down";
+  ++event_;
+  Raft& r = *n.core;
+  const bool was_leader = r.role() == Role::kLeader;
+  const bool target_voter = r.IsVoter(target);
+  const std::string err = r.TransferLeadership(target);
+  Trace("transfer leadership at " + U(node) + " to " + U(target) + " -> " +
+        (err.empty() ? std::string("started") : "refused: " + err));
+  if (err.empty()) {
+    if (!was_leader) Violation("node " + U(node) + " started a transfer while not leader");
+    if (!target_voter || target == node) {
+      Violation("leader " + U(node) + " started a transfer to " + U(target) +
+                ", which is not another voter");
+    }
+    if (r.role() == Role::kLeader && r.transfer_target() != target) {
+      Violation("leader " + U(node) + " started a transfer to " + U(target) +
+                " but transfer_target() is " + U(r.transfer_target()));
+    }
+  }
+  ProcessReady(n);
+  AfterStep();
+  return err;
+}
+
+bool SimCluster::TakeSnapshot(uint64_t node) {
+  Node& n = At(node);
+  if (!n.core || !ok()) return false;
+  ++event_;
+  const bool done = DoSnapshot(n);
+  ProcessReady(n);
+  AfterStep();
+  return done;
+}
+
+bool SimCluster::DoSnapshot(Node& n) {
+  Raft& r = *n.core;
+  const uint64_t index = n.applied.size();
+  if (index == 0 || index <= r.snapshot().index || index <= n.base.index) return false;
+  const uint64_t term = r.TermAt(index);
+  const MembershipConfig config = r.MembershipAt(index);
+  if (term != n.applied.back().term()) {
+    Violation("node " + U(n.id) + " applied " + EntryString(n.applied.back()) +
+              " but its core says TermAt(" + U(index) + ") = " + U(term));
+  }
+  const MembershipConfig want = CommittedConfigAt(index);
+  if (!SameConfig(config, want)) {
+    Violation("node " + U(n.id) + ": MembershipAt(" + U(index) + ") = " + ConfigString(config) +
+              " but the committed history has " + ConfigString(want) + " there");
+  }
+  if (!r.Compact(index)) {
+    Violation("node " + U(n.id) + ": Compact(" + U(index) +
+              ") refused, but that index is applied (snapshot at " + U(r.snapshot().index) + ")");
+    return false;
+  }
+  if (r.snapshot().index != index || r.snapshot().term != term || r.first_index() != index + 1 ||
+      (index > 1 && r.TermAt(index - 1) != 0) || r.TermAt(index) != term) {
+    Violation("node " + U(n.id) + " after Compact(" + U(index) + "): snapshot " +
+              U(r.snapshot().index) + "/" + U(r.snapshot().term) + ", first_index " +
+              U(r.first_index()) + ", TermAt(index-1) " + U(index > 1 ? r.TermAt(index - 1) : 0) +
+              " (want " + U(index) + "/" + U(term) + ", " + U(index + 1) + ", 0)");
+  }
+  SnapshotFile f;
+  f.index = index;
+  f.term = term;
+  f.config = config;
+  f.origin = n.id;
+  auto image = std::make_shared<SmImage>();
+  image->entries = n.applied;
+  image->digest = n.digest;
+  f.image = std::move(image);
+  n.files[{index, term}] = f;
+  n.base = f;
+  if (DurableLast(n) < index) {
+    Violation("node " + U(n.id) + " snapshots at " + U(index) +
+              " beyond its durable log (which ends at " + U(DurableLast(n)) + ")");
+  }
+  // The durable log drops what the snapshot covers (LogStore::CompactPrefix).
+  const uint64_t drop = std::min<uint64_t>(index + 1 - n.log_first, n.log.size());
+  n.log.erase(n.log.begin(), n.log.begin() + static_cast<std::ptrdiff_t>(drop));
+  if (!n.log.empty() && n.log.front().index() != index + 1) {
+    Violation("sim bug: node " + U(n.id) + " durable log after compaction starts at " +
+              EntryString(n.log.front()));
+  }
+  n.log_first = index + 1;
+  ++stats_.snapshots_taken;
+  Trace("SNAPSHOT node " + U(n.id) + " at " + U(index) + "/" + U(term) + " config " +
+        ConfigString(config));
+  PruneSnapshotFiles(n);
+  return true;
+}
+
+void SimCluster::PruneSnapshotFiles(Node& n) {
+  const size_t keep = std::max<size_t>(1, options_.snapshots_kept);
+  while (n.files.size() > keep) {
+    // The oldest file, if older than the base (newer ones may be received
+    // snapshots waiting to be installed).
+    auto victim = n.files.begin();
+    if (victim->first.first >= n.base.index) break;
+    Trace("node " + U(n.id) + " deletes snapshot file " + U(victim->first.first) + "/" +
+          U(victim->first.second));
+    n.files.erase(victim);
+  }
+}
+
+void SimCluster::DeleteOldSnapshotFiles(uint64_t node) {
+  Node& n = At(node);
+  for (auto it = n.files.begin(); it != n.files.end();) {
+    // Newer files may be received snapshots waiting to be installed.
+    if (it->first.first >= n.base.index) {
+      ++it;
+    } else {
+      Trace("node " + U(n.id) + " deletes snapshot file " + U(it->first.first) + "/" +
+            U(it->first.second));
+      it = n.files.erase(it);
+    }
+  }
+}
+
+void SimCluster::InstallSnapshotDurably(Node& n, const SnapshotRef& s) {
+  auto it = n.files.find({s.index, s.term});
+  if (it == n.files.end()) {
+    Violation("node " + U(n.id) + ": Ready::snapshot names snap-" + U(s.index) + "-" + U(s.term) +
+              ", which is not in its snapshot store");
+    return;
+  }
+  if (!SameConfig(it->second.config, s.config)) {
+    Violation("node " + U(n.id) + ": Ready::snapshot " + U(s.index) + "/" + U(s.term) +
+              " has configuration " + ConfigString(s.config) + " but the file says " +
+              ConfigString(it->second.config));
+  }
+  if (s.index <= n.base.index) {
+    Violation("node " + U(n.id) + " is told to install snapshot " + U(s.index) + "/" +
+              U(s.term) + " but its log is already based on snapshot " + U(n.base.index));
+    return;
+  }
+  // LogStore: keep the entries after the snapshot if the log holds its index
+  // and term (CompactPrefix), otherwise start over empty (Reset).
+  const bool matches = DurableTermAt(n, s.index) == s.term;
+  if (matches) {
+    const uint64_t drop = s.index + 1 - n.log_first;
+    n.log.erase(n.log.begin(), n.log.begin() + static_cast<std::ptrdiff_t>(drop));
+  } else {
+    n.log.clear();
+  }
+  n.log_first = s.index + 1;
+  n.base = it->second;
+  Trace("node " + U(n.id) + " installs snapshot " + U(s.index) + "/" + U(s.term) +
+        (matches ? " (log suffix kept: " + U(n.log.size()) + " entries)"
+                 : std::string(" (log reset)")));
+}
+
+void SimCluster::RestoreStateMachine(Node& n, const SnapshotRef& s) {
+  auto it = n.files.find({s.index, s.term});
+  if (it == n.files.end()) return;  // reported by InstallSnapshotDurably
+  if (s.index <= n.applied.size()) {
+    Violation("node " + U(n.id) + " is told to restore snapshot " + U(s.index) + "/" + U(s.term) +
+              " but its state machine already applied " + U(n.applied.size()) +
+              " entries (it would go back)");
+  }
+  n.applied = it->second.image->entries;
+  n.digest = it->second.image->digest;
+  ++stats_.snapshots_installed;
+  CheckDigest(n);
+}
+
+void SimCluster::Applied(Node& n, const Entry& e) {
+  n.applied.push_back(e);
+  n.digest = DigestAfter(n.digest, e);
+  CheckDigest(n);
+}
+
+void SimCluster::CheckDigest(Node& n) {
+  const uint64_t index = n.applied.size();
+  if (index == 0) return;
+  auto [it, inserted] = digest_at_.emplace(index, n.digest);
+  if (!inserted && it->second != n.digest) {
+    Violation("state machines differ: node " + U(n.id) + " at applied index " + U(index) +
+              " has a state different from another node's at that index (last applied " +
+              EntryString(n.applied.back()) + ")");
+  }
+}
+
+MembershipConfig SimCluster::CommittedConfigAt(uint64_t index) const {
+  auto it = committed_configs_.upper_bound(index);
+  if (it == committed_configs_.begin()) return bootstrap_;
+  return std::prev(it)->second;
+}
+
+const Entry* SimCluster::DurableEntry(const Node& n, uint64_t index) {
+  if (index < n.log_first || index > DurableLast(n)) return nullptr;
+  return &n.log[index - n.log_first];
+}
+
+uint64_t SimCluster::DurableTermAt(const Node& n, uint64_t index) {
+  if (index == 0) return 0;
+  if (index == n.base.index) return n.base.term;
+  const Entry* e = DurableEntry(n, index);
+  return e == nullptr ? 0 : e->term();
+}
+
+uint64_t SimCluster::DurableLastTerm(const Node& n) {
+  return n.log.empty() ? n.base.term : n.log.back().term();
+}
+
+bool SimCluster::DurablyHas(const Node& n, const Entry& e) const {
+  if (e.index() <= n.base.index) {
+    return n.base.image != nullptr && e.index() <= n.base.image->entries.size() &&
+           SameEntry(n.base.image->entries[e.index() - 1], e);
+  }
+  const Entry* d = DurableEntry(n, e.index());
+  return d != nullptr && SameEntry(*d, e);
+}
+
+const Entry* SimCluster::persisted_entry(uint64_t node, uint64_t index) const {
+  return DurableEntry(At(node), index);
 }
 
 void SimCluster::Crash(uint64_t node, CrashPoint point) {
@@ -151,7 +546,8 @@ void SimCluster::Crash(uint64_t node, CrashPoint point) {
 
 void SimCluster::DoCrash(Node& n) {
   Trace("CRASH node " + U(n.id) + " incarnation " + U(n.incarnation) +
-        " (durable: hs=" + U(n.hs.term) + "/" + U(n.hs.vote) + " log=" + U(n.log.size()) +
+        " (durable: hs=" + U(n.hs.term) + "/" + U(n.hs.vote) + " log=" + U(n.log_first) + ".." +
+        U(DurableLast(n)) +
         (n.core ? ", in memory: log=" + U(n.core->last_index()) : std::string()) + ")");
   if (n.inflight) {
     // A write was in progress. The hard state file is saved first; then the log is truncated (if
@@ -169,7 +565,7 @@ void SimCluster::DoCrash(Node& n) {
       const std::vector<Entry> all = partial.entries;
       partial.entries.resize(keep);
       Persist(n, partial);
-      if (keep == 0 && !all.empty() && all.front().index() <= n.log.size()) {
+      if (keep == 0 && !all.empty() && all.front().index() <= DurableLast(n)) {
         TruncateDurable(n, all.front().index(), all);  // truncated, nothing appended
       }
     }
@@ -294,12 +690,18 @@ ProposeResult SimCluster::Propose(uint64_t node, const std::string& data) {
   Node& n = At(node);
   if (!n.core || !ok()) return ProposeResult{};
   ++event_;
+  const bool transferring = n.core->role() == Role::kLeader && n.core->transfer_target() != 0;
   ProposeResult r = n.core->Propose(data);
   Trace("propose at " + U(node) + " '" + data.substr(0, 24) + "' -> " +
-        (r.accepted ? "index " + U(r.index) + " term " + U(r.term) : std::string("refused")));
+        (r.accepted ? "index " + U(r.index) + " term " + U(r.term)
+                    : "refused" + (r.error.empty() ? std::string() : ": " + r.error)));
   if (r.accepted) {
     if (n.core->role() != Role::kLeader) {
       Violation("node " + U(node) + " accepted a proposal while " + RoleName(n.core->role()));
+    }
+    if (transferring) {
+      Violation("leader " + U(node) + " accepted a proposal during a leadership transfer to " +
+                U(n.core->transfer_target()));
     }
     if (r.index != n.core->last_index() || r.term != n.core->term() ||
         n.core->TermAt(r.index) != r.term) {
@@ -307,8 +709,9 @@ ProposeResult SimCluster::Propose(uint64_t node, const std::string& data) {
                 U(r.term) + " but the log ends at " + U(n.core->last_index()) + "/" +
                 U(n.core->last_term()) + " in term " + U(n.core->term()));
     }
-  } else if (n.core->role() == Role::kLeader) {
-    Violation("leader " + U(node) + " refused a proposal");
+  } else if (n.core->role() == Role::kLeader && !(transferring && !r.error.empty())) {
+    Violation("leader " + U(node) + " refused a proposal" +
+              (transferring ? " without saying why" : " (no transfer in progress): " + r.error));
   }
   ProcessReady(n);
   AfterStep();
@@ -342,6 +745,7 @@ bool SimCluster::ReadIndex(uint64_t node, uint64_t read_id) {
     rc.incarnation = n.incarnation;
     rc.call_event = event_;
     rc.min_index = MaxCommitAnywhere();
+    rc.voter_sets.push_back(n.core->voters());
   } else if (n.core->role() == Role::kLeader) {
     Violation("leader " + U(node) + " refused ReadIndex");
   }
@@ -406,6 +810,7 @@ void SimCluster::Inject(Envelope env) {
 void SimCluster::Drop(const Envelope& env, const char* why) {
   const Message& m = env.msg;
   Trace(std::string("drop (") + why + ") " + Describe(m));
+  if (m.type == MessageType::kSnapshot) ++stats_.snapshot_messages_dropped;
   // The failed RPC is reported to the side that made the call.
   if (m.IsResponse()) {
     ScheduleUnreachable(m.to, env.to_incarnation, m.from, false);
@@ -465,9 +870,34 @@ void SimCluster::Deliver(Envelope env) {
     Trace("drop (call of an earlier incarnation) " + Describe(m));
     return;
   }
+  if (m.type == MessageType::kSnapshot) {
+    // The service streams the file: the stream dies with the sender.
+    const Node& src = At(m.from);
+    if (!src.core || src.incarnation != env.from_incarnation) {
+      Trace("drop (the sender of the snapshot stream restarted) " + Describe(m));
+      return;
+    }
+  }
   if (rng_.Chance(options_.drop_prob)) return Drop(env, "lost");
 
-  if (!m.IsResponse()) {
+  if (m.type == MessageType::kSnapshot) {
+    // The sender's service opens snap-<index>-<term>; the receiver's stores it.
+    const Node& src = At(m.from);
+    auto f = src.files.find({m.snapshot.last_index(), m.snapshot.last_term()});
+    if (f == src.files.end()) {
+      ++stats_.snapshot_transfer_failures;
+      Trace("snapshot transfer fails: node " + U(m.from) + " no longer has snap-" +
+            U(m.snapshot.last_index()) + "-" + U(m.snapshot.last_term()) + ": " + Describe(m));
+      ScheduleUnreachable(m.from, env.from_incarnation, m.to, false);
+      return;
+    }
+    ++stats_.snapshot_transfers;
+    dest.files[f->first] = f->second;
+    PruneSnapshotFiles(dest);
+  }
+  if (m.type == MessageType::kTimeoutNow) {
+    m.rpc_id = next_rpc_id_++;  // acknowledged by the service; the core answers nothing
+  } else if (!m.IsResponse()) {
     const uint64_t rpc = next_rpc_id_++;
     m.rpc_id = rpc;
     PendingRpc call{m.from, env.from_incarnation, m.type};
@@ -517,6 +947,26 @@ void SimCluster::ProcessReady(Node& n) {
       }
     }
     Ready rd = n.core->GetReady();
+    if (rd.config) {
+      if (!SameConfig(*rd.config, n.core->membership())) {
+        Violation("node " + U(n.id) + ": Ready::config " + ConfigString(*rd.config) +
+                  " is not the configuration in effect " + ConfigString(n.core->membership()));
+      }
+      if (CheckMembership(*rd.config) != "") {
+        Violation("node " + U(n.id) + ": Ready::config is malformed: " +
+                  CheckMembership(*rd.config));
+      }
+      n.reported_config = *rd.config;
+      n.config_reported = true;
+      Trace("node " + U(n.id) + " reports configuration " + ConfigString(*rd.config));
+    }
+    if (rd.snapshot) {
+      if (n.core->role() == Role::kLeader) {
+        Violation("leader " + U(n.id) + " hands out Ready::snapshot " + U(rd.snapshot->index));
+      }
+      Trace("node " + U(n.id) + " Ready::snapshot " + U(rd.snapshot->index) + "/" +
+            U(rd.snapshot->term) + " config " + ConfigString(rd.snapshot->config));
+    }
 
     // Every request stepped since the last Ready gets exactly one response.
     std::map<uint64_t, int> responses;
@@ -529,8 +979,11 @@ void SimCluster::ProcessReady(Node& n) {
                   " that answers no request stepped since its last Ready: " + Describe(m));
         continue;
       }
-      const MessageType want = call->second.type == MessageType::kAppend ? MessageType::kAppendResp
-                                                                         : MessageType::kVoteResp;
+      const MessageType want = call->second.type == MessageType::kAppend
+                                   ? MessageType::kAppendResp
+                                   : call->second.type == MessageType::kSnapshot
+                                         ? MessageType::kSnapshotResp
+                                         : MessageType::kVoteResp;
       if (m.type != want || m.to != call->second.requester) {
         Violation("node " + U(n.id) + " answered rpc " + U(m.rpc_id) + " (a " +
                   MessageTypeName(call->second.type) + " from " + U(call->second.requester) +
@@ -601,7 +1054,8 @@ bool SimCluster::CompleteReady(Node& n, const Ready& rd, const std::vector<bool>
     }
     n.core->Advance(rd);
 
-    // 4. Apply.
+    // 4. Apply (a snapshot first: the state machine is restored from it).
+    if (rd.snapshot) RestoreStateMachine(n, *rd.snapshot);
     for (const Entry& e : rd.committed) {
       if (e.index() != n.applied.size() + 1) {
         Violation("node " + U(n.id) + " applies index " + U(e.index()) + " after " +
@@ -619,7 +1073,11 @@ bool SimCluster::CompleteReady(Node& n, const Ready& rd, const std::vector<bool>
         Violation("state machine safety: node " + U(n.id) + " applies " + EntryString(e) + " but " +
                   EntryString(committed_[e.index() - 1]) + " was committed there");
       }
-      n.applied.push_back(e);
+      Applied(n, e);
+    }
+    if (options_.snapshot_every > 0 &&
+        n.applied.size() >= n.base.index + options_.snapshot_every) {
+      DoSnapshot(n);
     }
     for (const ReadState& r : rd.reads) {
       auto rc = read_calls_.find(r.id);
@@ -644,8 +1102,15 @@ bool SimCluster::CompleteReady(Node& n, const Ready& rd, const std::vector<bool>
         Violation("read " + U(r.id) + " index " + U(r.index) + " beyond the log (" +
                   U(n.core->last_index()) + ")");
       }
-      const size_t quorum = ids_.size() / 2 + 1;
-      if (1 + call.confirmed.size() < quorum) {
+      bool quorum_confirmed = false;
+      for (const std::vector<uint64_t>& voters : call.voter_sets) {
+        size_t confirmed = 0;
+        for (uint64_t v : voters) {
+          if (v == n.id || call.confirmed.count(v) != 0) ++confirmed;
+        }
+        if (confirmed >= voters.size() / 2 + 1) quorum_confirmed = true;
+      }
+      if (!quorum_confirmed) {
         std::string peers;
         for (uint64_t p : call.confirmed) peers += " " + U(p);
         Violation("read " + U(r.id) + " on node " + U(n.id) +
@@ -681,6 +1146,7 @@ void SimCluster::Persist(Node& n, const Ready& rd) {
     }
     n.hs = hs;
   }
+  if (rd.snapshot) InstallSnapshotDurably(n, *rd.snapshot);
   if (rd.entries.empty()) return;
   const uint64_t first = rd.entries.front().index();
   for (size_t i = 0; i < rd.entries.size(); ++i) {
@@ -691,14 +1157,14 @@ void SimCluster::Persist(Node& n, const Ready& rd) {
       return;
     }
   }
-  if (first == 0 || first > n.log.size() + 1) {
+  if (first < n.log_first || first > DurableLast(n) + 1) {
     Violation("node " + U(n.id) + ": Ready::entries start at " + U(first) +
-              " but the durable log ends at " + U(n.log.size()));
+              " but the durable log holds " + U(n.log_first) + ".." + U(DurableLast(n)));
     return;
   }
-  if (first <= n.log.size()) TruncateDurable(n, first, rd.entries);
+  if (first <= DurableLast(n)) TruncateDurable(n, first, rd.entries);
   for (const Entry& e : rd.entries) {
-    RegisterEntry(n.id, e, n.log.empty() ? 0 : n.log.back().term(), "persisted");
+    RegisterEntry(n.id, e, DurableLastTerm(n), "persisted");
     n.log.push_back(e);
   }
   if (n.log.back().term() > n.hs.term) {
@@ -709,9 +1175,9 @@ void SimCluster::Persist(Node& n, const Ready& rd) {
 
 void SimCluster::TruncateDurable(Node& n, uint64_t first, const std::vector<Entry>& replacement) {
   // A committed entry this node holds must never be removed.
-  for (uint64_t i = first; i <= n.log.size(); ++i) {
+  for (uint64_t i = first; i <= DurableLast(n); ++i) {
     if (i > committed_.size()) break;
-    if (!SameEntry(n.log[i - 1], committed_[i - 1])) continue;
+    if (!SameEntry(*DurableEntry(n, i), committed_[i - 1])) continue;
     const size_t k = static_cast<size_t>(i - first);
     if (k >= replacement.size() || !SameEntry(replacement[k], committed_[i - 1])) {
       Violation("node " + U(n.id) + " truncates its log from " + U(first) +
@@ -719,7 +1185,7 @@ void SimCluster::TruncateDurable(Node& n, uint64_t first, const std::vector<Entr
       break;
     }
   }
-  n.log.resize(first - 1);
+  n.log.resize(first - n.log_first);
 }
 
 void SimCluster::ValidateOutgoing(Node& n, const Message& m, bool before_persist) {
@@ -743,6 +1209,17 @@ void SimCluster::ValidateOutgoing(Node& n, const Message& m, bool before_persist
                   " leader_id=" + U(a.leader_id()) + ": " + Describe(m));
       }
       uint64_t prev_term = a.prev_log_term();
+      if (a.prev_log_index() > 0 && a.prev_log_term() == 0) {
+        Violation("node " + U(n.id) + " sends AppendEntries with prev index " +
+                  U(a.prev_log_index()) + " but prev term 0 (compacted or unknown): " +
+                  Describe(m));
+      } else if (a.prev_log_index() > 0 &&
+                 entry_registry_.count({a.prev_log_index(), a.prev_log_term()}) == 0 &&
+                 !(n.core && n.core->TermAt(a.prev_log_index()) == a.prev_log_term())) {
+        Violation("node " + U(n.id) + " sends AppendEntries whose prev entry " +
+                  U(a.prev_log_index()) + "/" + U(a.prev_log_term()) + " no log ever held: " +
+                  Describe(m));
+      }
       for (int i = 0; i < a.entries_size(); ++i) {
         const Entry& e = a.entries(i);
         if (e.index() != a.prev_log_index() + 1 + static_cast<uint64_t>(i) ||
@@ -762,9 +1239,65 @@ void SimCluster::ValidateOutgoing(Node& n, const Message& m, bool before_persist
       // may have truncated what it acknowledged while still in memory, just
       // as it could after making it durable; the acknowledgement is then
       // merely delayed.
-      if (r.success() && r.term() == n.hs.term && r.match_index() > n.log.size()) {
-        Violation("node " + U(n.id) + " acknowledges match " + U(r.match_index()) + " but only " +
-                  U(n.log.size()) + " entries are durable: " + Describe(m));
+      if (r.success() && r.term() == n.hs.term && r.match_index() > DurableLast(n)) {
+        Violation("node " + U(n.id) + " acknowledges match " + U(r.match_index()) +
+                  " but its durable log ends at " + U(DurableLast(n)) + ": " + Describe(m));
+      }
+      break;
+    }
+    case MessageType::kSnapshot: {
+      ++stats_.snapshot_messages_sent;
+      const InstallSnapshotRequest& q = m.snapshot;
+      auto lt = leaders_by_term_.find(q.term());
+      if (lt == leaders_by_term_.end() || lt->second != n.id) {
+        Violation("node " + U(n.id) + " sends a snapshot in term " + U(q.term()) +
+                  " without having been its leader: " + Describe(m));
+      }
+      if (q.to() != m.to || q.leader_id() != n.id) {
+        Violation("InstallSnapshot header fields wrong: to=" + U(q.to()) +
+                  " leader_id=" + U(q.leader_id()) + ": " + Describe(m));
+      }
+      if (q.last_index() == 0 || q.last_index() > committed_.size() ||
+          committed_[q.last_index() - 1].term() != q.last_term()) {
+        Violation("node " + U(n.id) + " sends snapshot " + U(q.last_index()) + "/" +
+                  U(q.last_term()) + ", which is not a committed entry (known committed: " +
+                  U(committed_.size()) + ")");
+      }
+      auto f = n.files.find({q.last_index(), q.last_term()});
+      if (f != n.files.end() && !SameConfig(f->second.config, q.config())) {
+        Violation("node " + U(n.id) + " sends snapshot " + U(q.last_index()) +
+                  " with configuration " + ConfigString(q.config()) + " but its file has " +
+                  ConfigString(f->second.config));
+      }
+      if (f == n.files.end() && q.last_index() > n.base.index) {
+        Violation("node " + U(n.id) + " sends snapshot " + U(q.last_index()) + "/" +
+                  U(q.last_term()) + ", newer than any snapshot it took or installed");
+      }
+      break;
+    }
+    case MessageType::kSnapshotResp: {
+      const InstallSnapshotResponse& r = m.snapshot_resp;
+      if (r.from() != n.id) Violation("InstallSnapshotResponse.from wrong: " + Describe(m));
+      if (r.success() && r.term() == n.hs.term && r.match_index() > DurableLast(n)) {
+        Violation("node " + U(n.id) + " acknowledges snapshot match " + U(r.match_index()) +
+                  " but its durable log ends at " + U(DurableLast(n)) + ": " + Describe(m));
+      }
+      break;
+    }
+    case MessageType::kTimeoutNow: {
+      ++stats_.timeout_now_sent;
+      const TimeoutNowRequest& t = m.timeout_now;
+      auto lt = leaders_by_term_.find(t.term());
+      if (lt == leaders_by_term_.end() || lt->second != n.id) {
+        Violation("node " + U(n.id) + " sends TimeoutNow in term " + U(t.term()) +
+                  " without having been its leader: " + Describe(m));
+      }
+      if (t.to() != m.to || t.leader_id() != n.id) {
+        Violation("TimeoutNow header fields wrong: " + Describe(m));
+      }
+      if (n.core && !n.core->IsVoter(m.to)) {
+        Violation("node " + U(n.id) + " sends TimeoutNow to " + U(m.to) +
+                  ", not a voter in its configuration " + ConfigString(n.core->membership()));
       }
       break;
     }
@@ -826,19 +1359,40 @@ void SimCluster::RegisterEntry(uint64_t node, const Entry& e, uint64_t prev_term
 // ---------------------------------------------------------------------------
 
 void SimCluster::RecordCommit(Node& n) {
-  const uint64_t c = n.core->commit_index();
+  const Raft& r = *n.core;
+  const uint64_t c = r.commit_index();
   if (c < n.last_commit) {
     Violation("node " + U(n.id) + " commit index decreased from " + U(n.last_commit) + " to " +
               U(c));
   }
+  const bool advanced = c > n.last_commit;
   n.last_commit = std::max(n.last_commit, c);
-  if (c > n.core->last_index()) {
+  if (c > r.last_index()) {
     Violation("node " + U(n.id) + " commit index " + U(c) + " beyond its last index " +
-              U(n.core->last_index()));
+              U(r.last_index()));
     return;
   }
-  for (uint64_t i = n.recorded_commit + 1; i <= c; ++i) {
-    const Entry& e = n.core->EntryAt(i);
+  uint64_t from = n.recorded_commit + 1;
+  const uint64_t snap = r.snapshot().index;
+  if (c < snap) {
+    Violation("node " + U(n.id) + " commit index " + U(c) + " below its snapshot " + U(snap));
+  }
+  if (from <= snap && snap <= c) {
+    // Covered by the snapshot the core is based on: only its last entry's
+    // term is known here (the image was checked when it was taken).
+    if (snap > committed_.size()) {
+      Violation("node " + U(n.id) + " is based on snapshot " + U(snap) + "/" +
+                U(r.snapshot().term) + " beyond every index known committed (" +
+                U(committed_.size()) + ")");
+    } else if (committed_[snap - 1].term() != r.snapshot().term) {
+      Violation("state machine safety: node " + U(n.id) + " is based on snapshot " + U(snap) +
+                "/" + U(r.snapshot().term) + " but " + EntryString(committed_[snap - 1]) +
+                " was committed at that index");
+    }
+    from = snap + 1;
+  }
+  for (uint64_t i = std::max(from, r.first_index()); i <= c; ++i) {
+    const Entry& e = r.EntryAt(i);
     if (i <= committed_.size()) {
       if (!SameEntry(e, committed_[i - 1])) {
         Violation("state machine safety: node " + U(n.id) + " has commit index " + U(c) +
@@ -846,12 +1400,51 @@ void SimCluster::RecordCommit(Node& n) {
                   " was committed at that index");
         break;
       }
-    } else {
+    } else if (i == committed_.size() + 1) {
       committed_.push_back(e);
       committed_obs_term_.push_back(MaxTerm());
+      if (e.type() == ENTRY_CONFIG) {
+        MembershipConfig config;
+        if (config.ParseFromString(e.data()) && CheckMembership(config).empty()) {
+          committed_configs_[i] = config;
+        }
+      }
+    } else {
+      Violation("node " + U(n.id) + " commits " + EntryString(e) + " but index " +
+                U(committed_.size() + 1) + " was never seen committed");
+      break;
     }
   }
   n.recorded_commit = std::max(n.recorded_commit, c);
+  if (advanced && r.role() == Role::kLeader) CheckCommitQuorum(n, c);
+}
+
+// A leader advanced its commit index to `index`: that entry must be durable
+// on a majority of the voters of the leader's configuration (the latest in
+// its log). Learners, removed members and the leader itself when it is not a
+// voter do not count.
+void SimCluster::CheckCommitQuorum(Node& n, uint64_t index) {
+  const Raft& r = *n.core;
+  if (index < r.first_index()) return;
+  const Entry& e = r.EntryAt(index);
+  const std::vector<uint64_t> voters = r.voters();
+  std::string holders;
+  size_t count = 0;
+  for (uint64_t v : voters) {
+    auto it = nodes_.find(v);
+    if (it == nodes_.end()) continue;
+    if (DurablyHas(it->second, e)) {
+      ++count;
+      holders += " " + U(v);
+    }
+  }
+  if (count < voters.size() / 2 + 1) {
+    std::string vs;
+    for (uint64_t v : voters) vs += " " + U(v);
+    Violation("leader " + U(n.id) + " commits " + EntryString(e) +
+              " but only voters {" + holders + " } of {" + vs +
+              " } hold it durably (configuration " + ConfigString(r.membership()) + ")");
+  }
 }
 
 void SimCluster::CheckLeaderCompleteness(Node& n) {
@@ -863,15 +1456,83 @@ void SimCluster::CheckLeaderCompleteness(Node& n) {
     Violation("election safety: nodes " + U(lt->second) + " and " + U(n.id) +
               " are both leader of term " + U(r.term()));
   }
+  if (!r.IsVoter(n.id)) {
+    Violation("node " + U(n.id) + " became leader of term " + U(r.term()) +
+              " but is not a voter in its configuration " + ConfigString(r.membership()));
+  }
+  // Its votes came from a majority of its configuration's voters.
+  {
+    const std::vector<uint64_t> voters = r.voters();
+    size_t granted = 0;
+    std::string from;
+    for (uint64_t v : voters) {
+      auto g = votes_granted_.find({v, r.term()});
+      if (v == n.id || (g != votes_granted_.end() && g->second == n.id)) {
+        ++granted;
+        from += " " + U(v);
+      }
+    }
+    if (granted < voters.size() / 2 + 1) {
+      Violation("node " + U(n.id) + " became leader of term " + U(r.term()) +
+                " with votes only from {" + from + " } of its configuration " +
+                ConfigString(r.membership()));
+    }
+  }
+  const uint64_t snap = r.snapshot().index;
   for (size_t i = 0; i < committed_.size(); ++i) {
     if (committed_obs_term_[i] >= r.term()) break;
     const uint64_t index = i + 1;
+    if (index < snap) continue;
+    if (index == snap) {
+      if (r.snapshot().term != committed_[i].term()) {
+        Violation("leader completeness: node " + U(n.id) + " became leader of term " +
+                  U(r.term()) + " based on snapshot " + U(snap) + "/" + U(r.snapshot().term) +
+                  " but " + EntryString(committed_[i]) + " was committed");
+        break;
+      }
+      continue;
+    }
     if (index > r.last_index() || !SameEntry(r.EntryAt(index), committed_[i])) {
       Violation("leader completeness: node " + U(n.id) + " became leader of term " + U(r.term()) +
                 " without committed entry " + EntryString(committed_[i]) + " (it has " +
                 (index > r.last_index() ? std::string("nothing") : EntryString(r.EntryAt(index))) +
                 ")");
       break;
+    }
+  }
+}
+
+// A leader replicates to exactly the members of its configuration, and what
+// it believes a follower of its term holds, that follower holds durably.
+void SimCluster::CheckLeaderMembership(Node& n) {
+  Raft& r = *n.core;
+  for (uint64_t peer : ids_) {
+    if (peer == n.id) continue;
+    const Progress* pr = r.ProgressOf(peer);
+    const bool member = FindMember(r.membership(), peer) != nullptr;
+    if (!member) {
+      if (pr != nullptr) {
+        Violation("leader " + U(n.id) + " keeps replication progress for " + U(peer) +
+                  ", which is not in its configuration " + ConfigString(r.membership()));
+      }
+      continue;
+    }
+    if (pr == nullptr) {
+      Violation("leader " + U(n.id) + " has no progress for member " + U(peer) +
+                " of its configuration " + ConfigString(r.membership()));
+      continue;
+    }
+    const Node& p = nodes_.at(peer);
+    if (p.hs.term != r.term() || pr->match() == 0) continue;
+    const uint64_t match = pr->match();
+    const uint64_t leader_term = r.TermAt(match);
+    if (match > DurableLast(p)) {
+      Violation("leader " + U(n.id) + " believes " + U(peer) + " matches up to " + U(match) +
+                " but its durable log ends at " + U(DurableLast(p)));
+    } else if (leader_term != 0 && match >= p.base.index && DurableTermAt(p, match) != leader_term) {
+      Violation("leader " + U(n.id) + " believes " + U(peer) + " matches up to " + U(match) +
+                " but its durable log has term " + U(DurableTermAt(p, match)) + " there (leader: " +
+                U(leader_term) + ")");
     }
   }
 }
@@ -888,67 +1549,78 @@ void SimCluster::CheckNodeCheap(Node& n) {
     Violation("node " + U(n.id) + " applied " + U(n.applied.size()) +
               " entries, beyond its commit " + U(r.commit_index()));
   }
+  if (r.role() == Role::kLeader) CheckLeaderMembership(n);
   if (n.inflight || r.HasReady()) return;  // a write in progress; checked after it
   if (r.term() != n.hs.term || r.vote() != n.hs.vote) {
     Violation("node " + U(n.id) + " in-memory term/vote " + U(r.term()) + "/" + U(r.vote()) +
               " not durable after its Ready cycle (durable " + U(n.hs.term) + "/" + U(n.hs.vote) +
               ")");
   }
-  if (r.last_index() != n.log.size() || (!n.log.empty() && r.last_term() != n.log.back().term())) {
+  if (r.last_index() != DurableLast(n) || r.last_term() != DurableLastTerm(n)) {
     Violation("node " + U(n.id) + " in-memory log ends at " + U(r.last_index()) + "/" +
-              U(r.last_term()) + " but its durable log ends at " + U(n.log.size()) + "/" +
-              U(n.log.empty() ? 0 : n.log.back().term()) + " after its Ready cycle");
+              U(r.last_term()) + " but its durable log ends at " + U(DurableLast(n)) + "/" +
+              U(DurableLastTerm(n)) + " after its Ready cycle");
   }
-  if (r.durable_index() > n.log.size()) {
-    Violation("node " + U(n.id) + " durable_index " + U(r.durable_index()) + " but only " +
-              U(n.log.size()) + " entries are durable");
+  if (r.snapshot().index != n.base.index || r.snapshot().term != n.base.term) {
+    Violation("node " + U(n.id) + " core is based on snapshot " + U(r.snapshot().index) + "/" +
+              U(r.snapshot().term) + " but its durable log on snapshot " + U(n.base.index) + "/" +
+              U(n.base.term) + " after its Ready cycle");
   }
-  if (r.role() == Role::kLeader) {
-    // A follower of this term holds the leader's log up to its match.
-    for (uint64_t peer : ids_) {
-      if (peer == n.id) continue;
-      const Progress* pr = r.ProgressOf(peer);
-      if (pr == nullptr) {
-        Violation("leader " + U(n.id) + " has no progress for " + U(peer));
-        continue;
-      }
-      const Node& p = nodes_.at(peer);
-      if (p.hs.term != r.term() || pr->match() == 0) continue;
-      if (pr->match() > p.log.size() || p.log[pr->match() - 1].term() != r.TermAt(pr->match())) {
-        Violation("leader " + U(n.id) + " believes " + U(peer) + " matches up to " +
-                  U(pr->match()) + " but its durable log has " + U(p.log.size()) + " entries" +
-                  (pr->match() <= p.log.size()
-                       ? " and term " + U(p.log[pr->match() - 1].term()) + " there"
-                       : std::string()));
-      }
-    }
+  if (r.durable_index() > DurableLast(n)) {
+    Violation("node " + U(n.id) + " durable_index " + U(r.durable_index()) +
+              " but its durable log ends at " + U(DurableLast(n)));
+  }
+  if (!n.config_reported || !SameConfig(n.reported_config, r.membership())) {
+    Violation("node " + U(n.id) + " has configuration " + ConfigString(r.membership()) +
+              " but reported " +
+              (n.config_reported ? ConfigString(n.reported_config) : std::string("none")) +
+              " in Ready::config");
   }
 }
 
 void SimCluster::CheckNodeFull(Node& n) {
   Raft& r = *n.core;
-  if (n.inflight || r.HasReady() || r.last_index() != n.log.size()) return;
-  for (uint64_t i = 1; i <= r.last_index(); ++i) {
-    if (!SameEntry(r.EntryAt(i), n.log[i - 1]) || r.TermAt(i) != n.log[i - 1].term()) {
+  if (n.inflight || r.HasReady() || r.last_index() != DurableLast(n)) return;
+  for (uint64_t i = std::max(r.first_index(), n.log_first); i <= r.last_index(); ++i) {
+    const Entry& d = *DurableEntry(n, i);
+    if (!SameEntry(r.EntryAt(i), d) || r.TermAt(i) != d.term()) {
       Violation("node " + U(n.id) + " in-memory entry " + EntryString(r.EntryAt(i)) +
-                " differs from its durable " + EntryString(n.log[i - 1]));
+                " differs from its durable " + EntryString(d));
       return;
     }
+  }
+  // The configuration in effect is the latest in the log (or the base's).
+  MembershipConfig want = n.base.index > 0 ? n.base.config : n.bootstrap;
+  uint64_t want_index = n.base.index;
+  for (const Entry& e : n.log) {
+    MembershipConfig c;
+    if (e.type() == ENTRY_CONFIG && c.ParseFromString(e.data()) && CheckMembership(c).empty()) {
+      want = c;
+      want_index = e.index();
+    }
+  }
+  if (!SameConfig(want, r.membership()) || r.membership_index() != want_index) {
+    Violation("node " + U(n.id) + " has configuration " + ConfigString(r.membership()) +
+              " (entry " + U(r.membership_index()) + ") but the latest in its log is " +
+              ConfigString(want) + " (entry " + U(want_index) + ")");
   }
 }
 
 void SimCluster::CheckPairwiseLogs() {
   for (size_t a = 0; a < ids_.size(); ++a) {
     for (size_t b = a + 1; b < ids_.size(); ++b) {
-      const std::vector<Entry>& la = nodes_[ids_[a]].log;
-      const std::vector<Entry>& lb = nodes_[ids_[b]].log;
-      size_t i = std::min(la.size(), lb.size());
-      while (i > 0 && la[i - 1].term() != lb[i - 1].term()) --i;
-      for (size_t j = 0; j < i; ++j) {
-        if (!SameEntry(la[j], lb[j])) {
+      const Node& na = nodes_[ids_[a]];
+      const Node& nb = nodes_[ids_[b]];
+      const uint64_t lo = std::max(na.log_first, nb.log_first);
+      uint64_t i = std::min(DurableLast(na), DurableLast(nb));
+      while (i >= lo && DurableEntry(na, i)->term() != DurableEntry(nb, i)->term()) --i;
+      for (uint64_t j = lo; j <= i; ++j) {
+        const Entry& x = *DurableEntry(na, j);
+        const Entry& y = *DurableEntry(nb, j);
+        if (!SameEntry(x, y)) {
           Violation("log matching: nodes " + U(ids_[a]) + " and " + U(ids_[b]) +
-                    " agree on the term at index " + U(i) + " but differ at " + EntryString(la[j]) +
-                    " vs " + EntryString(lb[j]));
+                    " agree on the term at index " + U(i) + " but differ at " + EntryString(x) +
+                    " vs " + EntryString(y));
           return;
         }
       }
@@ -1025,6 +1697,7 @@ uint64_t SimCluster::StableLeader() const {
     for (uint64_t p : ids_) {
       const Raft* r = core(p);
       if (p == id || r == nullptr || !CanTalk(id, p)) continue;
+      if (FindMember(l->membership(), p) == nullptr) continue;  // not replicated to
       if (r->term() != l->term() || r->leader_id() != id) {
         stable = false;
         break;
@@ -1035,17 +1708,27 @@ uint64_t SimCluster::StableLeader() const {
   return 0;
 }
 
+std::vector<uint64_t> SimCluster::Members() const {
+  const uint64_t leader = Leader();
+  const MembershipConfig& config = leader != 0 ? core(leader)->membership() : bootstrap_;
+  std::vector<uint64_t> out;
+  for (const MemberConfig& m : config.members()) out.push_back(m.id());
+  return out;
+}
+
 bool SimCluster::Converged() const {
   const uint64_t leader = StableLeader();
   if (leader == 0) return false;
   const Raft* l = core(leader);
   if (l->last_term() != l->term()) return false;
-  for (uint64_t id : ids_) {
-    const Raft* r = core(id);
+  if (l->commit_index() != l->last_index()) return false;
+  if (At(leader).applied.size() != l->commit_index()) return false;
+  for (const MemberConfig& m : l->membership().members()) {
+    const Raft* r = core(m.id());
     if (r == nullptr) return false;
     if (r->last_index() != l->last_index() || r->last_term() != l->last_term()) return false;
     if (r->commit_index() != l->last_index()) return false;
-    if (At(id).applied.size() != r->commit_index()) return false;
+    if (At(m.id()).applied.size() != r->commit_index()) return false;
   }
   return true;
 }
@@ -1115,7 +1798,22 @@ std::string SimCluster::Describe(const Message& m) {
            " rpc=" + U(m.rpc_id);
       break;
     }
+    case MessageType::kSnapshot: {
+      const InstallSnapshotRequest& q = m.snapshot;
+      s += " snap=" + U(q.last_index()) + "/" + U(q.last_term()) + " config " +
+           ConfigString(q.config());
+      break;
+    }
+    case MessageType::kSnapshotResp: {
+      const InstallSnapshotResponse& r = m.snapshot_resp;
+      s += std::string(r.success() ? " ok match=" + U(r.match_index()) : std::string(" REFUSED")) +
+           " last=" + U(r.last_log_index()) + " rpc=" + U(m.rpc_id);
+      break;
+    }
+    case MessageType::kTimeoutNow:
+      break;
   }
+  if (m.type == MessageType::kVote && m.vote.transfer()) s += " TRANSFER";
   return s;
 }
 
@@ -1127,13 +1825,25 @@ std::string SimCluster::StateString() const {
     if (n.core) {
       const Raft& r = *n.core;
       out << " " << RoleName(r.role()) << " term " << r.term() << " vote " << r.vote() << " leader "
-          << r.leader_id() << " commit " << r.commit_index() << " last " << r.last_index() << "/"
-          << r.last_term() << " durable_index " << r.durable_index();
+          << r.leader_id() << " commit " << r.commit_index() << " snap " << r.snapshot().index
+          << "/" << r.snapshot().term << " last " << r.last_index() << "/" << r.last_term()
+          << " durable_index " << r.durable_index() << " config "
+          << ConfigString(r.membership()) << "@" << r.membership_index();
+      if (r.role() == Role::kLeader) {
+        out << " transfer " << r.transfer_target() << " progress";
+        for (uint64_t p : ids_) {
+          if (const Progress* pr = r.ProgressOf(p)) {
+            out << " " << p << ":" << ProgressStateName(pr->state()) << "/m" << pr->match() << "/n"
+                << pr->next();
+          }
+        }
+      }
     } else {
       out << " DOWN";
     }
     out << " | applied " << n.applied.size() << " durable hs " << n.hs.term << "/" << n.hs.vote
-        << " durable log " << n.log.size() << "\n";
+        << " durable snapshot " << n.base.index << "/" << n.base.term << " durable log "
+        << n.log_first << ".." << DurableLast(n) << " files " << n.files.size() << "\n";
   }
   return out.str();
 }
@@ -1143,6 +1853,11 @@ std::string SimCluster::Report() const {
   out << "seed=" << options_.seed << " nodes=" << options_.nodes << " tick=" << ticks_
       << " event=" << event_ << " known committed=" << committed_.size()
       << "  (rerun: RAFT_SIM_SEED=" << options_.seed << ")\n";
+  out << "snapshots: taken " << stats_.snapshots_taken << " sent " << stats_.snapshot_messages_sent
+      << " transferred " << stats_.snapshot_transfers << " failed " << stats_.snapshot_transfer_failures
+      << " dropped " << stats_.snapshot_messages_dropped << " installed "
+      << stats_.snapshots_installed << "; config changes " << stats_.config_changes
+      << "; TimeoutNow sent " << stats_.timeout_now_sent << "\n";
   if (!violations_.empty()) {
     out << "violations:\n";
     for (const std::string& v : violations_) out << "  " << v << "\n";

@@ -25,6 +25,27 @@
 // Time: the simulation clock counts units; every `tick_interval` units all
 // live nodes Tick() in id order. Messages are delivered between ticks after a
 // random delay of [min_delay, max_delay] units.
+//
+// State machines and snapshots: each node's state machine is the sequence of
+// entries it applied (from index 1) plus a running digest. TakeSnapshot()
+// (or the automatic policy, every `snapshot_every` applied entries) stores an
+// image of it with (index, term, configuration at index) as the node's
+// snapshot file snap-<index>-<term> and calls Raft::Compact(index); the
+// durable log then starts after that index. A kSnapshot message models the
+// service's InstallSnapshot stream: on delivery the sender's file is copied
+// into the receiver's snapshot store (if the sender no longer has it, the
+// transfer fails and the sender gets ReportUnreachable), then the metadata is
+// stepped. A Ready::snapshot restores the state machine from that file and
+// resets the durable log (keeping the suffix after the snapshot if the log
+// holds its index and term). Restart() rebuilds the core from the latest
+// installed snapshot and the durable log after it (the SnapshotRef
+// constructor).
+//
+// Membership: the initial nodes 1..nodes are the bootstrap configuration.
+// AddNode() creates a joining server (empty store, bootstrap configuration not
+// containing it); ProposeMembershipChange() asks a core for a change. Nodes
+// are never deleted from the simulation: a removed member can keep running
+// (to test that it cannot disrupt) or be crashed for good.
 #pragma once
 
 #include <cstdint>
@@ -116,7 +137,47 @@ struct SimOptions {
   // and of all logs pairwise runs every max(this, total log entries / 4)
   // steps; the incremental checks run after every step regardless.
   int full_check_every = 16;
+  // Events kept for Report() (RAFT_SIM_TRACE=<n> overrides).
   size_t trace_capacity = 200;
+
+  // Learner promotion bound (raft::Config::promote_max_lag).
+  uint64_t promote_max_lag = 1000;
+  // Automatic snapshots: a node snapshots its state machine (and compacts its
+  // log) once this many entries were applied since its last snapshot. 0:
+  // only when a test calls TakeSnapshot().
+  uint64_t snapshot_every = 0;
+  // Snapshot files kept per node: when a node has more, those older than the
+  // one its log is based on are deleted, oldest first (newer ones may be
+  // received files waiting to be installed). A transfer of a deleted file
+  // fails.
+  size_t snapshots_kept = 2;
+};
+
+// A state machine: every entry applied, in order (entry i at [i-1]), and a
+// digest of that sequence.
+struct SmImage {
+  std::vector<Entry> entries;
+  uint64_t digest = 0;
+};
+
+// A snapshot file in a node's snapshot store.
+struct SnapshotFile {
+  uint64_t index = 0;  // 0: none
+  uint64_t term = 0;
+  MembershipConfig config;
+  std::shared_ptr<const SmImage> image;
+  uint64_t origin = 0;  // node that took it
+};
+
+struct SimStats {
+  uint64_t snapshots_taken = 0;
+  uint64_t snapshot_messages_sent = 0;      // kSnapshot sent by cores
+  uint64_t snapshot_transfers = 0;          // files copied to a receiver
+  uint64_t snapshot_transfer_failures = 0;  // the sender no longer had the file
+  uint64_t snapshot_messages_dropped = 0;   // kSnapshot lost, partitioned, or to a down node
+  uint64_t snapshots_installed = 0;         // Ready::snapshot restores
+  uint64_t timeout_now_sent = 0;
+  uint64_t config_changes = 0;              // accepted ProposeMembershipChange
 };
 
 // Where, relative to a node's Ready cycle, a crash happens.
@@ -145,6 +206,10 @@ struct Envelope {
   // Not a message: node msg.to's write of its in-progress Ready completes.
   bool io_completion = false;
 };
+
+// "1v,2v,3l"
+std::string ConfigString(const MembershipConfig& config);
+bool SameConfig(const MembershipConfig& a, const MembershipConfig& b);
 
 class SimCluster {
  public:
@@ -180,6 +245,34 @@ class SimCluster {
   ProposeResult ProposeToLeader(const std::string& data, uint64_t* leader_out = nullptr);
   bool ReadIndex(uint64_t node, uint64_t read_id);
 
+  // ---- membership, transfer, snapshots (each is a step) ----
+  // The address of member `id` in configurations ("sim-<id>").
+  static std::string Address(uint64_t id);
+  // A new server: an empty node with the bootstrap configuration (which does
+  // not contain it), started at once. Returns its id (one above the highest).
+  uint64_t AddNode();
+  ProposeResult ProposeMembershipChange(uint64_t node, const MembershipChange& change);
+  ProposeResult AddLearner(uint64_t node, uint64_t id) {
+    return ProposeMembershipChange(node, MembershipChange{ChangeType::kAddLearner, id, Address(id)});
+  }
+  ProposeResult Promote(uint64_t node, uint64_t id) {
+    return ProposeMembershipChange(node, MembershipChange{ChangeType::kPromote, id, ""});
+  }
+  ProposeResult RemoveMember(uint64_t node, uint64_t id) {
+    return ProposeMembershipChange(node, MembershipChange{ChangeType::kRemove, id, ""});
+  }
+  // Raft::TransferLeadership on `node`: "" when started.
+  std::string TransferLeadership(uint64_t node, uint64_t target);
+  // Snapshots the node's state machine at its applied index and compacts the
+  // core's log there. False when there is nothing new to snapshot (or the
+  // node is down).
+  bool TakeSnapshot(uint64_t node);
+  // Deletes the snapshot files of `node` older than the one its log is based
+  // on.
+  void DeleteOldSnapshotFiles(uint64_t node);
+  void set_snapshot_every(uint64_t n) { options_.snapshot_every = n; }
+  void set_snapshots_kept(size_t n) { options_.snapshots_kept = n; }
+
   // ---- faults ----
   void Crash(uint64_t node, CrashPoint point = CrashPoint::kNow);
   void Restart(uint64_t node);
@@ -210,12 +303,30 @@ class SimCluster {
   // A live leader whose term is >= the term of every live node it can talk to
   // and which every such node follows (0 when none).
   uint64_t StableLeader() const;
-  // Applied entries of the node's current incarnation (the state machine is
-  // rebuilt from the log after a restart).
+  // The node's state machine: every entry applied, from index 1 (restored
+  // from a snapshot image, then the entries applied since).
   const std::vector<Entry>& applied(uint64_t node) const { return At(node).applied; }
+  uint64_t applied_index(uint64_t node) const { return At(node).applied.size(); }
+  uint64_t state_digest(uint64_t node) const { return At(node).digest; }
   // The data of the applied COMMAND entries.
   std::vector<std::string> AppliedCommands(uint64_t node) const;
+  // The durable log: entries persisted_log_first(node), +1, ...
   const std::vector<Entry>& persisted_log(uint64_t node) const { return At(node).log; }
+  uint64_t persisted_log_first(uint64_t node) const { return At(node).log_first; }
+  uint64_t persisted_last_index(uint64_t node) const { return DurableLast(At(node)); }
+  // The durable entry at `index`, nullptr when not in the durable log.
+  const Entry* persisted_entry(uint64_t node, uint64_t index) const;
+  // The snapshot the node's durable log is based on (index 0: none).
+  const SnapshotFile& durable_snapshot(uint64_t node) const { return At(node).base; }
+  bool HasSnapshotFile(uint64_t node, uint64_t index, uint64_t term) const {
+    return At(node).files.count({index, term}) != 0;
+  }
+  // The last configuration the node's core reported in Ready::config.
+  const MembershipConfig& reported_config(uint64_t node) const { return At(node).reported_config; }
+  const MembershipConfig& bootstrap_config() const { return bootstrap_; }
+  // The configuration in effect at `index` of the committed history.
+  MembershipConfig CommittedConfigAt(uint64_t index) const;
+  const SimStats& stats() const { return stats_; }
   const HardState& persisted_hard_state(uint64_t node) const { return At(node).hs; }
   // Every entry ever known committed, by index from 1 (entry i at [i-1]).
   const std::vector<Entry>& committed() const { return committed_; }
@@ -227,10 +338,14 @@ class SimCluster {
   // The maximum term of any node (live or in its durable store).
   uint64_t MaxTerm() const;
   size_t in_flight() const { return queue_.size(); }
-  // True when every live node has applied everything its commit index covers,
-  // all live logs are identical, and every live node's commit index is the
-  // stable leader's last index (which is then the whole log).
+  // True when every member of the stable leader's configuration (voters
+  // and learners) is up, has applied everything its commit index covers,
+  // holds the leader's log, and has the leader's last index (of its term)
+  // as commit index. Nodes outside that configuration are ignored.
   bool Converged() const;
+  // The members of the live leader's configuration (voters and learners),
+  // or the bootstrap configuration's when there is no leader.
+  std::vector<uint64_t> Members() const;
 
   // Called for every message just before it is stepped into its destination.
   std::function<void(const Envelope&)> on_deliver;
@@ -268,17 +383,29 @@ class SimCluster {
     // call (with the event of that delivery), and peers that answered after.
     std::map<uint64_t, uint64_t> touched;
     std::set<uint64_t> confirmed;
+    // The voters of every configuration the leader had in effect since the
+    // call: the read may be confirmed by a majority of any of them.
+    std::vector<std::vector<uint64_t>> voter_sets;
     bool done = false;
   };
   struct Node {
     uint64_t id = 0;
     std::unique_ptr<Raft> core;
     uint64_t incarnation = 0;
-    // Durable store.
+    MembershipConfig bootstrap;
+    // Durable store: hard state, log (entries log_first, log_first + 1, ...;
+    // log_first is always base.index + 1), the snapshot the log is based on,
+    // and the snapshot files by (index, term).
     HardState hs;
     std::vector<Entry> log;
-    // This incarnation.
+    uint64_t log_first = 1;
+    SnapshotFile base;
+    std::map<std::pair<uint64_t, uint64_t>, SnapshotFile> files;
+    // This incarnation: the state machine and its digest.
     std::vector<Entry> applied;
+    uint64_t digest = 0;
+    MembershipConfig reported_config;
+    bool config_reported = false;
     uint64_t last_commit = 0;
     uint64_t recorded_commit = 0;   // commit indexes already checked against committed_
     uint64_t leader_seen_term = 0;  // last term in which it was seen leader and checked
@@ -324,6 +451,23 @@ class SimCluster {
   void Enqueue(Envelope env);
   void ValidateOutgoing(Node& n, const Message& m, bool before_persist);
   void RegisterEntry(uint64_t node, const Entry& e, uint64_t prev_term, const char* where);
+  // Durable log helpers (index 0 and compacted indexes: nullptr / term 0;
+  // DurableTermAt knows the base snapshot's term at its index).
+  static uint64_t DurableLast(const Node& n) { return n.log_first - 1 + n.log.size(); }
+  static const Entry* DurableEntry(const Node& n, uint64_t index);
+  static uint64_t DurableTermAt(const Node& n, uint64_t index);
+  static uint64_t DurableLastTerm(const Node& n);
+  // Whether `e` is in the node's durable log or covered by its base snapshot.
+  bool DurablyHas(const Node& n, const Entry& e) const;
+  bool DoSnapshot(Node& n);
+  void PruneSnapshotFiles(Node& n);
+  // Ready::snapshot: the durable part (log reset, base) and the state machine.
+  void InstallSnapshotDurably(Node& n, const SnapshotRef& s);
+  void RestoreStateMachine(Node& n, const SnapshotRef& s);
+  void Applied(Node& n, const Entry& e);
+  void CheckDigest(Node& n);
+  void CheckLeaderMembership(Node& n);
+  void CheckCommitQuorum(Node& n, uint64_t index);
   void RecordCommit(Node& n);
   void CheckLeaderCompleteness(Node& n);
   void CheckNodeCheap(Node& n);
@@ -363,6 +507,10 @@ class SimCluster {
   };
   std::map<std::pair<uint64_t, uint64_t>, EntryInfo> entry_registry_;  // (index, term)
   std::map<std::pair<uint64_t, uint64_t>, uint64_t> votes_granted_;    // (voter, term) -> candidate
+  std::map<uint64_t, MembershipConfig> committed_configs_;             // index -> config entry
+  std::map<uint64_t, uint64_t> digest_at_;  // applied index -> state machine digest
+  MembershipConfig bootstrap_;
+  SimStats stats_;
   std::map<uint64_t, ReadCall> read_calls_;                            // read id -> call
 
   std::vector<std::string> violations_;

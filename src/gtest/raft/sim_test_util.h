@@ -46,4 +46,84 @@ void ForEachSeed(int default_count, Body body, uint64_t offset = 0) {
   }
 }
 
+// ---- helpers for the membership, snapshot and transfer tests ----
+
+// Waits for a stable leader; 0 (after recording a failure in the cluster)
+// if none within max_ticks.
+inline uint64_t AwaitLeader(SimCluster& c, int max_ticks = 150) {
+  if (!c.RunUntil([&] { return c.StableLeader() != 0; }, max_ticks)) {
+    c.Fail("no stable leader within " + std::to_string(max_ticks) + " ticks");
+    return 0;
+  }
+  return c.StableLeader();
+}
+
+inline bool AwaitConverged(SimCluster& c, int max_ticks = 300) {
+  if (c.RunUntil([&] { return c.Converged(); }, max_ticks)) return true;
+  c.Fail("cluster did not converge within " + std::to_string(max_ticks) + " ticks");
+  return false;
+}
+
+// Waits until `node` is up and its commit index covers `index`.
+inline bool AwaitCommitted(SimCluster& c, uint64_t node, uint64_t index, int max_ticks = 50) {
+  return c.RunUntil(
+      [&] { return c.alive(node) && c.core(node)->commit_index() >= index; }, max_ticks);
+}
+
+// Processes up to `n` events (deliveries, write completions, ticks).
+inline void RunEvents(SimCluster& c, int n) {
+  for (int i = 0; i < n && c.RunOneEvent(); ++i) {
+  }
+}
+
+// Proposes `count` commands "<prefix><i>" to `leader`; returns how many were
+// accepted.
+inline int ProposeMany(SimCluster& c, uint64_t leader, const std::string& prefix, int count,
+                       int ticks_every = 0) {
+  int accepted = 0;
+  for (int i = 0; i < count; ++i) {
+    if (c.Propose(leader, prefix + std::to_string(i)).accepted) ++accepted;
+    if (ticks_every > 0 && i % ticks_every == ticks_every - 1) c.RunTicks(1);
+  }
+  return accepted;
+}
+
+inline bool IsMemberOf(const MembershipConfig& config, uint64_t id) {
+  return FindMember(config, id) != nullptr;
+}
+inline bool IsVoterOf(const MembershipConfig& config, uint64_t id) {
+  const MemberConfig* m = FindMember(config, id);
+  return m != nullptr && m->voter();
+}
+
+// After convergence: every member of the leader's configuration has the same
+// configuration, and its state machine is exactly the committed history
+// (nothing committed lost, nothing else applied).
+inline void ExpectMembersAgree(const SimCluster& c) {
+  const uint64_t leader = c.StableLeader();
+  ASSERT_NE(leader, 0u) << c.Report();
+  const MembershipConfig& config = c.core(leader)->membership();
+  const std::vector<Entry>& committed = c.committed();
+  for (const MemberConfig& m : config.members()) {
+    ASSERT_TRUE(c.alive(m.id())) << "member " << m.id() << " is down\n" << c.Report();
+    EXPECT_TRUE(SameConfig(c.core(m.id())->membership(), config))
+        << "member " << m.id() << " has configuration "
+        << ConfigString(c.core(m.id())->membership()) << ", leader " << ConfigString(config);
+    const std::vector<Entry>& applied = c.applied(m.id());
+    ASSERT_GE(applied.size(), committed.size())
+        << "member " << m.id() << " lost committed entries\n" << c.Report();
+    for (size_t i = 0; i < committed.size(); ++i) {
+      ASSERT_EQ(applied[i].term(), committed[i].term()) << "member " << m.id() << " index " << i + 1;
+      ASSERT_EQ(applied[i].type(), committed[i].type()) << "member " << m.id() << " index " << i + 1;
+      ASSERT_EQ(applied[i].data(), committed[i].data()) << "member " << m.id() << " index " << i + 1;
+    }
+    EXPECT_EQ(c.state_digest(m.id()), c.state_digest(leader)) << "member " << m.id();
+    EXPECT_EQ(applied.size(), c.applied(leader).size()) << "member " << m.id();
+  }
+}
+
+inline std::string VotersString(const Raft* r) {
+  return r == nullptr ? std::string("down") : ConfigString(r->membership());
+}
+
 }  // namespace raftkv::raft::sim
