@@ -6,6 +6,11 @@
 #   cluster.sh restart I   start node I again on its existing data
 #   cluster.sh stop        SIGTERM every node, SIGKILL what is left after 5 s
 #   cluster.sh status [..] raftkvctl status over all nodes (extra args passed on)
+#   cluster.sh add I       start a new, empty node I with --join, add it as a learner,
+#                          promote it to voter once caught up, print the member list
+#   cluster.sh remove I    remove member I from the configuration, then stop node I
+#                          (its directory is kept)
+#   cluster.sh members [..] raftkvctl member list (extra args passed on, e.g. --json)
 #
 # Environment:
 #   RAFTKV_BIN_DIR       where raftkv-server and raftkvctl are (default: <repo>/build)
@@ -13,10 +18,16 @@
 #                        current directory)
 #   RAFTKV_BASE_PORT     node I listens on 127.0.0.1:$((RAFTKV_BASE_PORT + I)) (default 7000)
 #   RAFTKV_SERVER_FLAGS  extra raftkv-server flags, split on whitespace
+#   RAFTKV_CATCHUP_TIMEOUT_S  add: how long a new node may take to catch up before
+#                        its promotion is given up (default 120)
 #
 # `start` records N, the base port, the binary directory and the server flags
 # in $RAFTKV_DATA/cluster.env; the other commands read them from there, so only
 # RAFTKV_DATA (and the current directory, if it is relative) must match.
+# `add` and `remove` update the node list there (NODES; JOINED: nodes added
+# with `add`, which are not in cluster.conf and so are always started with
+# --join and an explicit --listen_address). cluster.conf stays the bootstrap
+# membership: the members' logs hold the configuration in effect.
 # Layout: $RAFTKV_DATA/cluster.conf, and per node $RAFTKV_DATA/nodeI/{data,logs,
 # server.out,pid}. Only the ENDPOINTS line goes to stdout; progress to stderr.
 set -euo pipefail
@@ -30,6 +41,8 @@ STOP_TIMEOUT_S=5
 # Set by load_env (or by cmd_start).
 DATA=""
 N=0
+NODES=""   # ids of the cluster's nodes, space-separated
+JOINED=""  # the ones added by `add`
 BASE_PORT=7000
 BIN_DIR=""
 SERVER_FLAGS=""
@@ -46,8 +59,10 @@ note() {
 usage() {
   cat >&2 <<'EOF'
 usage: cluster.sh start N | kill I | restart I | stop | status [raftkvctl flags]
+                  | add I | remove I | members [raftkvctl flags]
 environment: RAFTKV_BIN_DIR (default <repo>/build), RAFTKV_DATA (default ./data),
-             RAFTKV_BASE_PORT (default 7000), RAFTKV_SERVER_FLAGS
+             RAFTKV_BASE_PORT (default 7000), RAFTKV_SERVER_FLAGS,
+             RAFTKV_CATCHUP_TIMEOUT_S (default 120)
 EOF
   exit 2
 }
@@ -71,19 +86,45 @@ load_env() {
   [[ -f $DATA/cluster.env ]] || die "no cluster in $DATA (run: cluster.sh start N)"
   # shellcheck source=/dev/null
   source "$DATA/cluster.env"
+  if [[ -z $NODES ]]; then  # written by an older cluster.sh
+    local i
+    for ((i = 1; i <= N; i++)); do NODES+="${NODES:+ }$i"; done
+  fi
   if [[ -n ${RAFTKV_BIN_DIR:-} ]]; then
     BIN_DIR=$(abs_path "$RAFTKV_BIN_DIR")
   fi
+}
+
+# Writes the cluster's settings and node list to $DATA/cluster.env.
+save_env() {
+  {
+    echo "# written by scripts/cluster.sh start/add/remove; read by its other commands"
+    printf 'N=%q\nNODES=%q\nJOINED=%q\nBASE_PORT=%q\nBIN_DIR=%q\nSERVER_FLAGS=%q\n' \
+      "$N" "$NODES" "$JOINED" "$BASE_PORT" "$BIN_DIR" "$SERVER_FLAGS"
+  } >"$DATA/cluster.env.tmp"
+  mv "$DATA/cluster.env.tmp" "$DATA/cluster.env"
 }
 
 port_of() {
   echo $((BASE_PORT + $1))
 }
 
-# Comma-separated addresses of nodes 1..N.
+# Succeeds if $1 is among the words of $2.
+in_list() {
+  [[ " $2 " == *" $1 "* ]]
+}
+
+# $2 without the word $1.
+without() {
+  local w out=""
+  for w in $2; do [[ $w == "$1" ]] || out+="${out:+ }$w"; done
+  echo "$out"
+}
+
+# Comma-separated addresses of the cluster's nodes.
 endpoints() {
   local i eps=""
-  for ((i = 1; i <= N; i++)); do
+  for i in $NODES; do
     eps+="${eps:+,}$HOST:$(port_of "$i")"
   done
   echo "$eps"
@@ -123,7 +164,7 @@ port_in_use() {
 
 check_node_arg() {
   [[ ${1:-} =~ ^[1-9][0-9]*$ ]] || usage
-  (($1 <= N)) || die "no node $1: the cluster in $DATA has nodes 1..$N"
+  in_list "$1" "$NODES" || die "no node $1: the cluster in $DATA has nodes ${NODES// /,}"
 }
 
 check_binaries() {
@@ -138,6 +179,10 @@ start_node() {
   local i=$1 mode=${2:-} d=$DATA/node$1 extra=()
   mkdir -p "$d/data" "$d/logs"
   read -r -a extra <<<"$SERVER_FLAGS"
+  if in_list "$i" "$JOINED"; then
+    # Not in cluster.conf: it learns the configuration from the leader.
+    extra+=(--join "--listen_address=$HOST:$(port_of "$i")")
+  fi
   if [[ $mode == append ]]; then
     echo "=== cluster.sh restart at $(date '+%Y-%m-%d %H:%M:%S') ===" >>"$d/server.out"
   else
@@ -228,11 +273,10 @@ cmd_start() {
     note "warning: $DATA held a different cluster; its node data is reused as is"
   fi
   printf '%s\n' "$conf" >"$DATA/cluster.conf"
-  {
-    echo "# written by scripts/cluster.sh start; read by its other commands"
-    printf 'N=%q\nBASE_PORT=%q\nBIN_DIR=%q\nSERVER_FLAGS=%q\n' \
-      "$N" "$BASE_PORT" "$BIN_DIR" "$SERVER_FLAGS"
-  } >"$DATA/cluster.env"
+  NODES=""
+  JOINED=""
+  for ((i = 1; i <= N; i++)); do NODES+="${NODES:+ }$i"; done
+  save_env
 
   for ((i = 1; i <= N; i++)); do start_node "$i"; done
 
@@ -294,8 +338,15 @@ cmd_restart() {
   node_running "$i" && die "node $i is already running (pid $(node_pid "$i"))"
   port_in_use "$port" && die "port $HOST:$port is already in use"
   start_node "$i" append
-  # Wait until it answers Status (it need not have found a leader yet).
-  local end=$((SECONDS + START_TIMEOUT_S)) out
+  wait_answers "$i"
+  note "restarted node $i (pid $(node_pid "$i"))"
+}
+
+# Waits until node $1 answers Status (it need not have found a leader yet);
+# exits if it dies or does not answer within START_TIMEOUT_S.
+wait_answers() {
+  local i=$1 port end=$((SECONDS + START_TIMEOUT_S)) out
+  port=$(port_of "$i")
   while :; do
     out=$(status_json "$HOST:$port")
     [[ $out == *'"role": "'* && $out != *'"unreachable"'* ]] && break
@@ -311,7 +362,87 @@ cmd_restart() {
     fi
     sleep 0.1
   done
-  note "restarted node $i (pid $(node_pid "$i"))"
+}
+
+# Stops node $1 (SIGTERM, SIGKILL after STOP_TIMEOUT_S); no-op if not running.
+stop_one() {
+  local i=$1 pid
+  pid=$(node_pid "$i")
+  if pid_alive "$pid"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    local end=$((SECONDS + STOP_TIMEOUT_S))
+    while pid_alive "$pid" && ((SECONDS < end)); do sleep 0.1; done
+    if pid_alive "$pid"; then
+      note "SIGKILL to node $i (still running after ${STOP_TIMEOUT_S}s)"
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+  fi
+  rm -f "$DATA/node$i/pid"
+}
+
+ctl() {
+  "$BIN_DIR/raftkvctl" --endpoints="$(endpoints)" "$@"
+}
+
+cmd_add() {
+  load_env
+  [[ ${1:-} =~ ^[1-9][0-9]*$ ]] || usage
+  check_binaries
+  local i=$1 port addr d=$DATA/node$1
+  in_list "$i" "$NODES" && die "node $i is already a member (nodes: ${NODES// /,})"
+  port=$(port_of "$i")
+  ((port <= 65535)) || die "port $port of node $i is out of range"
+  addr=$HOST:$port
+  node_running "$i" && die "node $i is already running (pid $(node_pid "$i"))"
+  if [[ -d $d/data ]] && [[ -n $(ls -A "$d/data" 2>/dev/null) ]]; then
+    die "$d/data is not empty: a new member must start empty (remove the directory first)"
+  fi
+  port_in_use "$port" && die "port $addr is already in use"
+  JOINED="$(without "$i" "$JOINED") $i"
+  JOINED=${JOINED# }
+  start_node "$i"
+  wait_answers "$i"
+  note "started node $i (pid $(node_pid "$i")) on $addr with --join"
+
+  # Add it as a learner (through the current members, which find the leader).
+  if ! ctl --timeout_ms=15000 member add "$i" "$addr" >&2; then
+    note "could not add node $i; stopping it"
+    stop_one "$i"
+    JOINED=$(without "$i" "$JOINED")
+    exit 1
+  fi
+  NODES+=" $i"
+  save_env
+  # Promote it once the leader considers it caught up (raftkvctl retries and
+  # prints its progress meanwhile).
+  local wait_s=${RAFTKV_CATCHUP_TIMEOUT_S:-120}
+  [[ $wait_s =~ ^[0-9]+$ ]] || die "RAFTKV_CATCHUP_TIMEOUT_S must be a number of seconds"
+  if ! ctl --timeout_ms=15000 --wait_timeout_ms=$((wait_s * 1000)) member promote "$i" >&2; then
+    note "node $i was added as a learner but not promoted; retry with:"
+    note "  $BIN_DIR/raftkvctl --endpoints=$(endpoints) member promote $i"
+    exit 1
+  fi
+  ctl member list
+}
+
+cmd_remove() {
+  load_env
+  check_node_arg "${1:-}"
+  local i=$1
+  [[ $NODES == "$i" ]] && die "node $i is the last member; it cannot be removed"
+  ctl --timeout_ms=15000 member remove "$i" >&2 || die "could not remove member $i"
+  NODES=$(without "$i" "$NODES")
+  JOINED=$(without "$i" "$JOINED")
+  save_env
+  stop_one "$i"
+  note "removed member $i and stopped it; its data is kept in $DATA/node$i"
+  ctl member list
+}
+
+cmd_members() {
+  load_env
+  [[ -x $BIN_DIR/raftkvctl ]] || die "$BIN_DIR/raftkvctl not found (build it, or set RAFTKV_BIN_DIR)"
+  exec "$BIN_DIR/raftkvctl" --endpoints="$(endpoints)" member list "$@"
 }
 
 cmd_stop() {
@@ -340,6 +471,9 @@ main() {
     restart) [[ $# -eq 1 ]] || usage; cmd_restart "$1" ;;
     stop) [[ $# -eq 0 ]] || usage; cmd_stop ;;
     status) cmd_status "$@" ;;
+    add) [[ $# -eq 1 ]] || usage; cmd_add "$1" ;;
+    remove) [[ $# -eq 1 ]] || usage; cmd_remove "$1" ;;
+    members) cmd_members "$@" ;;
     *) usage ;;
   esac
 }

@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <set>
@@ -104,6 +105,33 @@ class UnaryCall final : public Tagged {
   bool finishing_ = false;
 };
 
+// Peer requests must name this member (a misrouted message means the members'
+// cluster files disagree about addresses) and come from another member. The
+// sender is not required to be in this member's configuration: with
+// membership changes a new member may lead (or send a snapshot) before a
+// lagging member has learned the configuration that added it, and refusing
+// it would keep that member from ever catching up. The core decides what a
+// message from a non-member may do.
+grpc::Status CheckPeerCall(const ServerOptions& options, const RaftNode& node, uint64_t from,
+                           uint64_t to) {
+  if (options.faults != nullptr && options.faults->IsBlocked(from)) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "link from member " + std::to_string(from) +
+                            " is cut by test fault injection");
+  }
+  if (to != node.id()) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "message for member " + std::to_string(to) + " reached member " +
+                            std::to_string(node.id()) + "; check the cluster files");
+  }
+  if (from == 0 || from == node.id()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "sender " + std::to_string(from) + " is not a peer of member " +
+                            std::to_string(node.id()));
+  }
+  return grpc::Status::OK;
+}
+
 template <class Call>
 void FinishWithOutcome(Call* call, const Outcome& out) {
   if (out.status.error_code() == grpc::StatusCode::FAILED_PRECONDITION && out.leader_id != 0) {
@@ -132,7 +160,7 @@ class GrpcServer::Handlers {
   using CloseSessionCall = UnaryCall<CloseSessionRequest, CloseSessionResponse>;
   using SetFaultsCall = UnaryCall<SetFaultsRequest, SetFaultsResponse>;
 
-  Handlers(const ServerOptions& options, RaftNode* node, KV::AsyncService* kv, Raft::AsyncService* raft,
+  Handlers(const ServerOptions& options, RaftNode* node, KV::AsyncService* kv, RaftHybridService* raft,
            Testing::AsyncService* testing)
       : options_(options), limits_{options.max_key_bytes, options.max_value_bytes}, node_(node) {
     request_open_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestOpenSession(c, r, w, cq, cq, tag); };
@@ -311,25 +339,8 @@ class GrpcServer::Handlers {
     call->Finish(resp);
   }
 
-  // Peer requests must name this member and come from a configured member:
-  // a misconfigured cluster file is reported, not silently obeyed.
   grpc::Status CheckPeer(uint64_t from, uint64_t to) const {
-    if (options_.faults != nullptr && options_.faults->IsBlocked(from)) {
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                          "link from member " + std::to_string(from) +
-                              " is cut by test fault injection");
-    }
-    if (to != node_->id()) {
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                          "message for member " + std::to_string(to) + " reached member " +
-                              std::to_string(node_->id()) + "; check the cluster files");
-    }
-    if (from == node_->id() || node_->cluster().Find(from) == nullptr) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "sender " + std::to_string(from) + " is not a peer of member " +
-                              std::to_string(node_->id()));
-    }
-    return grpc::Status::OK;
+    return CheckPeerCall(options_, *node_, from, to);
   }
 
   void HandleAppend(AppendCall* call) {
@@ -391,10 +402,190 @@ class GrpcServer::Handlers {
   VoteCall::Handler handle_vote_;
 };
 
+// The synchronous methods of the Raft service, run on gRPC's sync threads.
+class GrpcServer::RaftService final : public RaftHybridService {
+ public:
+  RaftService(const ServerOptions& options, RaftNode* node) : options_(options), node_(node) {}
+
+  // The follower side of a snapshot transfer: receive the chunks into the
+  // snapshot store (verified end to end before it is renamed into place),
+  // then hand the metadata to the core and answer with its response, which
+  // comes once the snapshot is installed and durable.
+  grpc::Status InstallSnapshot(grpc::ServerContext* context,
+                               grpc::ServerReader<InstallSnapshotRequest>* reader,
+                               InstallSnapshotResponse* response) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (receiving_) {
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                            "member " + std::to_string(node_->id()) +
+                                " is already receiving a snapshot; one transfer at a time");
+      }
+      receiving_ = true;
+    }
+    struct Release {
+      RaftService* self;
+      ~Release() {
+        std::lock_guard<std::mutex> lock(self->mu_);
+        self->receiving_ = false;
+      }
+    } release{this};
+
+    InstallSnapshotRequest first;  // the metadata of the first chunk
+    grpc::Status status = Receive(context, reader, &first);
+    if (!status.ok()) return status;
+
+    // The file is installed in the store: the core may use it now.
+    struct Reply {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool done = false;
+      bool stopped = false;
+      InstallSnapshotResponse response;
+    };
+    auto reply = std::make_shared<Reply>();
+    node_->StepRequest(raft::SnapshotRequestMessage(first), [reply](const raft::Message* m) {
+      std::lock_guard<std::mutex> lock(reply->mu);
+      reply->done = true;
+      if (m == nullptr) {
+        reply->stopped = true;
+      } else {
+        reply->response = m->snapshot_resp;
+      }
+      reply->cv.notify_all();
+    });
+    // Restoring a large state takes a while; wait as long as the sender
+    // does (its deadline cancels the call), or until the server shuts down.
+    std::unique_lock<std::mutex> lock(reply->mu);
+    while (!reply->done) {
+      if (context->IsCancelled()) {
+        return grpc::Status(grpc::StatusCode::CANCELLED,
+                            "the call ended before the snapshot was installed");
+      }
+      reply->cv.wait_for(lock, std::chrono::milliseconds(100));
+    }
+    if (reply->stopped) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down");
+    }
+    *response = reply->response;
+    return grpc::Status::OK;
+  }
+
+  // One-way: the core answers nothing, so the call is answered at once.
+  grpc::Status TimeoutNow(grpc::ServerContext* context, const TimeoutNowRequest* request,
+                          TimeoutNowResponse* response) override {
+    grpc::Status bad = CheckPeerCall(options_, *node_, request->leader_id(), request->to());
+    if (!bad.ok()) return bad;
+    raft::Message m = raft::TimeoutNowMessage(*request);
+    if (std::string why = raft::CheckPeerMessage(m); !why.empty()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why);
+    }
+    node_->StepOneWay(m);
+    return grpc::Status::OK;
+  }
+
+ private:
+  static bool SameSnapshot(const InstallSnapshotRequest& a, const InstallSnapshotRequest& b) {
+    return a.term() == b.term() && a.leader_id() == b.leader_id() &&
+           a.last_index() == b.last_index() && a.last_term() == b.last_term() &&
+           a.to() == b.to() && a.total_bytes() == b.total_bytes();
+  }
+
+  // Reads the whole stream into a SnapshotReceiver and installs the file.
+  // Any error drops the receiver, which removes its temporary file.
+  grpc::Status Receive(grpc::ServerContext* context,
+                       grpc::ServerReader<InstallSnapshotRequest>* reader,
+                       InstallSnapshotRequest* first) {
+    auto invalid = [](const std::string& what) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, what);
+    };
+    std::unique_ptr<SnapshotReceiver> receiver;
+    InstallSnapshotRequest req;
+    std::string name;  // "snapshot <index>/<term> from member <id>", for messages
+    const Clock::time_point start = Clock::now();
+    while (reader->Read(&req)) {
+      if (!receiver) {
+        grpc::Status bad = CheckPeerCall(options_, *node_, req.leader_id(), req.to());
+        if (!bad.ok()) return bad;
+        const raft::Message m = raft::SnapshotRequestMessage(req);
+        if (std::string why = raft::CheckPeerMessage(m); !why.empty()) return invalid(why);
+        name = "snapshot " + std::to_string(req.last_index()) + "/" +
+               std::to_string(req.last_term()) + " from member " + std::to_string(req.leader_id());
+        if (req.total_bytes() == 0) return invalid(name + ": total_bytes is 0");
+        Status s = node_->BeginReceiveSnapshot(req.last_index(), req.last_term(), &receiver);
+        if (!s.ok()) {
+          return grpc::Status(grpc::StatusCode::INTERNAL,
+                              name + ": cannot start receiving: " + s.ToString());
+        }
+        *first = req;
+        first->clear_data();
+        first->clear_offset();
+        first->clear_done();
+        LOG(INFO) << "member " << node_->id() << " receiving " << name << " ("
+                  << req.total_bytes() << " bytes)";
+      } else if (!SameSnapshot(req, *first)) {
+        return invalid(name + ": a chunk's metadata differs from the first chunk's");
+      } else if (options_.faults != nullptr && options_.faults->IsBlocked(req.leader_id())) {
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "link from member " + std::to_string(req.leader_id()) +
+                                " is cut by test fault injection");
+      }
+      if (req.offset() != receiver->bytes_received()) {
+        return invalid(name + ": chunk at offset " + std::to_string(req.offset()) +
+                       ", expected offset " + std::to_string(receiver->bytes_received()) +
+                       " (chunks must be consecutive; restart the transfer)");
+      }
+      if (req.data().size() > first->total_bytes() - req.offset()) {
+        return invalid(name + ": chunk at offset " + std::to_string(req.offset()) + " of " +
+                       std::to_string(req.data().size()) + " bytes ends past total_bytes " +
+                       std::to_string(first->total_bytes()));
+      }
+      Status s = receiver->Append(req.offset(), req.data());
+      if (!s.ok()) {
+        return grpc::Status(grpc::StatusCode::INTERNAL, name + ": " + s.ToString());
+      }
+      if (!req.done()) continue;
+      if (receiver->bytes_received() != first->total_bytes()) {
+        return invalid(name + ": the last chunk ends at byte " +
+                       std::to_string(receiver->bytes_received()) + " but total_bytes is " +
+                       std::to_string(first->total_bytes()));
+      }
+      SnapshotFileInfo installed;
+      s = receiver->Finish(&installed);
+      if (!s.ok()) {
+        LOG(WARNING) << "member " << node_->id() << " refused " << name << ": " << s.ToString();
+        return invalid(name + " failed verification: " + s.ToString());
+      }
+      LOG(INFO) << "member " << node_->id() << " received " << name << " into "
+                << installed.path << " in "
+                << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()
+                << " ms";
+      return grpc::Status::OK;
+    }
+    if (!receiver) return invalid("empty InstallSnapshot stream");
+    receiver->Abort();
+    if (context->IsCancelled()) {
+      return grpc::Status(grpc::StatusCode::CANCELLED,
+                          name + ": the transfer was cancelled after " +
+                              std::to_string(receiver->bytes_received()) + " bytes");
+    }
+    return invalid(name + ": the stream ended after " + std::to_string(receiver->bytes_received()) +
+                   " of " + std::to_string(first->total_bytes()) +
+                   " bytes without a chunk marked done");
+  }
+
+  const ServerOptions options_;
+  RaftNode* const node_;
+  std::mutex mu_;
+  bool receiving_ = false;  // guarded by mu_: one transfer at a time
+};
+
 GrpcServer::GrpcServer(const ServerOptions& options, RaftNode* node)
     : options_(options),
       node_(node),
-      handlers_(std::make_unique<Handlers>(options, node, &kv_service_, &raft_service_, &testing_service_)) {}
+      raft_service_(std::make_unique<RaftService>(options, node)),
+      handlers_(std::make_unique<Handlers>(options, node, &kv_service_, raft_service_.get(),
+                                           &testing_service_)) {}
 
 GrpcServer::~GrpcServer() {
   Shutdown(0);
@@ -419,8 +610,9 @@ Status GrpcServer::Start() {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(options_.listen_address, grpc::InsecureServerCredentials(), &bound_port_);
   builder.RegisterService(&kv_service_);
-  builder.RegisterService(&raft_service_);
+  builder.RegisterService(raft_service_.get());
   if (options_.faults != nullptr) builder.RegisterService(&testing_service_);
+  if (options_.admin_service != nullptr) builder.RegisterService(options_.admin_service);
   // Room for a full AppendEntries batch of maximum-size values.
   builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);

@@ -1,9 +1,18 @@
-// The node's gRPC server: the client service (KV) and the peer service (Raft)
-// on one port, served with the asynchronous completion-queue API by a pool of
-// `cq_num` completion queues, each polled by `threads_per_cq` threads. Every
-// call is an object that moves through "waiting for a request" -> "handled"
-// -> "finished"; handlers never block: writes and linearizable reads finish
-// from the node's I/O loop when they commit.
+// The node's gRPC server: the client service (KV), the peer service (Raft)
+// and, when given, the Admin service on one port.
+//
+// KV, Raft.AppendEntries and Raft.RequestVote -- the busy methods -- are served
+// with the asynchronous completion-queue API by a pool of `cq_num` completion
+// queues, each polled by `threads_per_cq` threads. Every call is an object
+// that moves through "waiting for a request" -> "handled" -> "finished";
+// handlers never block: writes and linearizable reads finish from the node's
+// I/O loop when they commit.
+//
+// Raft.InstallSnapshot (a long client stream of a whole snapshot file),
+// Raft.TimeoutNow and the Admin service are rare and may block, so they are
+// synchronous methods run by gRPC's own sync thread pool: the Raft service
+// is a hybrid (WithAsyncMethod_AppendEntries<WithAsyncMethod_RequestVote<
+// Raft::Service>>), which gRPC supports per method.
 #pragma once
 
 #include <memory>
@@ -35,7 +44,15 @@ struct ServerOptions {
   // Tests only (--enable_test_faults): peer requests from blocked members are
   // refused and the Testing service is served. Not owned; null = disabled.
   FaultInjector* faults = nullptr;
+  // The Admin service (AdminServiceImpl, a synchronous service), served when
+  // set. Not owned; must outlive the server.
+  grpc::Service* admin_service = nullptr;
 };
+
+// Raft service: AppendEntries and RequestVote asynchronous, InstallSnapshot
+// and TimeoutNow synchronous (see above).
+using RaftHybridService =
+    Raft::WithAsyncMethod_AppendEntries<Raft::WithAsyncMethod_RequestVote<Raft::Service>>;
 
 class GrpcServer {
  public:
@@ -51,12 +68,13 @@ class GrpcServer {
 
  private:
   class Handlers;
+  class RaftService;  // the hybrid Raft service: the sync methods' handlers
   void Poll(grpc::ServerCompletionQueue* cq);
 
   const ServerOptions options_;
   RaftNode* node_;
   KV::AsyncService kv_service_;
-  Raft::AsyncService raft_service_;
+  std::unique_ptr<RaftService> raft_service_;
   Testing::AsyncService testing_service_;
   std::unique_ptr<Handlers> handlers_;
   std::unique_ptr<grpc::Server> server_;

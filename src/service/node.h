@@ -7,13 +7,20 @@
 //    responses and votes that required durability, applies committed entries
 //    and completes waiting client calls;
 //  - the ticker: advances the core's logical clock every tick_ms and expires
-//    client calls whose deadline passed.
+//    client calls whose deadline passed;
+//  - a snapshot thread, while a snapshot is being taken: captures the state
+//    machine, writes the file, and hands the result back to the I/O loop,
+//    which compacts the core's log and the log files.
 //
 // gRPC threads call Propose/Read/StepRequest/StepResponse; these only touch
 // the core under `mu_` and wake the I/O loop, never block on disk or network.
 //
-// Lock order: mu_ before the state machine's internal lock. Callbacks are
-// always invoked without mu_ held.
+// Lock order: snapshot_mu_ (the snapshot store) before mu_ before the state
+// machine's internal lock. Callbacks are always invoked without mu_ held.
+//
+// Storage on disk (<data_dir>): LOCK, hardstate, log/ (SegmentedLog), snap/
+// (SnapshotStore). Restart = the newest intact snapshot + the log entries
+// after it; see Open() and doc/architecture.md "Snapshots and log compaction".
 #pragma once
 
 #include <chrono>
@@ -23,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -163,6 +171,9 @@ class RaftNode {
   using ReplyCallback = std::function<void(const raft::Message*)>;
   void StepRequest(raft::Message request, ReplyCallback reply);
   void StepResponse(const raft::Message& response);
+  // A one-way request from a peer (kTimeoutNow): the core produces no
+  // response, so there is nothing to wait for.
+  void StepOneWay(const raft::Message& request);
   void ReportUnreachable(uint64_t peer);
 
   // Takes a snapshot now (any role), unless one is being taken: then `done`
@@ -192,29 +203,79 @@ class RaftNode {
   std::string AddressOf(uint64_t id) const;
 
   NodeStatus GetStatus() const;
-  const KvStateMachine& state_machine() const { return state_machine_; }
+  const KvStateMachine& state_machine() const { return *state_machine_; }
   uint64_t id() const { return options_.id; }
   const ClusterConfig& cluster() const { return options_.cluster; }
   // Fills the leader fields of a FAILED_PRECONDITION outcome.
   Outcome NotLeader() const;
 
  private:
-  RaftNode(const NodeOptions& options, std::unique_ptr<SegmentedLog> log,
-           std::unique_ptr<HardStateFile> hard_state_file, const HardState& hard_state,
-           std::vector<Entry> entries);
+  // What Open() recovered, handed to the constructor.
+  struct Recovered {
+    std::unique_ptr<SegmentedLog> log;
+    std::unique_ptr<HardStateFile> hard_state_file;
+    std::unique_ptr<SnapshotStore> snapshots;
+    std::unique_ptr<KvStateMachine> state_machine;  // restored from `base` (if any)
+    HardState hard_state;
+    raft::SnapshotRef base;       // the snapshot loaded (index 0: none)
+    std::vector<Entry> entries;   // the log after base.index
+  };
+  // The result of taking a snapshot, handed from the snapshot thread to the
+  // I/O loop.
+  struct SnapshotResult {
+    Status status;
+    SnapshotInfo info;
+    bool written = false;  // false: nothing new was written (status says why, or it existed)
+    double capture_ms = 0;
+    double write_ms = 0;
+  };
+  using SnapshotCallback = std::function<void(Status, SnapshotInfo)>;
+
+  RaftNode(const NodeOptions& options, Recovered recovered);
   void IoLoop();
   void TickLoop();
+  // The I/O loop's handling of one Ready (everything but taking it).
+  void ProcessReady(raft::Ready& rd, std::vector<std::function<void()>>* completions);
+  // Ready::snapshot: restore the state machine from the installed file and
+  // reset the log to start after it.
+  void InstallSnapshot(const raft::SnapshotRef& snap, std::vector<std::function<void()>>* completions);
+  // Starts a snapshot on the snapshot thread if one is due or requested and
+  // none is running (I/O loop).
+  void MaybeStartSnapshot();
+  // The snapshot thread's body.
+  void TakeSnapshotInBackground();
+  // I/O loop, after the core was compacted to a finished snapshot (under
+  // mu_, between two Readys): logs it, prunes old files and compacts the log
+  // files.
+  void FinishSnapshot(SnapshotResult result);
+  // Deletes snapshot files beyond snapshots_kept and removes the log
+  // segments wholly below the oldest kept snapshot (I/O loop). With `wait`
+  // false it gives up if the snapshot store is busy (a snapshot being
+  // written): the next snapshot prunes.
+  void PruneAndCompactLog(bool wait);
   Outcome NotLeaderLocked() const;  // requires mu_
+  std::string AddressOfLocked(uint64_t id) const;  // requires mu_
   void ApplyCommitted(const std::vector<Entry>& committed,
                       std::vector<std::function<void()>>* completions);
   void ReleaseReads(std::vector<std::function<void()>>* completions);  // requires mu_
   void ExpireDeadlines(std::vector<std::function<void()>>* completions);  // requires mu_
+  // Completes leadership transfers that succeeded, were given up or expired.
+  void CheckTransfers(std::vector<std::function<void()>>* completions);  // requires mu_
 
   const NodeOptions options_;
   std::unique_ptr<SegmentedLog> log_;                // used by the I/O loop only
   std::unique_ptr<HardStateFile> hard_state_file_;  // used by the I/O loop only
-  KvStateMachine state_machine_;
+  // Written by the I/O loop only (Apply, Restore); read by any thread.
+  std::unique_ptr<KvStateMachine> state_machine_;
   PeerSender* sender_ = nullptr;
+
+  // The snapshot store is shared by the I/O loop (prune), the snapshot
+  // thread (write), the InstallSnapshot receiver and the leader's senders
+  // (open a file): every call goes through snapshot_mu_. Lock order:
+  // snapshot_mu_ before mu_.
+  mutable std::mutex snapshot_mu_;
+  const std::string snapshot_dir_;            // <data_dir>/snap
+  std::unique_ptr<SnapshotStore> snapshots_;  // guarded by snapshot_mu_
 
   mutable std::mutex mu_;
   std::condition_variable wake_;  // the I/O loop waits here for a Ready
@@ -227,7 +288,8 @@ class RaftNode {
     Clock::time_point deadline;
     OutcomeCallback done;
   };
-  // Proposals waiting for their entry to be applied, by log index. Guarded by mu_.
+  // Proposals (and membership changes) waiting for their entry to be
+  // applied, by log index. Guarded by mu_.
   std::map<uint64_t, PendingWrite> pending_writes_;
   struct PendingRead {
     Clock::time_point deadline;
@@ -243,6 +305,31 @@ class RaftNode {
   std::unordered_map<uint64_t, ReplyCallback> pending_replies_;
   uint64_t next_rpc_id_ = 1;  // guarded by mu_
   uint64_t applied_index_ = 0;  // guarded by mu_ (the state machine has its own copy)
+
+  // Leadership transfers waiting for their outcome. Guarded by mu_.
+  struct PendingTransfer {
+    uint64_t target;
+    uint64_t term;  // the leader's term when it started
+    Clock::time_point deadline;
+    OutcomeCallback done;
+  };
+  std::vector<PendingTransfer> pending_transfers_;
+
+  // ---- snapshots (guarded by mu_) ----
+  uint64_t snapshot_index_ = 0;  // newest snapshot file this node has (0: none)
+  uint64_t snapshot_term_ = 0;
+  bool snapshot_running_ = false;    // the snapshot thread is busy
+  bool snapshot_requested_ = false;  // TakeSnapshot() asked for one
+  std::vector<SnapshotCallback> snapshot_waiters_;
+  std::optional<SnapshotResult> snapshot_result_;  // from the snapshot thread
+  // After a failed snapshot, automatic ones wait until then (no retry storm).
+  Clock::time_point snapshot_retry_after_{};
+  std::thread snapshot_thread_;  // started and joined by the I/O loop (and Stop)
+  // Log bytes right after the last compaction (I/O loop only): the size
+  // trigger waits for snapshot_log_bytes / 2 of growth beyond it, so a log
+  // that cannot shrink (segments are removed whole) does not cause a
+  // snapshot per entry.
+  uint64_t log_bytes_after_compaction_ = 0;
 
   std::thread io_thread_;
   std::thread tick_thread_;

@@ -7,35 +7,51 @@
 
 namespace raftkv {
 
+namespace {
+std::string GrpcStatusText(const grpc::Status& s) {
+  return std::to_string(static_cast<int>(s.error_code())) + " " + s.error_message();
+}
+}  // namespace
 
-// One outgoing call and everything it needs until its completion.
+// One outgoing unary call and everything it needs until its completion.
 struct PeerClient::Call {
   uint64_t peer = 0;
   raft::MessageType type = raft::MessageType::kAppend;
+  std::shared_ptr<Raft::Stub> stub;  // keeps the channel for the call's life
   grpc::ClientContext context;
   grpc::Status status;
   AppendEntriesResponse append_resp;
   RequestVoteResponse vote_resp;
+  TimeoutNowResponse timeout_now_resp;
   std::unique_ptr<grpc::ClientAsyncResponseReader<AppendEntriesResponse>> append_reader;
   std::unique_ptr<grpc::ClientAsyncResponseReader<RequestVoteResponse>> vote_reader;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<TimeoutNowResponse>> timeout_now_reader;
   // Held by Send while it hands the call to gRPC, taken by Poll before it
   // looks at the call. The completion queue already orders the two, but
   // inside the distribution's libgrpc, which ThreadSanitizer cannot see.
   std::mutex handoff_mu;
 };
 
+// One snapshot stream to one peer.
+struct PeerClient::Transfer {
+  std::thread thread;
+  grpc::ClientContext context;  // TryCancel()ed by Shutdown()
+  bool finished = false;        // guarded by PeerClient::mu_
+};
+
 PeerClient::PeerClient(const ClusterConfig& cluster, uint64_t self_id,
                        const PeerClientOptions& options, ResponseHandler on_response,
-                       UnreachableHandler on_unreachable)
+                       UnreachableHandler on_unreachable, SnapshotOpener open_snapshot)
     : self_id_(self_id),
       options_(options),
       on_response_(std::move(on_response)),
-      on_unreachable_(std::move(on_unreachable)) {
-  for (const Member& m : cluster.members) {
-    if (m.id == self_id) continue;
-    auto channel = grpc::CreateCustomChannel(m.address, grpc::InsecureChannelCredentials(),
-                                             RaftkvChannelArguments());
-    stubs_.emplace(m.id, Raft::NewStub(channel));
+      on_unreachable_(std::move(on_unreachable)),
+      open_snapshot_(std::move(open_snapshot)) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Member& m : cluster.members) {
+      if (m.id != self_id) DialLocked(m.id, m.address);
+    }
   }
   const int cq_num = std::max(1, options_.cq_num);
   for (int i = 0; i < cq_num; ++i) cqs_.push_back(std::make_unique<grpc::CompletionQueue>());
@@ -48,18 +64,64 @@ PeerClient::PeerClient(const ClusterConfig& cluster, uint64_t self_id,
 
 PeerClient::~PeerClient() { Shutdown(); }
 
+void PeerClient::DialLocked(uint64_t id, const std::string& address) {
+  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                           RaftkvChannelArguments());
+  Peer& peer = peers_[id];
+  peer.address = address;
+  peer.stub = std::shared_ptr<Raft::Stub>(Raft::NewStub(channel));
+}
+
+void PeerClient::UpdateMembers(const MembershipConfig& config) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const MemberConfig& m : config.members()) {
+    if (m.id() == self_id_ || m.address().empty()) continue;
+    auto it = peers_.find(m.id());
+    if (it != peers_.end() && it->second.address == m.address()) continue;
+    LOG(INFO) << "member " << self_id_ << " dials member " << m.id() << " at " << m.address()
+              << (it == peers_.end() ? "" : " (was " + it->second.address + ")");
+    // A replaced stub stays alive while calls in flight hold it.
+    DialLocked(m.id(), m.address());
+  }
+}
+
+bool PeerClient::ShouldLogFailureLocked(uint64_t peer) {
+  auto& last = last_failure_log_[peer];
+  if (Clock::now() - last <= std::chrono::seconds(5)) return false;
+  last = Clock::now();
+  return true;
+}
+
 void PeerClient::Send(raft::Message m) {
-  auto stub = stubs_.find(m.to);
-  if (stub == stubs_.end()) {
-    LOG(DFATAL) << "no channel to member " << m.to << " for " << m.DebugString();
-    return;
+  std::shared_ptr<Raft::Stub> stub;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) return;
+    auto it = peers_.find(m.to);
+    if (it == peers_.end()) {
+      // The core only addresses members of a configuration, whose addresses
+      // reached UpdateMembers() first; this is a bug, not a network fault.
+      LOG_IF(ERROR, ShouldLogFailureLocked(m.to))
+          << "no address for member " << m.to << "; dropped " << m.DebugString();
+      return;
+    }
+    stub = it->second.stub;
   }
   // A cut link (test fault injection) loses the message, as a network would;
-  // the core's retries and stall detection recover once it heals.
-  if (options_.faults != nullptr && options_.faults->IsBlocked(m.to)) return;
+  // the core's retries and stall detection recover once it heals. (A
+  // snapshot transfer checks inside, and reports the peer unreachable.)
+  if (m.type != raft::MessageType::kSnapshot && options_.faults != nullptr &&
+      options_.faults->IsBlocked(m.to)) {
+    return;
+  }
+  if (m.type == raft::MessageType::kSnapshot) {
+    StartSnapshotTransfer(std::move(m), std::move(stub));
+    return;
+  }
   auto* call = new Call;
   call->peer = m.to;
   call->type = m.type;
+  call->stub = std::move(stub);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (shut_down_) {
@@ -71,18 +133,27 @@ void PeerClient::Send(raft::Message m) {
   grpc::CompletionQueue* cq = cqs_[next_cq_.fetch_add(1, std::memory_order_relaxed) % cqs_.size()].get();
   TsanReleaseTag(call);  // its construction (handoff_mu included), for Poll
   std::unique_lock<std::mutex> handoff(call->handoff_mu);
+  auto deadline_in = [](int ms) {
+    return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
+  };
   switch (m.type) {
     case raft::MessageType::kAppend:
-      call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(options_.append_timeout_ms));
-      call->append_reader = stub->second->PrepareAsyncAppendEntries(&call->context, m.append, cq);
+      call->context.set_deadline(deadline_in(options_.append_timeout_ms));
+      call->append_reader = call->stub->PrepareAsyncAppendEntries(&call->context, m.append, cq);
       call->append_reader->StartCall();
       call->append_reader->Finish(&call->append_resp, &call->status, call);
       break;
     case raft::MessageType::kVote:
-      call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(options_.vote_timeout_ms));
-      call->vote_reader = stub->second->PrepareAsyncRequestVote(&call->context, m.vote, cq);
+      call->context.set_deadline(deadline_in(options_.vote_timeout_ms));
+      call->vote_reader = call->stub->PrepareAsyncRequestVote(&call->context, m.vote, cq);
       call->vote_reader->StartCall();
       call->vote_reader->Finish(&call->vote_resp, &call->status, call);
+      break;
+    case raft::MessageType::kTimeoutNow:
+      call->context.set_deadline(deadline_in(options_.timeout_now_timeout_ms));
+      call->timeout_now_reader = call->stub->PrepareAsyncTimeoutNow(&call->context, m.timeout_now, cq);
+      call->timeout_now_reader->StartCall();
+      call->timeout_now_reader->Finish(&call->timeout_now_resp, &call->status, call);
       break;
     default: {
       handoff.unlock();
@@ -108,6 +179,13 @@ void PeerClient::Poll(grpc::CompletionQueue* cq) {
       shutting_down = shut_down_;
     }
     if (shutting_down) continue;
+    if (call->type == raft::MessageType::kTimeoutNow) {
+      // One-way: the target campaigns (or not); the leader learns the outcome
+      // from the election, and gives the transfer up on its own timer.
+      LOG_IF(WARNING, !(ok && call->status.ok()))
+          << "TimeoutNow to member " << call->peer << " failed: " << GrpcStatusText(call->status);
+      continue;
+    }
     if (ok && call->status.ok()) {
       raft::Message r =
           call->type == raft::MessageType::kAppend
@@ -124,26 +202,151 @@ void PeerClient::Poll(grpc::CompletionQueue* cq) {
     bool log_it = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto& last = last_failure_log_[call->peer];
-      if (Clock::now() - last > std::chrono::seconds(5)) {
-        last = Clock::now();
-        log_it = true;
-      }
+      log_it = ShouldLogFailureLocked(call->peer);
     }
     LOG_IF(WARNING, log_it) << "RPC " << raft::MessageTypeName(call->type) << " to member "
-                            << call->peer << " failed: "
-                            << static_cast<int>(call->status.error_code()) << " "
-                            << call->status.error_message() << " (further failures muted for 5s)";
+                            << call->peer << " failed: " << GrpcStatusText(call->status)
+                            << " (further failures muted for 5s)";
     on_unreachable_(call->peer);
   }
 }
 
+void PeerClient::StartSnapshotTransfer(raft::Message m, std::shared_ptr<Raft::Stub> stub) {
+  std::shared_ptr<Transfer> previous;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) return;
+    std::shared_ptr<Transfer>& slot = transfers_[m.to];
+    if (slot && !slot->finished) {
+      // One transfer per peer: the one running answers (or fails) for the
+      // core, which then asks again if it still needs to.
+      VLOG(1) << "snapshot transfer to member " << m.to << " already running; "
+              << m.DebugString() << " ignored";
+      return;
+    }
+    previous = std::move(slot);
+    auto transfer = std::make_shared<Transfer>();
+    slot = transfer;
+    // The thread only uses *transfer, which the map keeps alive until the
+    // thread is joined.
+    transfer->thread = std::thread([this, t = transfer.get(), m = std::move(m),
+                                    stub = std::move(stub)]() mutable {
+      RunSnapshotTransfer(t, m, std::move(stub));
+    });
+  }
+  if (previous && previous->thread.joinable()) previous->thread.join();  // it has finished
+}
+
+void PeerClient::RunSnapshotTransfer(Transfer* transfer, const raft::Message& m,
+                                     std::shared_ptr<Raft::Stub> stub) {
+  const uint64_t peer = m.to;
+  const uint64_t index = m.snapshot.last_index();
+  const uint64_t term = m.snapshot.last_term();
+  const Clock::time_point start = Clock::now();
+  InstallSnapshotResponse resp;
+  std::string failure;  // empty: success
+  uint64_t total = 0;
+  auto blocked = [&] { return options_.faults != nullptr && options_.faults->IsBlocked(peer); };
+  std::unique_ptr<SnapshotFileSource> source;
+  if (blocked()) {
+    failure = "link cut by test fault injection";
+  } else {
+    Status s = open_snapshot_ ? open_snapshot_(index, term, &source)
+                              : Status::IOError("this peer client cannot open snapshot files");
+    if (!s.ok()) failure = "cannot open the snapshot: " + s.ToString();
+  }
+  if (failure.empty()) {
+    total = source->size();
+    LOG(INFO) << "member " << self_id_ << " sends snapshot " << index << "/" << term << " ("
+              << total << " bytes, " << source->path() << ") to member " << peer;
+    // No wait-for-ready: an unreachable peer fails the call at once, and the
+    // core falls back to probing it.
+    transfer->context.set_deadline(std::chrono::system_clock::now() +
+                                   std::chrono::milliseconds(options_.snapshot_timeout_ms));
+    std::unique_ptr<grpc::ClientWriter<InstallSnapshotRequest>> writer =
+        stub->InstallSnapshot(&transfer->context, &resp);
+    InstallSnapshotRequest req = m.snapshot;  // the metadata, repeated in every chunk
+    req.set_total_bytes(total);
+    uint64_t offset = 0;
+    bool last = false;
+    bool stream_ok = true;
+    while (!last) {
+      std::string data;
+      Status s = source->ReadChunk(offset, options_.snapshot_chunk_bytes, &data, &last);
+      if (!s.ok()) {
+        failure = "cannot read the snapshot: " + s.ToString();
+      } else if (blocked()) {
+        failure = "link cut by test fault injection";
+      }
+      if (!failure.empty()) {
+        transfer->context.TryCancel();
+        break;
+      }
+      req.set_offset(offset);
+      offset += data.size();
+      req.set_data(std::move(data));
+      req.set_done(last);
+      // Blocks while gRPC's flow control window is full: the follower's pace.
+      if (!writer->Write(req)) {
+        stream_ok = false;  // the stream broke; Finish() says why
+        break;
+      }
+    }
+    if (stream_ok && failure.empty()) writer->WritesDone();
+    grpc::Status status = writer->Finish();
+    if (failure.empty() && !status.ok()) {
+      failure = "InstallSnapshot failed after " + std::to_string(offset) + " of " +
+                std::to_string(total) + " bytes: " + GrpcStatusText(status);
+    }
+  }
+  if (failure.empty()) {
+    raft::Message r = raft::SnapshotResponseMessage(peer, self_id_, resp);
+    std::string why = raft::CheckPeerMessage(r);
+    if (why.empty()) {
+      LOG(INFO) << "member " << self_id_ << " sent snapshot " << index << "/" << term << " ("
+                << total << " bytes) to member " << peer << " in "
+                << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()
+                << " ms; it answered success=" << resp.success()
+                << " match=" << resp.match_index();
+    } else {
+      failure = "malformed InstallSnapshot reply: " + why;
+    }
+    bool shutting_down;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      shutting_down = shut_down_;
+    }
+    if (failure.empty() && !shutting_down) on_response_(r);
+  }
+  bool shutting_down;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutting_down = shut_down_;
+    if (!failure.empty() && !shutting_down) {
+      LOG(WARNING) << "snapshot " << index << "/" << term << " to member " << peer
+                   << " failed: " << failure;
+    }
+  }
+  if (!failure.empty() && !shutting_down) on_unreachable_(peer);
+  std::lock_guard<std::mutex> lock(mu_);
+  transfer->finished = true;
+}
+
 void PeerClient::Shutdown() {
+  std::vector<std::shared_ptr<Transfer>> transfers;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (shut_down_) return;
     shut_down_ = true;
     for (Call* call : inflight_) call->context.TryCancel();
+    for (auto& [peer, t] : transfers_) {
+      t->context.TryCancel();
+      transfers.push_back(t);
+    }
+    transfers_.clear();
+  }
+  for (auto& t : transfers) {
+    if (t->thread.joinable()) t->thread.join();
   }
   for (auto& cq : cqs_) cq->Shutdown();
   for (auto& t : threads_) t.join();

@@ -16,12 +16,14 @@
 #include <memory>
 
 #include "client/grpc_runtime.h"
+#include "service/admin_service.h"
 #include "service/cluster_config.h"
 #include "service/grpc_server.h"
 #include "service/node.h"
 #include "service/peer_client.h"
 
-DEFINE_uint64(id, 0, "This member's id; must appear in --cluster_file (required).");
+DEFINE_uint64(id, 0,
+              "This member's id (required). Must appear in --cluster_file, unless --join is set.");
 DEFINE_string(cluster_file, "conf/cluster.conf",
               "Cluster file listing every member as '<id> <host:port>', one per line. The same "
               "file is given to every member; it is the bootstrap configuration.");
@@ -53,6 +55,25 @@ DEFINE_uint64(session_timeout_ms, 600000,
               "A client session expires after this long without a write (measured in cluster "
               "time, the leader-stamped time carried by log entries); its retries then fail with "
               "ABORTED. Stored in the session when it is opened.");
+DEFINE_bool(join, false,
+            "Start a new member that is not in --cluster_file: it gets no vote and waits for the "
+            "cluster's leader to add it (raftkvctl member add, then member promote), receiving "
+            "the log or a snapshot. Its address is --listen_address (required with --join). "
+            "Keep the flag on restarts of such a member. Not for members listed in the file.");
+DEFINE_uint64(snapshot_entries, 100000,
+              "Take a snapshot (and compact the log) when this many entries were applied since "
+              "the last one. 0: never by count.");
+DEFINE_uint64(snapshot_log_bytes, 512ull << 20,
+              "Also take a snapshot when the log files reach this many bytes (and have grown by "
+              "half of it since the last compaction). 0: never by size.");
+DEFINE_uint64(snapshots_kept, 2,
+              "Snapshot files kept (>= 2). The log is kept back to the oldest of them, so when "
+              "the newest is damaged the member restarts from the previous one.");
+DEFINE_uint64(promote_max_lag, 1000,
+              "A learner is promoted to voter only when its log is within this many entries of "
+              "the leader's.");
+DEFINE_int32(snapshot_timeout_ms, 10 * 60 * 1000,
+             "Deadline of one whole InstallSnapshot transfer to a peer.");
 DEFINE_bool(enable_test_faults, false,
             "Serve the Testing.SetFaults RPC, which cuts links to chosen peers (fault tests and "
             "scripts/chaos.sh only; never in production: anyone reaching the client port could "
@@ -92,13 +113,40 @@ int main(int argc, char** argv) {
   if (FLAGS_max_inflight_appends < 1 || FLAGS_max_append_entries < 1) {
     return Fail("--max_inflight_appends and --max_append_entries must be >= 1");
   }
+  if (FLAGS_snapshots_kept < 2) {
+    return Fail("--snapshots_kept must be >= 2 (the previous snapshot is the fallback when the "
+                "newest is damaged), got " + std::to_string(FLAGS_snapshots_kept));
+  }
+  if (FLAGS_snapshot_timeout_ms < 1000) return Fail("--snapshot_timeout_ms must be >= 1000");
+  if (FLAGS_snapshot_entries == 0 && FLAGS_snapshot_log_bytes == 0) {
+    LOG(WARNING) << "--snapshot_entries=0 and --snapshot_log_bytes=0: no automatic snapshots; "
+                    "the log grows until a snapshot is taken with raftkvctl";
+  }
 
   raftkv::ClusterConfig cluster;
   raftkv::Status s = raftkv::LoadClusterConfig(FLAGS_cluster_file, &cluster);
   if (!s.ok()) return Fail(s.message());
   const raftkv::Member* self = cluster.Find(FLAGS_id);
-  if (self == nullptr) {
-    return Fail("--id=" + std::to_string(FLAGS_id) + " is not listed in " + FLAGS_cluster_file);
+  std::string self_address;
+  if (FLAGS_join) {
+    if (self != nullptr) {
+      return Fail("--join is for a new member whose id is not in " + FLAGS_cluster_file +
+                  ", but member " + std::to_string(FLAGS_id) +
+                  " is listed there: start it without --join");
+    }
+    std::string why;
+    if (FLAGS_listen_address.empty()) {
+      return Fail("--join needs --listen_address: the host:port this new member serves on");
+    }
+    if (!raftkv::ValidHostPort(FLAGS_listen_address, &why)) {
+      return Fail("--listen_address '" + FLAGS_listen_address + "': " + why);
+    }
+    self_address = FLAGS_listen_address;
+  } else if (self == nullptr) {
+    return Fail("--id=" + std::to_string(FLAGS_id) + " is not listed in " + FLAGS_cluster_file +
+                " (a new member being added to a running cluster needs --join)");
+  } else {
+    self_address = self->address;
   }
 
   raftkv::NodeOptions node_options;
@@ -112,6 +160,12 @@ int main(int argc, char** argv) {
   node_options.max_append_entries = FLAGS_max_append_entries;
   node_options.max_append_bytes = FLAGS_max_append_bytes;
   node_options.log.max_segment_bytes = FLAGS_segment_bytes;
+  node_options.join = FLAGS_join;
+  node_options.self_address = self_address;
+  node_options.snapshot_entries = FLAGS_snapshot_entries;
+  node_options.snapshot_log_bytes = FLAGS_snapshot_log_bytes;
+  node_options.snapshots_kept = FLAGS_snapshots_kept;
+  node_options.promote_max_lag = FLAGS_promote_max_lag;
 
   // Handle termination signals synchronously in main; every thread created
   // from here on inherits the blocked mask.
@@ -130,6 +184,7 @@ int main(int argc, char** argv) {
   peer_options.threads_per_cq = FLAGS_peer_threads_per_cq;
   peer_options.append_timeout_ms = FLAGS_append_timeout_ms;
   peer_options.vote_timeout_ms = FLAGS_vote_timeout_ms;
+  peer_options.snapshot_timeout_ms = FLAGS_snapshot_timeout_ms;
   raftkv::FaultInjector faults;
   if (FLAGS_enable_test_faults) {
     LOG(WARNING) << "--enable_test_faults: the Testing service can cut this node's peer links";
@@ -139,12 +194,15 @@ int main(int argc, char** argv) {
   raftkv::PeerClient peers(
       cluster, FLAGS_id, peer_options,
       [raw_node](const raftkv::raft::Message& m) { raw_node->StepResponse(m); },
-      [raw_node](uint64_t peer) { raw_node->ReportUnreachable(peer); });
+      [raw_node](uint64_t peer) { raw_node->ReportUnreachable(peer); },
+      [raw_node](uint64_t index, uint64_t term, std::unique_ptr<raftkv::SnapshotFileSource>* out) {
+        return raw_node->OpenSnapshotSource(index, term, out);
+      });
 
   raftkv::ServerOptions server_options;
   server_options.listen_address = FLAGS_listen_address;
   if (server_options.listen_address.empty()) {
-    server_options.listen_address = "0.0.0.0" + self->address.substr(self->address.rfind(':'));
+    server_options.listen_address = "0.0.0.0" + self_address.substr(self_address.rfind(':'));
   }
   server_options.cq_num = FLAGS_server_cq_num;
   server_options.threads_per_cq = FLAGS_server_threads_per_cq;
@@ -154,12 +212,15 @@ int main(int argc, char** argv) {
   server_options.max_request_timeout_ms = FLAGS_max_request_timeout_ms;
   server_options.session_timeout_ms = FLAGS_session_timeout_ms;
   if (FLAGS_enable_test_faults) server_options.faults = &faults;
+  raftkv::AdminServiceImpl admin(raw_node, FLAGS_max_request_timeout_ms);
+  server_options.admin_service = &admin;
   raftkv::GrpcServer server(server_options, raw_node);
   s = server.Start();
   if (!s.ok()) return Fail(s.message());
   node->Start(&peers);
-  LOG(INFO) << "raftkv-server member " << FLAGS_id << " of " << cluster.members.size()
-            << " started; data in " << FLAGS_data_dir;
+  LOG(INFO) << "raftkv-server member " << FLAGS_id << " at " << self_address
+            << (FLAGS_join ? " (joining)" : "") << " started; cluster file lists "
+            << cluster.members.size() << " members; data in " << FLAGS_data_dir;
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);

@@ -10,7 +10,23 @@
 //   raftkvctl [flags] cas --absent KEY NEW
 //                                      creates KEY with NEW iff it is absent
 //   raftkvctl [flags] status [--json]  one row per endpoint (no redirect)
+//   raftkvctl [flags] snapshot         snapshot of --target (default: the first
+//                                      endpoint) now; prints index, term, size, file
+//   raftkvctl [flags] member list [--json]
+//                                      the configuration as the leader sees it
+//   raftkvctl [flags] member add ID HOST:PORT
+//                                      add a (new, empty, started with --join) server
+//                                      as a learner
+//   raftkvctl [flags] member promote ID
+//                                      make learner ID a voter; waits (--wait_timeout_ms)
+//                                      while the leader refuses because it lags
+//   raftkvctl [flags] member remove ID remove member ID (voter or learner)
+//   raftkvctl [flags] transfer-leader ID
+//                                      make voter ID the leader
 //
+// Membership and transfer commands find the leader themselves (following
+// the members' leader hints, which may name members missing from
+// --endpoints).
 // Flags may appear anywhere on the command line. Exit codes: 0 success,
 // 1 RPC error, missing key, CAS not swapped (or no endpoint answered status),
 // 2 usage error.
@@ -25,6 +41,11 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+
+#include "client/admin_client.h"
 #include "client/kv_client.h"
 #include "client/grpc_runtime.h"
 #include "client/json.h"
@@ -40,9 +61,21 @@ DEFINE_int32(rpc_timeout_ms, 2000,
 DEFINE_bool(json, false,
             "status: print a JSON array of objects with keys id, address, role, term, "
             "commit_index, applied_index, leader_id (and error for an unreachable "
-            "endpoint) instead of a table.");
+            "endpoint) instead of a table. member list: print a JSON object (leader_id, term, "
+            "commit_index, last_index, config_index, config_committed, from_leader, members "
+            "[id, address, role, match_index, state, leader]).");
 DEFINE_bool(absent, false,
             "cas: create-only; takes KEY NEW and swaps only if KEY is absent.");
+DEFINE_string(cluster_file, "",
+              "Read the endpoints from this cluster file ('<id> <host:port>' per line, as "
+              "given to the servers) instead of --endpoints.");
+DEFINE_string(target, "",
+              "snapshot: the member (host:port) to snapshot; default the first endpoint.");
+DEFINE_bool(wait_caught_up, true,
+            "member promote: while the leader refuses because the learner is not caught up "
+            "(or another change is pending), retry until --wait_timeout_ms, printing progress.");
+DEFINE_int32(wait_timeout_ms, 60000,
+             "member promote: how long to keep retrying a refused promotion.");
 DEFINE_bool(stale, false,
             "get: read the local, possibly stale, state of the first reachable "
             "endpoint instead of a linearizable read through the leader.");
@@ -68,18 +101,33 @@ const char kUsage[] =
     "  raftkvctl [flags] cas --absent KEY NEW\n"
     "                                     create KEY with NEW iff it is absent (same output)\n"
     "  raftkvctl [flags] status [--json]  status of every endpoint (no redirect)\n"
+    "  raftkvctl [flags] snapshot         take a snapshot on --target (default: first endpoint)\n"
+    "  raftkvctl [flags] member list [--json]\n"
+    "                                     members as the leader sees them (role, match, state)\n"
+    "  raftkvctl [flags] member add ID HOST:PORT\n"
+    "                                     add a new server (started with --join) as a learner\n"
+    "  raftkvctl [flags] member promote ID\n"
+    "                                     make learner ID a voter once it has caught up\n"
+    "  raftkvctl [flags] member remove ID remove member ID\n"
+    "  raftkvctl [flags] transfer-leader ID\n"
+    "                                     make voter ID the leader\n"
     "\n"
     "flags (may appear anywhere; put '--' before a KEY or VALUE starting with '-'):\n"
     "  --endpoints=H:P[,H:P...]  servers (default 127.0.0.1:7001,127.0.0.1:7002,"
     "127.0.0.1:7003)\n"
     "  --timeout_ms=N            total time per operation incl. retries (default 5000)\n"
     "  --rpc_timeout_ms=N        time per attempt / per status query (default 2000)\n"
-    "  --json                    status: JSON output\n"
+    "  --cluster_file=PATH       take the endpoints from a cluster file instead\n"
+    "  --target=H:P              snapshot: the member to snapshot\n"
+    "  --json                    status, member list: JSON output\n"
+    "  --wait_caught_up          member promote: retry while refused (default true)\n"
+    "  --wait_timeout_ms=N       member promote: how long to retry (default 60000)\n"
     "  --stale                   get: possibly stale read from any node\n"
     "  --absent                  cas: the key must be absent (create-only)\n"
     "  --minloglevel=0 --v=1     client debug logging on stderr\n"
     "\n"
-    "exit codes: 0 ok, 1 RPC error, key absent or CAS not swapped, 2 usage error.\n";
+    "exit codes: 0 ok, 1 RPC error or refusal, key absent or CAS not swapped,\n"
+    "2 usage error.\n";
 
 int Usage(const std::string& error) {
   if (!error.empty()) std::cerr << "raftkvctl: " << error << "\n\n";
@@ -166,6 +214,26 @@ void PrintStatusJson(const std::vector<NodeStatus>& nodes) {
   std::fwrite(out.data(), 1, out.size(), stdout);
 }
 
+// Prints rows as left-aligned columns separated by two spaces.
+void PrintRows(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    if (width.size() < row.size()) width.resize(row.size(), 0);
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      line += row[c];
+      if (c + 1 < row.size()) line += std::string(width[c] - row[c].size() + 2, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+}
+
 void PrintStatusTable(const std::vector<NodeStatus>& nodes) {
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"ID", "ADDRESS", "ROLE", "TERM", "COMMIT_INDEX", "APPLIED_INDEX", "LEADER_ID"});
@@ -184,20 +252,7 @@ void PrintStatusTable(const std::vector<NodeStatus>& nodes) {
     }
   }
   if (any_error) rows[0].push_back("ERROR");
-  std::vector<size_t> width(rows[0].size(), 0);
-  for (const auto& row : rows) {
-    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t c = 0; c < row.size(); ++c) {
-      line += row[c];
-      if (c + 1 < row.size()) line += std::string(width[c] - row[c].size() + 2, ' ');
-    }
-    out += line + "\n";
-  }
-  std::fwrite(out.data(), 1, out.size(), stdout);
+  PrintRows(rows);
 }
 
 int CmdStatus(raftkv::KvClient* client, const std::vector<std::string>& endpoints) {
@@ -221,6 +276,217 @@ int CmdStatus(raftkv::KvClient* client, const std::vector<std::string>& endpoint
     if (n.rpc.ok()) return kExitOk;
   }
   return kExitError;  // no endpoint answered
+}
+
+// ---- administration: snapshot, membership, leadership transfer ----
+
+// A member id argument: a positive decimal number.
+bool ParseId(const std::string& text, uint64_t* id) {
+  if (text.empty() || text.size() > 19 || text.find_first_not_of("0123456789") != std::string::npos) {
+    return false;
+  }
+  *id = std::stoull(text);
+  return *id > 0;
+}
+
+// The endpoints of a cluster file ("<id> <host:port>" per line, '#' comments).
+bool LoadClusterEndpoints(const std::string& path, std::vector<std::string>* endpoints,
+                          std::string* error) {
+  std::ifstream in(path);
+  if (!in) {
+    *error = path + ": cannot open";
+    return false;
+  }
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    const size_t hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    std::istringstream fields(line);
+    std::string id_text, address, extra;
+    if (!(fields >> id_text)) continue;  // blank or comment
+    const std::string where = path + ":" + std::to_string(number) + ": ";
+    uint64_t id = 0;
+    if (!ParseId(id_text, &id)) {
+      *error = where + "member id '" + id_text + "' is not a positive number";
+      return false;
+    }
+    if (!(fields >> address) || (fields >> extra)) {
+      *error = where + "expected '<id> <host:port>'";
+      return false;
+    }
+    std::string why;
+    if (!raftkv::ParseEndpoint(address, nullptr, nullptr, &why)) {
+      *error = where + why;
+      return false;
+    }
+    endpoints->push_back(address);
+  }
+  if (endpoints->empty()) {
+    *error = path + ": no members listed";
+    return false;
+  }
+  return true;
+}
+
+// "1v,2v,3v,4l": the members of a configuration, v = voter, l = learner.
+std::string DescribeConfig(const raftkv::MembershipConfig& config) {
+  std::string out;
+  for (const auto& m : config.members()) {
+    out += (out.empty() ? "" : ",") + std::to_string(m.id()) + (m.voter() ? "v" : "l");
+  }
+  return out.empty() ? "(empty)" : out;
+}
+
+const raftkv::MemberStatus* FindMember(const raftkv::ListMembersResponse& list, uint64_t id) {
+  for (const auto& m : list.members()) {
+    if (m.id() == id) return &m;
+  }
+  return nullptr;
+}
+
+int CmdSnapshot(raftkv::AdminClient* admin, const std::string& target) {
+  raftkv::TakeSnapshotResponse resp;
+  grpc::Status s = admin->TakeSnapshot(target, &resp, FLAGS_timeout_ms);
+  if (!s.ok()) return RpcError(s);
+  std::cout << "OK: snapshot of " << target << " at index " << resp.last_index() << " (term "
+            << resp.last_term() << "), " << resp.bytes() << " bytes: " << resp.path() << "\n";
+  return kExitOk;
+}
+
+void PrintMembersJson(const raftkv::ListMembersResponse& list, bool from_leader) {
+  std::string out = "{\"leader_id\": " + std::to_string(list.leader_id()) +
+                    ", \"term\": " + std::to_string(list.term()) +
+                    ", \"commit_index\": " + std::to_string(list.commit_index()) +
+                    ", \"last_index\": " + std::to_string(list.last_index()) +
+                    ", \"config_index\": " + std::to_string(list.config_index()) +
+                    ", \"config_committed\": " + (list.config_committed() ? "true" : "false") +
+                    ", \"from_leader\": " + (from_leader ? "true" : "false") + ", \"members\": [";
+  for (int i = 0; i < list.members_size(); ++i) {
+    const auto& m = list.members(i);
+    out += i == 0 ? "\n  {" : ",\n  {";
+    out += "\"id\": " + std::to_string(m.id());
+    out += ", \"address\": " + JsonString(m.address());
+    out += ", \"role\": " + JsonString(m.voter() ? "voter" : "learner");
+    out += ", \"match_index\": " + std::to_string(m.match_index());
+    out += ", \"state\": " + JsonString(m.state());
+    out += ", \"leader\": " + std::string(m.id() == list.leader_id() ? "true" : "false");
+    out += "}";
+  }
+  out += list.members_size() == 0 ? "]}\n" : "\n]}\n";
+  std::fwrite(out.data(), 1, out.size(), stdout);
+}
+
+int CmdMemberList(raftkv::AdminClient* admin) {
+  raftkv::ListMembersResponse list;
+  bool from_leader = false;
+  std::string answered_by;
+  grpc::Status s = admin->ListMembers(&list, &from_leader, &answered_by);
+  if (!s.ok()) return RpcError(s);
+  if (FLAGS_json) {
+    PrintMembersJson(list, from_leader);
+  } else {
+    std::vector<std::vector<std::string>> rows;
+    rows.push_back({"ID", "ADDRESS", "ROLE", "MATCH", "STATE", "LEADER"});
+    for (const auto& m : list.members()) {
+      rows.push_back({std::to_string(m.id()), m.address(), m.voter() ? "voter" : "learner",
+                      from_leader ? std::to_string(m.match_index()) : "-",
+                      m.state().empty() ? "-" : m.state(),
+                      m.id() == list.leader_id() ? "*" : ""});
+    }
+    PrintRows(rows);
+    std::cout << "configuration at index " << list.config_index()
+              << (list.config_committed() ? " (committed)" : " (not committed yet)")
+              << "; leader " << (list.leader_id() == 0 ? "unknown" : std::to_string(list.leader_id()))
+              << ", term " << list.term() << ", commit index " << list.commit_index()
+              << ", last index " << list.last_index() << "\n";
+  }
+  if (!from_leader) {
+    std::cerr << "note: no leader answered within --timeout_ms; this is the view of "
+              << answered_by << " (match and state are known only to the leader)\n";
+  }
+  return kExitOk;
+}
+
+int ChangeDone(const std::string& what, const raftkv::MemberChangeResponse& resp) {
+  std::cout << "OK: " << what << "; configuration at index " << resp.index() << ": "
+            << DescribeConfig(resp.config()) << "\n";
+  return kExitOk;
+}
+
+int CmdMemberAdd(raftkv::AdminClient* admin, uint64_t id, const std::string& address) {
+  raftkv::MemberChangeResponse resp;
+  grpc::Status s = admin->AddMember(id, address, &resp);
+  if (!s.ok()) return RpcError(s);
+  return ChangeDone("member " + std::to_string(id) + " (" + address + ") added as a learner",
+                    resp);
+}
+
+int CmdMemberRemove(raftkv::AdminClient* admin, uint64_t id) {
+  raftkv::MemberChangeResponse resp;
+  grpc::Status s = admin->RemoveMember(id, &resp);
+  if (!s.ok()) return RpcError(s);
+  return ChangeDone("member " + std::to_string(id) + " removed", resp);
+}
+
+// Promotion is refused while the learner lags (and while another change is
+// uncommitted); with --wait_caught_up it is retried until --wait_timeout_ms,
+// with the learner's progress on stderr about once a second.
+int CmdMemberPromote(raftkv::AdminClient* admin, uint64_t id) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto give_up =
+      start + std::chrono::milliseconds(FLAGS_wait_caught_up ? FLAGS_wait_timeout_ms : 0);
+  auto last_progress = start - std::chrono::seconds(10);
+  for (;;) {
+    raftkv::ListMembersResponse list;
+    bool from_leader = false;
+    std::string lag = "";
+    if (admin->ListMembers(&list, &from_leader).ok() && from_leader) {
+      const raftkv::MemberStatus* m = FindMember(list, id);
+      if (m == nullptr) {
+        std::cerr << "error: member " << id << " is not in the configuration ("
+                  << "add it first: raftkvctl member add " << id << " HOST:PORT)\n";
+        return kExitError;
+      }
+      if (m->voter()) {
+        std::cout << "OK: member " << id << " is a voter; configuration at index "
+                  << list.config_index() << "\n";
+        return kExitOk;
+      }
+      const uint64_t behind =
+          list.last_index() > m->match_index() ? list.last_index() - m->match_index() : 0;
+      lag = "match " + std::to_string(m->match_index()) + " of " +
+            std::to_string(list.last_index()) + " (" + std::to_string(behind) + " behind, " +
+            (m->state().empty() ? "?" : m->state()) + ")";
+    }
+    raftkv::MemberChangeResponse resp;
+    grpc::Status s = admin->PromoteMember(id, &resp);
+    if (s.ok()) return ChangeDone("member " + std::to_string(id) + " promoted to voter", resp);
+    const bool retryable = s.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+                           s.error_code() == grpc::StatusCode::UNAVAILABLE;
+    if (!retryable || Clock::now() >= give_up) {
+      if (!lag.empty()) std::cerr << "member " << id << ": " << lag << "\n";
+      return RpcError(s);
+    }
+    if (Clock::now() - last_progress >= std::chrono::seconds(1)) {
+      last_progress = Clock::now();
+      const auto waited =
+          std::chrono::duration_cast<std::chrono::milliseconds>(last_progress - start).count();
+      std::cerr << "waiting to promote member " << id << " (" << waited / 1000 << "."
+                << (waited % 1000) / 100 << " s): " << (lag.empty() ? "" : lag + ": ")
+                << s.error_message() << "\n";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+int CmdTransferLeader(raftkv::AdminClient* admin, uint64_t id) {
+  raftkv::TransferLeaderResponse resp;
+  grpc::Status s = admin->TransferLeader(id, &resp);
+  if (!s.ok()) return RpcError(s);
+  std::cout << "OK: member " << resp.leader_id() << " is the leader (term " << resp.term()
+            << ")\n";
+  return kExitOk;
 }
 
 }  // namespace
@@ -260,23 +526,73 @@ int main(int argc, char** argv) {
     if (FLAGS_absent ? !want_args(2, "--absent KEY NEW") : !want_args(3, "KEY EXPECTED NEW")) {
       return Usage(error);
     }
-  } else if (cmd == "status") {
+  } else if (cmd == "status" || cmd == "snapshot") {
     if (!want_args(0, "no arguments")) return Usage(error);
+  } else if (cmd == "member") {
+    const std::string sub = args.empty() ? "" : args[0];
+    if (sub == "list") {
+      if (args.size() != 1) return Usage("member list takes no arguments");
+    } else if (sub == "add") {
+      if (args.size() != 3) return Usage("member add takes ID HOST:PORT");
+    } else if (sub == "promote" || sub == "remove") {
+      if (args.size() != 2) return Usage("member " + sub + " takes ID");
+    } else {
+      return Usage(sub.empty() ? "member needs a subcommand: list, add, promote or remove"
+                               : "unknown member subcommand \"" + sub + "\"");
+    }
+  } else if (cmd == "transfer-leader") {
+    if (!want_args(1, "ID")) return Usage(error);
   } else {
     return Usage("unknown command \"" + cmd + "\"");
   }
   if (FLAGS_timeout_ms <= 0) return Usage("--timeout_ms must be positive");
   if (FLAGS_rpc_timeout_ms <= 0) return Usage("--rpc_timeout_ms must be positive");
+  if (FLAGS_wait_timeout_ms < 0) return Usage("--wait_timeout_ms must not be negative");
 
   raftkv::ClientOptions options;
-  if (!raftkv::ParseEndpointList(FLAGS_endpoints, &options.endpoints, &error)) {
+  if (!FLAGS_cluster_file.empty()) {
+    if (!LoadClusterEndpoints(FLAGS_cluster_file, &options.endpoints, &error)) {
+      return Usage("--cluster_file: " + error);
+    }
+  } else if (!raftkv::ParseEndpointList(FLAGS_endpoints, &options.endpoints, &error)) {
     return Usage("--endpoints: " + error);
   }
   options.timeout_ms = FLAGS_timeout_ms;
   options.rpc_timeout_ms = FLAGS_rpc_timeout_ms;
   const std::vector<std::string> endpoints = options.endpoints;
-  raftkv::KvClient client(std::move(options));
 
+  if (cmd == "snapshot" || cmd == "member" || cmd == "transfer-leader") {
+    raftkv::AdminClientOptions admin_options;
+    admin_options.endpoints = endpoints;
+    admin_options.timeout_ms = FLAGS_timeout_ms;
+    admin_options.rpc_timeout_ms = FLAGS_rpc_timeout_ms;
+    raftkv::AdminClient admin(admin_options);
+    if (cmd == "snapshot") {
+      const std::string target = FLAGS_target.empty() ? endpoints[0] : FLAGS_target;
+      if (!raftkv::ParseEndpoint(target, nullptr, nullptr, &error)) {
+        return Usage("--target: " + error);
+      }
+      return CmdSnapshot(&admin, target);
+    }
+    const std::string sub = cmd == "member" ? args[0] : "";
+    if (sub == "list") return CmdMemberList(&admin);
+    uint64_t id = 0;
+    const std::string& id_text = cmd == "member" ? args[1] : args[0];
+    if (!ParseId(id_text, &id)) {
+      return Usage("member id '" + id_text + "' is not a positive number");
+    }
+    if (cmd == "transfer-leader") return CmdTransferLeader(&admin, id);
+    if (sub == "add") {
+      if (!raftkv::ParseEndpoint(args[2], nullptr, nullptr, &error)) {
+        return Usage("member add: " + error);
+      }
+      return CmdMemberAdd(&admin, id, args[2]);
+    }
+    if (sub == "promote") return CmdMemberPromote(&admin, id);
+    return CmdMemberRemove(&admin, id);
+  }
+
+  raftkv::KvClient client(std::move(options));
   if (cmd == "status") return CmdStatus(&client, endpoints);
 
   if (cmd == "put") {

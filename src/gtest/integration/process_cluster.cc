@@ -363,9 +363,35 @@ int ProcessCluster::Port(int i) const { return node(i).port; }
 
 std::vector<std::string> ProcessCluster::Endpoints() const {
   std::vector<std::string> eps;
-  for (int i = 1; i <= size(); ++i) eps.push_back(Endpoint(i));
+  for (int i = 1; i <= size(); ++i) {
+    if (!node(i).removed) eps.push_back(Endpoint(i));
+  }
   return eps;
 }
+
+int ProcessCluster::AddNode(std::vector<std::string> node_flags) {
+  Node nd;
+  nd.id = size() + 1;
+  const std::vector<int> ports = PickFreePorts(1);
+  nd.port = ports.empty() ? 0 : ports[0];
+  nd.joiner = true;
+  nd.flags = std::move(node_flags);
+  nodes_.push_back(std::move(nd));
+  const int i = size();
+  std::filesystem::create_directories(LogDir(i));
+  std::filesystem::create_directories(DataDir(i));
+  return i;
+}
+
+bool ProcessCluster::IsJoiner(int i) const { return node(i).joiner; }
+
+void ProcessCluster::SetNodeFlags(int i, std::vector<std::string> flags) {
+  node(i).flags = std::move(flags);
+}
+
+void ProcessCluster::MarkRemoved(int i, bool removed) { node(i).removed = removed; }
+
+bool ProcessCluster::IsRemoved(int i) const { return node(i).removed; }
 
 bool ProcessCluster::StartAll(std::string* error) {
   for (int i = 1; i <= size(); ++i) {
@@ -402,7 +428,9 @@ bool ProcessCluster::Start(int i, const std::vector<std::string>& more_flags) {
       "--listen_address=127.0.0.1:" + std::to_string(nd.port),
       "--logbufsecs=0",  // glog: flush every line (we read the logs, and SIGKILL)
   };
+  if (nd.joiner) plan.args.push_back("--join");
   plan.args.insert(plan.args.end(), extra_flags_.begin(), extra_flags_.end());
+  plan.args.insert(plan.args.end(), nd.flags.begin(), nd.flags.end());
   plan.args.insert(plan.args.end(), more_flags.begin(), more_flags.end());
   std::string banner = "=== process_cluster: start #" + std::to_string(nd.starts + 1) +
                        " of member " + std::to_string(i) + " at " + NowString() + ":";
@@ -499,7 +527,10 @@ uint64_t ProcessCluster::WaitForLeader(int timeout_ms, std::string* error) {
   for (;;) {
     std::map<int, StatusResponse> answers;
     std::string round;
+    int members = 0;
     for (int i = 1; i <= size(); ++i) {
+      if (node(i).removed) continue;
+      ++members;
       if (!IsRunning(i)) {
         round += " [" + std::to_string(i) + ": not running]";
         continue;
@@ -515,7 +546,7 @@ uint64_t ProcessCluster::WaitForLeader(int timeout_ms, std::string* error) {
       answers[i] = st;
     }
     last = round;
-    if (!answers.empty() && static_cast<int>(answers.size()) * 2 > size()) {
+    if (!answers.empty() && static_cast<int>(answers.size()) * 2 > members) {
       const uint64_t leader = answers.begin()->second.leader_id();
       const uint64_t term = answers.begin()->second.term();
       bool agree = leader != 0;
@@ -611,6 +642,69 @@ std::vector<std::string> ProcessCluster::SegmentFiles(int i) const {
   std::sort(names.begin(), names.end());
   for (std::string& n : names) n = dir + "/" + n;
   return names;
+}
+
+std::vector<uint64_t> ProcessCluster::SegmentFirstIndexes(int i) const {
+  std::vector<uint64_t> out;
+  for (const std::string& path : SegmentFiles(i)) {
+    const std::string name = std::filesystem::path(path).filename().string();
+    out.push_back(std::strtoull(name.c_str(), nullptr, 10));
+  }
+  return out;
+}
+
+uint64_t ProcessCluster::LogBytes(int i) const {
+  uint64_t total = 0;
+  for (const std::string& path : SegmentFiles(i)) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    if (!ec) total += size;
+  }
+  return total;
+}
+
+uint64_t ProcessCluster::DataDirBytes(int i) const {
+  uint64_t total = 0;
+  std::error_code ec;
+  // Files come and go while the server runs: skip what vanished.
+  for (auto it = std::filesystem::recursive_directory_iterator(
+           DataDir(i), std::filesystem::directory_options::skip_permission_denied, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    std::error_code size_ec;
+    if (it->is_regular_file(size_ec)) {
+      const auto size = it->file_size(size_ec);
+      if (!size_ec) total += size;
+    }
+  }
+  return total;
+}
+
+bool ParseSnapshotName(const std::string& name, uint64_t* index, uint64_t* term) {
+  unsigned long long a = 0, b = 0;
+  char tail[8] = {0};
+  int used = 0;
+  if (std::sscanf(name.c_str(), "snap-%llu-%llu%7s%n", &a, &b, tail, &used) != 3) return false;
+  if (std::string(tail) != ".snap" || used != static_cast<int>(name.size())) return false;
+  if (index != nullptr) *index = a;
+  if (term != nullptr) *term = b;
+  return true;
+}
+
+std::vector<std::string> ProcessCluster::SnapshotFiles(int i) const {
+  std::vector<std::pair<uint64_t, std::string>> found;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(
+           DataDir(i), std::filesystem::directory_options::skip_permission_denied, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    uint64_t index = 0;
+    if (ParseSnapshotName(it->path().filename().string(), &index, nullptr)) {
+      found.emplace_back(index, it->path().string());
+    }
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
 }
 
 std::string ProcessCluster::SanitizerReports(int i) const {

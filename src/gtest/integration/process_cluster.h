@@ -15,7 +15,9 @@
 // leaves stray servers behind.
 //
 // Members are numbered 1..N (their Raft ids); every method taking a member
-// takes that id. Methods are meant to be called from the test's main thread
+// takes that id. AddNode() prepares a server N+1 that is not in cluster.conf
+// and always starts with --join (membership change tests); MarkRemoved()
+// tells the harness that a member left the configuration. Methods are meant to be called from the test's main thread
 // (the thread that forks matters for PR_SET_PDEATHSIG).
 #pragma once
 
@@ -82,6 +84,21 @@ class ProcessCluster {
 
   int size() const { return static_cast<int>(nodes_.size()); }
 
+  // Prepares one more server, id size()+1, with a fresh port and empty
+  // directories, that is not listed in cluster.conf: every Start() of it
+  // passes --join (plus `node_flags`). Not started. Returns its id.
+  int AddNode(std::vector<std::string> node_flags = {});
+  // Whether member i was added by AddNode().
+  bool IsJoiner(int i) const;
+  // Flags passed to member i on every start from now on (after the
+  // cluster-wide ones), replacing earlier ones set for it.
+  void SetNodeFlags(int i, std::vector<std::string> flags);
+  // Marks member i as removed from the configuration (or not): WaitForLeader
+  // and Endpoints() leave it out, and the majority WaitForLeader requires is
+  // of the members not removed.
+  void MarkRemoved(int i, bool removed = true);
+  bool IsRemoved(int i) const;
+
   // Starts every member. Returns false (and fills *error) if one exits at
   // once.
   bool StartAll(std::string* error = nullptr);
@@ -120,6 +137,7 @@ class ProcessCluster {
   // ClientStartedBeforeClusterConnects).
   grpc::Status StatusOf(int i, StatusResponse* out, int timeout_ms = 1000);
 
+  // Addresses of the members not marked removed.
   std::vector<std::string> Endpoints() const;
   std::string Endpoint(int i) const;
   int Port(int i) const;
@@ -140,6 +158,15 @@ class ProcessCluster {
   // The log segment files of member i (<data>/log/<20-digit first index>.seg)
   // as full paths, in index order (the zero-padded names sort by index).
   std::vector<std::string> SegmentFiles(int i) const;
+  // The first log index of each segment file (from its name), in order.
+  std::vector<uint64_t> SegmentFirstIndexes(int i) const;
+  // Total bytes of member i's segment files.
+  uint64_t LogBytes(int i) const;
+  // Total bytes of every file under member i's data directory.
+  uint64_t DataDirBytes(int i) const;
+  // The snapshot files (snap-<index>-<term>.snap, anywhere under the data
+  // directory) of member i, full paths sorted by index.
+  std::vector<std::string> SnapshotFiles(int i) const;
 
   // stdout + stderr of every run of member i so far.
   std::string ServerOutput(int i) const;
@@ -177,6 +204,9 @@ class ProcessCluster {
     int starts = 0;
     pid_t last_pid = -1;  // pid of the most recent run, kept after it ends
     std::unique_ptr<KvClient> status_client;
+    bool joiner = false;   // added by AddNode: starts with --join
+    bool removed = false;  // MarkRemoved
+    std::vector<std::string> flags;  // SetNodeFlags / AddNode
   };
   Node& node(int i);
   const Node& node(int i) const;
@@ -193,6 +223,9 @@ class ProcessCluster {
 // A uint64 seed for random test choices: $RAFTKV_TEST_SEED if set, else
 // from the clock. Printed by the caller so a failure can be replayed.
 uint64_t TestSeed();
+
+// Parses snap-<index>-<term>.snap (the base name); false if `name` is not one.
+bool ParseSnapshotName(const std::string& name, uint64_t* index, uint64_t* term);
 
 }  // namespace integration
 }  // namespace raftkv

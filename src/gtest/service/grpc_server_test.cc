@@ -16,8 +16,13 @@
 #include <thread>
 #include <vector>
 
+#include <filesystem>
+#include <random>
+
 #include "client/kv_client.h"
 #include "fake_peers.h"
+#include "storage/kv_state_machine.h"
+#include "storage/snapshot_format.h"
 #include "raftkv.grpc.pb.h"
 #include "service/peer_client.h"
 #include "service_test_util.h"
@@ -1024,18 +1029,18 @@ TEST_F(FollowerServerTest, PeerServiceChecksSenderAndRecipient) {
   grpc::Status s = Append(1, 2, 3, 0, 0, {}, 0, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << StatusText(s);
   EXPECT_CONTAINS(s.error_message(), "member 3");
-  // From a member not in the cluster, or from itself.
-  s = Append(1, 9, 1, 0, 0, {}, 0, &resp);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
-  EXPECT_CONTAINS(s.error_message(), "sender 9");
+  // From itself, or from member 0.
   s = Append(1, 1, 1, 0, 0, {}, 0, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  EXPECT_CONTAINS(s.error_message(), "sender 1");
+  s = Append(1, 0, 1, 0, 0, {}, 0, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
   {
     grpc::ClientContext ctx;
     ctx.set_deadline(In(10s));
     RequestVoteRequest req;
     req.set_term(5);
-    req.set_candidate_id(7);
+    req.set_candidate_id(0);
     req.set_to(1);
     RequestVoteResponse vote;
     s = raft_->RequestVote(&ctx, req, &vote);
@@ -1054,6 +1059,11 @@ TEST_F(FollowerServerTest, PeerServiceChecksSenderAndRecipient) {
   }
   // None of it changed the node's term.
   EXPECT_LT(node_->GetStatus().term, 5u);
+  // A member that is not in this member's configuration is a peer all the
+  // same (it may have been added by a configuration this member has not
+  // received yet): its request reaches the core and is answered.
+  s = Append(1, 9, 1, 0, 0, {}, 0, &resp);
+  EXPECT_TRUE(s.ok()) << StatusText(s);
 }
 
 // Structurally malformed peer requests are refused with INVALID_ARGUMENT
@@ -1094,6 +1104,292 @@ TEST_F(FollowerServerTest, MalformedPeerRequestsAreRefused) {
   ASSERT_TRUE(s.ok()) << StatusText(s);
   EXPECT_TRUE(resp.success());
   EXPECT_LT(node_->GetStatus().term, 4u);
+}
+
+// ---------------------------------------------------------------------------
+// InstallSnapshot and TimeoutNow on a follower (member 1; the test plays
+// leader 2)
+// ---------------------------------------------------------------------------
+
+// The bytes of a valid snapshot file: the state after PUT entries 1..index
+// (keys snap-k<i>), all of term `term`, with the test cluster's configuration.
+std::string SnapshotFileBytes(uint64_t index, uint64_t term) {
+  KvStateMachine sm;
+  for (uint64_t i = 1; i <= index; ++i) {
+    Command cmd;
+    cmd.set_op(Command::PUT);
+    cmd.set_key("snap-k" + std::to_string(i));
+    cmd.set_value("v" + std::to_string(i) + std::string(20, 'z'));
+    Entry e;
+    e.set_index(i);
+    e.set_term(term);
+    e.set_type(ENTRY_COMMAND);
+    e.set_data(cmd.SerializeAsString());
+    sm.Apply(e);
+  }
+  SnapshotWriter writer;
+  sm.Snapshot(&writer);
+  MembershipConfig config;
+  const char* addresses[] = {kSelfAddress, "127.0.0.1:1", "127.0.0.1:2"};
+  for (uint64_t id = 1; id <= 3; ++id) {
+    MemberConfig* m = config.add_members();
+    m->set_id(id);
+    m->set_address(addresses[id - 1]);
+    m->set_voter(true);
+  }
+  writer.meta().config = config.SerializeAsString();
+  return EncodeSnapshotFile(writer);
+}
+
+InstallSnapshotRequest SnapshotMeta(uint64_t term, uint64_t index, uint64_t last_term,
+                                    uint64_t total_bytes, uint64_t to = 1) {
+  InstallSnapshotRequest req;
+  req.set_term(term);
+  req.set_leader_id(2);
+  req.set_to(to);
+  req.set_last_index(index);
+  req.set_last_term(last_term);
+  req.set_total_bytes(total_bytes);
+  return req;
+}
+
+// `bytes` cut into consecutive chunks of `chunk` bytes, the last one done.
+std::vector<InstallSnapshotRequest> Chunks(const InstallSnapshotRequest& meta, const std::string& bytes,
+                                           size_t chunk) {
+  std::vector<InstallSnapshotRequest> out;
+  for (size_t offset = 0; offset < bytes.size(); offset += chunk) {
+    InstallSnapshotRequest req = meta;
+    req.set_offset(offset);
+    req.set_data(bytes.substr(offset, chunk));
+    req.set_done(offset + chunk >= bytes.size());
+    out.push_back(std::move(req));
+  }
+  return out;
+}
+
+class SnapshotRpcTest : public FollowerServerTest {
+ protected:
+  grpc::Status Stream(const std::vector<InstallSnapshotRequest>& chunks,
+                      InstallSnapshotResponse* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(20s));
+    auto writer = raft_->InstallSnapshot(&ctx, resp);
+    for (const InstallSnapshotRequest& c : chunks) {
+      if (!writer->Write(c)) break;  // the server answered early (refused)
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  }
+  // Files in the snapshot directory (complete or temporary).
+  std::vector<std::string> SnapDirFiles() {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir_.Join("snap"), ec)) {
+      out.push_back(e.path().filename().string());
+    }
+    return out;
+  }
+};
+
+TEST_F(SnapshotRpcTest, ValidSnapshotIsInstalledAndTheLogContinuesAfterIt) {
+  const std::string bytes = SnapshotFileBytes(30, 3);
+  InstallSnapshotResponse resp;
+  grpc::Status s = Stream(Chunks(SnapshotMeta(3, 30, 3, bytes.size()), bytes, 100), &resp);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_TRUE(resp.success());
+  EXPECT_EQ(resp.term(), 3u);
+  EXPECT_EQ(resp.from(), 1u);
+  EXPECT_EQ(resp.match_index(), 30u);
+  EXPECT_EQ(resp.last_log_index(), 30u);
+  // Answered after the install: the state is there already.
+  EXPECT_EQ(node_->state_machine().AppliedIndex(), 30u);
+  EXPECT_EQ(node_->state_machine().Size(), 30u);
+  EXPECT_EQ(node_->state_machine().Get("snap-k7").value_or(""), "v7" + std::string(20, 'z'));
+  NodeStatus st = node_->GetStatus();
+  EXPECT_EQ(st.snapshot_index, 30u);
+  EXPECT_EQ(st.snapshot_term, 3u);
+  EXPECT_EQ(st.first_log_index, 31u);
+  EXPECT_EQ(st.leader_id, 2u);
+  EXPECT_EQ(SnapDirFiles(), std::vector<std::string>{SnapshotStore::FileName(30, 3)});
+  // The log continues after the snapshot.
+  Command cmd;
+  cmd.set_op(Command::PUT);
+  cmd.set_key("after");
+  cmd.set_value("snapshot");
+  Entry e;
+  e.set_index(31);
+  e.set_term(3);
+  e.set_type(ENTRY_COMMAND);
+  e.set_data(cmd.SerializeAsString());
+  AppendEntriesResponse append;
+  s = Append(3, 2, 1, 30, 3, {e}, 31, &append);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_TRUE(append.success());
+  EXPECT_EQ(append.match_index(), 31u);
+  ASSERT_TRUE(WaitFor([&] { return node_->state_machine().Get("after").has_value(); }));
+  // A repeat of the same snapshot is nothing new: answered with the commit.
+  s = Stream(Chunks(SnapshotMeta(3, 30, 3, bytes.size()), bytes, 1000), &resp);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_TRUE(resp.success());
+  EXPECT_EQ(resp.match_index(), 31u);
+  EXPECT_EQ(node_->state_machine().Get("after").value_or(""), "snapshot");
+}
+
+TEST_F(SnapshotRpcTest, GarbageAndOutOfOrderChunksAreRefusedWithAClearStatus) {
+  const std::string bytes = SnapshotFileBytes(30, 3);
+  const InstallSnapshotRequest meta = SnapshotMeta(3, 30, 3, bytes.size());
+  InstallSnapshotResponse resp;
+
+  // Random bytes: they arrive, but do not verify.
+  std::string garbage(bytes.size(), '\0');
+  std::mt19937 rng(7);
+  for (char& c : garbage) c = static_cast<char>(rng());
+  grpc::Status s = Stream(Chunks(meta, garbage, 128), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  EXPECT_CONTAINS(s.error_message(), "failed verification");
+  // A valid file announced under another index than its header's.
+  s = Stream(Chunks(SnapshotMeta(3, 31, 3, bytes.size()), bytes, 128), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  EXPECT_CONTAINS(s.error_message(), "failed verification");
+
+  std::vector<InstallSnapshotRequest> chunks = Chunks(meta, bytes, 128);
+  ASSERT_GE(chunks.size(), 3u);
+  // A chunk missing (a gap).
+  std::vector<InstallSnapshotRequest> gap = chunks;
+  gap.erase(gap.begin() + 1);
+  s = Stream(gap, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  EXPECT_CONTAINS(s.error_message(), "chunk at offset 256, expected offset 128");
+  // Chunks swapped.
+  std::vector<InstallSnapshotRequest> swapped = chunks;
+  std::swap(swapped[1], swapped[2]);
+  s = Stream(swapped, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  EXPECT_CONTAINS(s.error_message(), "expected offset 128");
+  // A stream that does not start at offset 0.
+  s = Stream({chunks[1]}, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  EXPECT_CONTAINS(s.error_message(), "expected offset 0");
+  // A chunk repeated.
+  std::vector<InstallSnapshotRequest> repeated = chunks;
+  repeated.insert(repeated.begin() + 1, chunks[0]);
+  s = Stream(repeated, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  // The metadata changes mid-stream.
+  std::vector<InstallSnapshotRequest> changed = chunks;
+  changed[1].set_last_index(29);
+  s = Stream(changed, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  EXPECT_CONTAINS(s.error_message(), "metadata");
+  // Every chunk but none marked done.
+  std::vector<InstallSnapshotRequest> unfinished = chunks;
+  unfinished.back().set_done(false);
+  s = Stream(unfinished, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  EXPECT_CONTAINS(s.error_message(), "without a chunk marked done");
+  // Done before total_bytes, and data past total_bytes.
+  std::vector<InstallSnapshotRequest> early = {chunks[0]};
+  early[0].set_done(true);
+  s = Stream(early, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  EXPECT_CONTAINS(s.error_message(), "total_bytes");
+  s = Stream(Chunks(SnapshotMeta(3, 30, 3, 100), bytes, 128), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  EXPECT_CONTAINS(s.error_message(), "past total_bytes");
+  // Bad metadata.
+  s = Stream(Chunks(SnapshotMeta(3, 0, 3, bytes.size()), bytes, 4096), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  s = Stream(Chunks(SnapshotMeta(3, 30, 4, bytes.size()), bytes, 4096), &resp);  // last term > term
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  s = Stream(Chunks(SnapshotMeta(3, 30, 3, 0), bytes, 4096), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  s = Stream(Chunks(SnapshotMeta(3, 30, 3, bytes.size(), /*to=*/3), bytes, 4096), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << StatusText(s);
+  s = Stream({}, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+  EXPECT_CONTAINS(s.error_message(), "empty");
+
+  // Nothing was installed, no temporary file is left, the node is unchanged
+  // and still takes a valid snapshot.
+  EXPECT_TRUE(SnapDirFiles().empty()) << SnapDirFiles().front();
+  EXPECT_EQ(node_->state_machine().AppliedIndex(), 0u);
+  s = Stream(chunks, &resp);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_TRUE(resp.success());
+  EXPECT_EQ(node_->state_machine().AppliedIndex(), 30u);
+}
+
+TEST_F(SnapshotRpcTest, SecondConcurrentTransferIsRefused) {
+  const std::string bytes = SnapshotFileBytes(30, 3);
+  std::vector<InstallSnapshotRequest> chunks = Chunks(SnapshotMeta(3, 30, 3, bytes.size()), bytes, 128);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(20s));
+  InstallSnapshotResponse first_resp;
+  auto writer = raft_->InstallSnapshot(&ctx, &first_resp);
+  ASSERT_TRUE(writer->Write(chunks[0]));
+  // The first transfer has begun once its temporary file exists.
+  ASSERT_TRUE(WaitFor([&] { return !SnapDirFiles().empty(); }));
+
+  InstallSnapshotResponse resp;
+  grpc::Status s = Stream(chunks, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << StatusText(s);
+  EXPECT_CONTAINS(s.error_message(), "already receiving");
+
+  for (size_t i = 1; i < chunks.size(); ++i) ASSERT_TRUE(writer->Write(chunks[i]));
+  writer->WritesDone();
+  s = writer->Finish();
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_TRUE(first_resp.success());
+  EXPECT_EQ(first_resp.match_index(), 30u);
+}
+
+TEST_F(SnapshotRpcTest, BrokenStreamLeavesNothingBehind) {
+  const std::string bytes = SnapshotFileBytes(30, 3);
+  std::vector<InstallSnapshotRequest> chunks = Chunks(SnapshotMeta(3, 30, 3, bytes.size()), bytes, 128);
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(20s));
+    InstallSnapshotResponse resp;
+    auto writer = raft_->InstallSnapshot(&ctx, &resp);
+    ASSERT_TRUE(writer->Write(chunks[0]));
+    ASSERT_TRUE(WaitFor([&] { return !SnapDirFiles().empty(); }));
+    ctx.TryCancel();  // the sender goes away mid-transfer
+    EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  ASSERT_TRUE(WaitFor([&] { return SnapDirFiles().empty(); })) << SnapDirFiles().front();
+  // The receiver is free again.
+  InstallSnapshotResponse resp;
+  grpc::Status s;
+  ASSERT_TRUE(WaitFor([&] {
+    s = Stream(chunks, &resp);
+    return s.error_code() != grpc::StatusCode::FAILED_PRECONDITION;
+  }));
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_EQ(node_->state_machine().AppliedIndex(), 30u);
+}
+
+TEST_F(SnapshotRpcTest, TimeoutNowMakesTheFollowerCampaignAtOnce) {
+  AppendEntriesResponse append;
+  ASSERT_TRUE(Append(3, 2, 1, 0, 0, {}, 0, &append).ok());
+  StartHeartbeats(3, 0);  // member 1 would not campaign on its own
+  ASSERT_EQ(node_->GetStatus().term, 3u);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(10s));
+  TimeoutNowRequest req;
+  req.set_term(3);
+  req.set_leader_id(2);
+  req.set_to(1);
+  TimeoutNowResponse resp;
+  grpc::Status s = raft_->TimeoutNow(&ctx, req, &resp);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  ASSERT_TRUE(WaitFor([&] { return node_->GetStatus().term >= 4; }, 2s))
+      << "TimeoutNow did not start an election";
+  // Misaddressed.
+  grpc::ClientContext ctx2;
+  ctx2.set_deadline(In(10s));
+  req.set_to(3);
+  s = raft_->TimeoutNow(&ctx2, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << StatusText(s);
 }
 
 TEST_F(FollowerServerTest, GrantsAVoteWithoutALeader) {

@@ -1,0 +1,247 @@
+#include "service/admin_service.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "service/cluster_config.h"
+
+namespace raftkv {
+
+namespace {
+
+// Extra time the handler waits past the deadline it gave the node: the node
+// expires deadlines on its ticker, and its own DEADLINE_EXCEEDED (or a late
+// success) is a better answer than ours.
+constexpr std::chrono::milliseconds kGrace{1000};
+// How often a waiting handler checks whether its client went away.
+constexpr std::chrono::milliseconds kPoll{100};
+
+// One result handed from a node callback (any thread) to the waiting handler.
+// Shared: the callback may run after the handler gave up and returned.
+template <class T>
+class Rendezvous {
+ public:
+  void Set(T value) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (value_) return;  // callbacks run once; be safe anyway
+    value_ = std::move(value);
+    cv_.notify_all();
+  }
+  // Waits until set, `until` passes or the call is cancelled.
+  std::optional<T> Wait(Clock::time_point until, grpc::ServerContext* context) {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!value_) {
+      const auto now = Clock::now();
+      if (now >= until || (context != nullptr && context->IsCancelled())) break;
+      cv_.wait_until(lock, std::min(until, now + kPoll));
+    }
+    return value_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<T> value_;
+};
+
+// The gRPC answer for a failed node outcome. A FAILED_PRECONDITION naming
+// another member as leader carries the KV service's leader metadata, so that
+// clients can follow it; a refusal by the leader itself does not.
+grpc::Status FailedOutcome(grpc::ServerContext* context, const Outcome& out, uint64_t self) {
+  if (out.status.error_code() == grpc::StatusCode::FAILED_PRECONDITION && out.leader_id != 0 &&
+      out.leader_id != self) {
+    context->AddTrailingMetadata("raftkv-leader-id", std::to_string(out.leader_id));
+    if (!out.leader_address.empty()) {
+      context->AddTrailingMetadata("raftkv-leader-addr", out.leader_address);
+    }
+  }
+  if (out.status.ok()) {  // not expected here; never report success for a failure
+    return grpc::Status(grpc::StatusCode::INTERNAL, "internal error: no outcome");
+  }
+  return out.status;
+}
+
+grpc::Status TimedOut(const char* what) {
+  return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                      std::string(what) + " did not complete before the deadline");
+}
+
+MembershipConfig ToConfig(const std::vector<MemberInfo>& members) {
+  MembershipConfig config;
+  for (const MemberInfo& m : members) {
+    MemberConfig* c = config.add_members();
+    c->set_id(m.id);
+    c->set_address(m.address);
+    c->set_voter(m.voter);
+  }
+  return config;
+}
+
+}  // namespace
+
+AdminServiceImpl::AdminServiceImpl(RaftNode* node, int max_request_timeout_ms)
+    : node_(node), max_request_timeout_ms_(std::max(1, max_request_timeout_ms)) {}
+
+Clock::time_point AdminServiceImpl::Deadline(const grpc::ServerContext& context) const {
+  const auto cap = Clock::now() + std::chrono::milliseconds(max_request_timeout_ms_);
+  const auto client = context.deadline();
+  if (client == std::chrono::system_clock::time_point::max()) return cap;
+  const auto remaining = client - std::chrono::system_clock::now();
+  return std::min(cap, Clock::now() + std::chrono::duration_cast<Clock::duration>(remaining));
+}
+
+void AdminServiceImpl::FillMembers(const NodeStatus& st, ListMembersResponse* response) {
+  response->set_leader_id(st.leader_id);
+  response->set_term(st.term);
+  response->set_last_index(st.last_log_index);
+  response->set_commit_index(st.commit_index);
+  response->set_config_index(st.config_index);
+  response->set_config_committed(st.config_committed);
+  for (const MemberInfo& m : st.members) {
+    MemberStatus* out = response->add_members();
+    out->set_id(m.id);
+    out->set_address(m.address);
+    out->set_voter(m.voter);
+    out->set_match_index(m.match_index);
+    out->set_state(m.state);
+  }
+}
+
+grpc::Status AdminServiceImpl::TakeSnapshot(grpc::ServerContext* context,
+                                            const TakeSnapshotRequest* /*request*/,
+                                            TakeSnapshotResponse* response) {
+  struct Result {
+    Status status;
+    SnapshotInfo info;
+  };
+  auto rv = std::make_shared<Rendezvous<Result>>();
+  node_->TakeSnapshot([rv](Status s, SnapshotInfo info) { rv->Set(Result{s, info}); });
+  std::optional<Result> r = rv->Wait(Deadline(*context), context);
+  if (!r) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        "the snapshot was not finished before the deadline (it continues in "
+                        "the background)");
+  }
+  if (!r->status.ok()) {
+    const std::string text = r->status.ToString();
+    LOG(WARNING) << "Admin.TakeSnapshot: " << text;
+    const bool invalid = text.rfind("Invalid argument", 0) == 0;
+    return grpc::Status(invalid ? grpc::StatusCode::FAILED_PRECONDITION
+                                : grpc::StatusCode::INTERNAL,
+                        "snapshot failed: " + text);
+  }
+  response->set_last_index(r->info.last_index);
+  response->set_last_term(r->info.last_term);
+  response->set_bytes(r->info.bytes);
+  response->set_path(r->info.path);
+  LOG(INFO) << "Admin.TakeSnapshot: " << r->info.path << " (index " << r->info.last_index
+            << ", term " << r->info.last_term << ", " << r->info.bytes << " bytes)";
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminServiceImpl::ListMembers(grpc::ServerContext* /*context*/,
+                                           const ListMembersRequest* /*request*/,
+                                           ListMembersResponse* response) {
+  FillMembers(node_->GetStatus(), response);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminServiceImpl::ChangeMembership(grpc::ServerContext* context,
+                                                const raft::MembershipChange& change,
+                                                MemberChangeResponse* response) {
+  const Clock::time_point deadline = Deadline(*context);
+  auto rv = std::make_shared<Rendezvous<Outcome>>();
+  node_->ChangeMembership(change, deadline, [rv](Outcome out) { rv->Set(std::move(out)); });
+  std::optional<Outcome> out = rv->Wait(deadline + kGrace, context);
+  const std::string what = std::string("membership change ") + raft::ChangeTypeName(change.type) +
+                           " " + std::to_string(change.id);
+  if (!out) return TimedOut(what.c_str());
+  if (!out->status.ok()) {
+    VLOG(1) << "Admin: " << what << ": " << out->status.error_message();
+    return FailedOutcome(context, *out, node_->id());
+  }
+  response->set_index(out->index);
+  *response->mutable_config() = ToConfig(node_->GetStatus().members);
+  LOG(INFO) << "Admin: " << what << " committed at index " << out->index;
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminServiceImpl::AddMember(grpc::ServerContext* context,
+                                         const AddMemberRequest* request,
+                                         MemberChangeResponse* response) {
+  if (request->id() == 0) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
+  }
+  std::string why;
+  if (!ValidHostPort(request->address(), &why)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "address '" + request->address() + "' of member " +
+                            std::to_string(request->id()) + ": " + why);
+  }
+  raft::MembershipChange change;
+  change.type = raft::ChangeType::kAddLearner;
+  change.id = request->id();
+  change.address = request->address();
+  return ChangeMembership(context, change, response);
+}
+
+grpc::Status AdminServiceImpl::PromoteMember(grpc::ServerContext* context,
+                                             const PromoteMemberRequest* request,
+                                             MemberChangeResponse* response) {
+  if (request->id() == 0) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
+  }
+  raft::MembershipChange change;
+  change.type = raft::ChangeType::kPromote;
+  change.id = request->id();
+  return ChangeMembership(context, change, response);
+}
+
+grpc::Status AdminServiceImpl::RemoveMember(grpc::ServerContext* context,
+                                            const RemoveMemberRequest* request,
+                                            MemberChangeResponse* response) {
+  if (request->id() == 0) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
+  }
+  raft::MembershipChange change;
+  change.type = raft::ChangeType::kRemove;
+  change.id = request->id();
+  return ChangeMembership(context, change, response);
+}
+
+grpc::Status AdminServiceImpl::TransferLeader(grpc::ServerContext* context,
+                                              const TransferLeaderRequest* request,
+                                              TransferLeaderResponse* response) {
+  if (request->id() == 0) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
+  }
+  if (request->id() == node_->id()) {
+    // Transferring to the current leader is a no-op, not an error.
+    const NodeStatus st = node_->GetStatus();
+    if (st.role == raft::Role::kLeader) {
+      response->set_leader_id(st.id);
+      response->set_term(st.term);
+      return grpc::Status::OK;
+    }
+  }
+  const Clock::time_point deadline = Deadline(*context);
+  auto rv = std::make_shared<Rendezvous<Outcome>>();
+  node_->TransferLeadership(request->id(), deadline,
+                            [rv](Outcome out) { rv->Set(std::move(out)); });
+  std::optional<Outcome> out = rv->Wait(deadline + kGrace, context);
+  if (!out) return TimedOut(("leadership transfer to " + std::to_string(request->id())).c_str());
+  if (!out->status.ok()) return FailedOutcome(context, *out, node_->id());
+  response->set_leader_id(out->leader_id != 0 ? out->leader_id : request->id());
+  response->set_term(out->term);
+  LOG(INFO) << "Admin: leadership transferred to member " << response->leader_id() << " (term "
+            << out->term << ")";
+  return grpc::Status::OK;
+}
+
+}  // namespace raftkv

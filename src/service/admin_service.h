@@ -1,0 +1,62 @@
+// The Admin gRPC service (protos/raftkv.proto): snapshots on demand, the
+// member list, single-server membership changes and leadership transfer, for
+// raftkvctl and the tests.
+//
+// A synchronous gRPC service: these calls are rare and slow (a membership
+// change waits for a commit, a transfer for an election), so each handler
+// simply bridges RaftNode's callback API to its gRPC thread and waits for the
+// callback, bounded by the call's deadline and by max_request_timeout_ms.
+//
+// Outcomes map to gRPC statuses as for the KV service:
+//   - not the leader: FAILED_PRECONDITION naming the leader, with trailing
+//     metadata "raftkv-leader-id" / "raftkv-leader-addr" (clients follow it);
+//     no leader known: UNAVAILABLE;
+//   - refused by the leader (invalid change, another change uncommitted,
+//     learner not caught up, transfer refused): FAILED_PRECONDITION with the
+//     reason and without leader metadata;
+//   - bad arguments (id 0, malformed address): INVALID_ARGUMENT;
+//   - no answer in time: DEADLINE_EXCEEDED (a membership change may still
+//     commit later: list the members to find out).
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include "raftkv.grpc.pb.h"
+#include "service/node.h"
+
+namespace raftkv {
+
+class AdminServiceImpl final : public Admin::Service {
+ public:
+  // `node` must outlive the service. Calls without a deadline (or with a
+  // later one) wait at most max_request_timeout_ms.
+  AdminServiceImpl(RaftNode* node, int max_request_timeout_ms);
+
+  grpc::Status TakeSnapshot(grpc::ServerContext* context, const TakeSnapshotRequest* request,
+                            TakeSnapshotResponse* response) override;
+  grpc::Status ListMembers(grpc::ServerContext* context, const ListMembersRequest* request,
+                           ListMembersResponse* response) override;
+  grpc::Status AddMember(grpc::ServerContext* context, const AddMemberRequest* request,
+                         MemberChangeResponse* response) override;
+  grpc::Status PromoteMember(grpc::ServerContext* context, const PromoteMemberRequest* request,
+                             MemberChangeResponse* response) override;
+  grpc::Status RemoveMember(grpc::ServerContext* context, const RemoveMemberRequest* request,
+                            MemberChangeResponse* response) override;
+  grpc::Status TransferLeader(grpc::ServerContext* context, const TransferLeaderRequest* request,
+                              TransferLeaderResponse* response) override;
+
+  // Fills `response` from a node status (exposed for tests).
+  static void FillMembers(const NodeStatus& status, ListMembersResponse* response);
+
+ private:
+  // min(the call's deadline, now + max_request_timeout_ms).
+  Clock::time_point Deadline(const grpc::ServerContext& context) const;
+  grpc::Status ChangeMembership(grpc::ServerContext* context,
+                                const raft::MembershipChange& change,
+                                MemberChangeResponse* response);
+
+  RaftNode* const node_;
+  const int max_request_timeout_ms_;
+};
+
+}  // namespace raftkv
