@@ -776,7 +776,9 @@ class Nemesis {
             CycleLog("learner " + std::to_string(W) + " close after " + std::to_string(catch_up_ms) +
                      " ms (" + caught + "); PromoteMember committed at index " +
                      std::to_string(resp.index()) + " after " + std::to_string(attempts) +
-                     " attempt(s)");
+                     " attempt(s); it holds " +
+                     std::to_string(cluster_->SnapshotFiles(cycle_.new_id).size()) +
+                     " snapshot file(s)");
             cycle_.phase = cycle_.add_first ? Phase::kRemove : Phase::kDone;
             return true;
           }
@@ -955,15 +957,16 @@ int Run() {
   }
   int exit_code = 0;
   int64_t config_errors = 0;
-  uint64_t leader = cluster.WaitForLeader(30000, &error);
+  // (Before waiting for a leader all members agree on: a server started
+  // with --join but not added yet knows no leader.)
   if (nemesis.cycle_pending()) {
     nemesis.Log("end of run: finishing the pending membership cycle");
     if (!nemesis.FinishCycle(120000)) {
       std::printf("chaos: the pending membership cycle could not be finished\n");
       ++config_errors;
     }
-    leader = cluster.WaitForLeader(30000, &error);
   }
+  uint64_t leader = cluster.WaitForLeader(30000, &error);
   if (leader == 0) {
     std::printf("chaos: no leader after healing: %s\n", error.c_str());
     exit_code = 1;
@@ -1071,7 +1074,7 @@ int Run() {
   // Replica convergence: once every member of the final configuration
   // applied the leader's commit index, stale reads from each must match the
   // final linearizable reads.
-  int64_t divergent = 0;
+  int64_t divergent = 0, lagging = 0;
   StatusResponse lst;
   leader = cluster.WaitForLeader(10000, &error);
   if (leader != 0 && cluster.StatusOf(static_cast<int>(leader), &lst, 2000).ok()) {
@@ -1085,9 +1088,15 @@ int Run() {
         return st.applied_index() >= target;
       }, 20000, 50);
       if (!caught_up) {
-        std::printf("chaos: member %d applied only %llu of the leader's commit index %llu\n", i,
-                    static_cast<unsigned long long>(last.applied_index()),
+        // Liveness, not safety: its (stale) values are not compared, but the
+        // run fails.
+        std::printf("chaos: MEMBER %d DID NOT CATCH UP within 20 s after healing: applied %llu "
+                    "of the leader's (%llu) commit index %llu\n",
+                    i, static_cast<unsigned long long>(last.applied_index()),
+                    static_cast<unsigned long long>(leader),
                     static_cast<unsigned long long>(target));
+        ++lagging;
+        continue;
       }
       auto local = cluster.NewClientFor(i);
       for (auto& [key, expected] : final_values) {
@@ -1126,17 +1135,36 @@ int Run() {
   }
   std::string fault_counts;
   for (auto& [k, v] : nemesis.counts()) fault_counts += " " + k + "=" + std::to_string(v);
+  // What the servers did with snapshots (from their logs, removed members
+  // included): taken (automatic or Admin.TakeSnapshot) and installed from a
+  // leader (InstallSnapshot: a lagging or new member caught up that way).
+  auto count_in_logs = [&](const std::string& needle) {
+    int64_t total = 0;
+    for (int i = 1; i <= cluster.size(); ++i) {
+      const std::string text = cluster.LogText(i);
+      for (size_t pos = text.find(needle); pos != std::string::npos;
+           pos = text.find(needle, pos + needle.size())) {
+        ++total;
+      }
+    }
+    return total;
+  };
+  const int64_t snapshots_taken = count_in_logs(" took snapshot ");
+  const int64_t snapshots_installed = count_in_logs(" installed the leader's snapshot ");
   std::printf("chaos: history ok=%lld unknown=%lld failed-reads=%lld; ledger acked=%lld unknown=%lld; "
-              "faults:%s; divergent=%lld unexpected-errors=%lld config-errors=%lld; final members "
-              "%zu; checked %zu keys in %.2fs%s\n",
+              "faults:%s; snapshots taken=%lld installed=%lld; divergent=%lld lagging=%lld "
+              "unexpected-errors=%lld config-errors=%lld; final members %zu; checked %zu keys in "
+              "%.2fs%s\n",
               static_cast<long long>(ok), static_cast<long long>(unknown),
               static_cast<long long>(failed), static_cast<long long>(ledger_acked),
               static_cast<long long>(ledger_unknown), fault_counts.c_str(),
-              static_cast<long long>(divergent), static_cast<long long>(unexpected),
-              static_cast<long long>(config_errors), final_members.size(), result.keys,
+              static_cast<long long>(snapshots_taken), static_cast<long long>(snapshots_installed),
+              static_cast<long long>(divergent), static_cast<long long>(lagging),
+              static_cast<long long>(unexpected), static_cast<long long>(config_errors), final_members.size(), result.keys,
               check_s, result.timed_out ? " (SOME KEYS TIMED OUT)" : "");
   const int64_t violations = static_cast<int64_t>(result.violations) + divergent;
-  if (violations > 0 || lost > 0 || result.timed_out || unexpected > 0 || config_errors > 0) {
+  if (violations > 0 || lost > 0 || result.timed_out || unexpected > 0 || config_errors > 0 ||
+      lagging > 0) {
     exit_code = 1;
   }
 
