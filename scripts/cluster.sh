@@ -6,7 +6,7 @@
 #   cluster.sh restart I   start node I again on its existing data
 #   cluster.sh stop        SIGTERM every node, SIGKILL what is left after 5 s
 #   cluster.sh status [..] raftkvctl status over all nodes (extra args passed on)
-#   cluster.sh add I       start a new, empty node I with --join, add it as a learner,
+#   cluster.sh add I       start a new, empty node I (> N) with --join, add it as a learner,
 #                          promote it to voter once caught up, print the member list
 #   cluster.sh remove I    remove member I from the configuration, then stop node I
 #                          (its directory is kept)
@@ -390,6 +390,9 @@ cmd_add() {
   check_binaries
   local i=$1 port addr d=$DATA/node$1
   in_list "$i" "$NODES" && die "node $i is already a member (nodes: ${NODES// /,})"
+  # An id in the bootstrap file would start as a voter of that configuration;
+  # raftkv-server refuses --join for it.
+  ((i > N)) || die "node $i is listed in $DATA/cluster.conf (the bootstrap members 1..$N); add a new member under a new id (> $N)"
   port=$(port_of "$i")
   ((port <= 65535)) || die "port $port of node $i is out of range"
   addr=$HOST:$port

@@ -3,7 +3,8 @@
 # starts 3 nodes; raftkvctl put/get work against every node; after
 # `cluster.sh kill` of the leader a new leader serves within 3 seconds (default
 # timeouts) and every acknowledged write is there; the restarted node catches
-# up. Run by ctest with RAFTKV_BIN_DIR set.
+# up; `cluster.sh add` / `remove` change the membership and raftkvctl
+# `member list` / `snapshot` work. Run by ctest with RAFTKV_BIN_DIR set.
 set -euo pipefail
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 : "${RAFTKV_BIN_DIR:?set RAFTKV_BIN_DIR to the build directory}"
@@ -78,6 +79,33 @@ done
 [ "$caught_up" = 1 ] || fail "restarted member $leader did not catch up to $target"
 v=$("$CTL" --endpoints="${EP[$((leader - 1))]}" --stale get after-kill) || fail "stale get on restarted node"
 [ "$v" = yes ] || fail "restarted node has after-kill='$v'"
+
+# Membership through cluster.sh: node 4 joins (learner, catches up, promoted),
+# then node 1 is removed; the cluster keeps serving through the others.
+members_check() {  # $1 = expected "id:role,..." in id order
+  python3 -c '
+import json, sys
+m = json.loads(sys.argv[1])
+got = ",".join("%d:%s" % (x["id"], x["role"]) for x in m["members"])
+assert m["from_leader"] and m["config_committed"], m
+assert got == sys.argv[2], (got, sys.argv[2])' "$("$CLUSTER" members --json)" "$1"
+}
+"$CLUSTER" add 4 >/dev/null || fail "cluster.sh add 4"
+members_check "1:voter,2:voter,3:voter,4:voter" || fail "member list after cluster.sh add 4"
+EP4=127.0.0.1:$((RAFTKV_BASE_PORT + 4))
+"$CTL" --endpoints="$EP4" put via-node4 yes >/dev/null || fail "put through node 4"
+v=$("$CTL" --endpoints="$EP4" get k1) || fail "get k1 through node 4"
+[ "$v" = v1 ] || fail "k1 = '$v' through node 4"
+"$CLUSTER" remove 1 >/dev/null || fail "cluster.sh remove 1"
+members_check "2:voter,3:voter,4:voter" || fail "member list after cluster.sh remove 1"
+REST="${EP[1]},${EP[2]},$EP4"
+"$CTL" --endpoints="$REST" put after-remove yes >/dev/null || fail "put after removing node 1"
+v=$("$CTL" --endpoints="$REST" get via-node4) || fail "get after removing node 1"
+[ "$v" = yes ] || fail "via-node4 = '$v'"
+out=$("$CTL" --endpoints="$EP4" snapshot) || fail "raftkvctl snapshot on node 4"
+case $out in "OK: snapshot of $EP4 at index "*) ;; *) fail "snapshot printed '$out'" ;; esac
+echo "membership: node 4 added and promoted, node 1 removed, snapshot taken"
+
 # Sanitized builds: stop gracefully (LeakSanitizer runs at exit) and fail on
 # any sanitizer report (ASan, LSan, UBSan, TSan) in the servers' output.
 "$CLUSTER" stop >/dev/null 2>&1 || true

@@ -197,7 +197,12 @@ void Raft::ReportUnreachable(uint64_t peer) {
   if (role_ != Role::kLeader) return;
   auto it = progress_.find(peer);
   if (it == progress_.end()) return;
-  if (it->second.state() == Progress::State::kReplicate) {
+  if (it->second.state() == Progress::State::kReplicate ||
+      it->second.state() == Progress::State::kSnapshot) {
+    // kSnapshot: the transfer failed (the service reports that as
+    // unreachable). Without this the follower would stay paused in
+    // kSnapshot for ever; probing again sends the snapshot again if the
+    // follower still needs it.
     it->second.BecomeProbe();
   } else {
     it->second.ResumeProbe();

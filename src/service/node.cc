@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <random>
+#include <tuple>
 
 #include "storage/file_util.h"
 #include "storage/snapshot_format.h"
@@ -249,6 +250,30 @@ Status RaftNode::Open(const NodeOptions& options, std::unique_ptr<RaftNode>* nod
     r.hard_state = HardState{r.base.term, 0};
     s = r.hard_state_file->Save(r.hard_state);
     if (!s.ok()) return s;
+  }
+  // The snapshot files newer than the one loaded were all rejected (a newer
+  // intact one would have been loaded). Move them aside (kept for
+  // inspection, out of the rotation): otherwise pruning would count a
+  // damaged file among the snapshots_kept and delete an intact fallback.
+  if (!loaded.rejected.empty()) {
+    std::vector<SnapshotFileInfo> files;
+    s = r.snapshots->List(&files);
+    if (!s.ok()) return s;
+    bool moved = false;
+    for (const SnapshotFileInfo& f : files) {
+      if (loaded.found && std::tie(f.last_index, f.last_term) <= std::tie(r.base.index, r.base.term)) {
+        continue;
+      }
+      s = file::Rename(f.path, f.path + ".damaged");
+      if (!s.ok()) return s;
+      LOG(ERROR) << "member " << options.id << ": moved the unusable snapshot " << f.path
+                 << " aside to " << f.path << ".damaged";
+      moved = true;
+    }
+    if (moved) {
+      s = file::SyncDir(r.snapshots->dir());
+      if (!s.ok()) return s;
+    }
   }
   LOG(INFO) << "member " << options.id << " recovered term " << r.hard_state.term << ", vote "
             << r.hard_state.vote << ", snapshot index " << r.base.index << ", "

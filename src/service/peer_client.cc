@@ -295,8 +295,8 @@ void PeerClient::RunSnapshotTransfer(Transfer* transfer, const raft::Message& m,
     if (stream_ok && failure.empty()) writer->WritesDone();
     grpc::Status status = writer->Finish();
     if (failure.empty() && !status.ok()) {
-      failure = "InstallSnapshot failed after " + std::to_string(offset) + " of " +
-                std::to_string(total) + " bytes: " + GrpcStatusText(status);
+      failure = "InstallSnapshot failed (" + std::to_string(offset) + " of " +
+                std::to_string(total) + " bytes handed to gRPC): " + GrpcStatusText(status);
     }
   }
   if (failure.empty()) {
@@ -320,12 +320,15 @@ void PeerClient::RunSnapshotTransfer(Transfer* transfer, const raft::Message& m,
   }
   bool shutting_down;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    shutting_down = shut_down_;
-    if (!failure.empty() && !shutting_down) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!failure.empty() && !shut_down_) {
       LOG(WARNING) << "snapshot " << index << "/" << term << " to member " << peer
-                   << " failed: " << failure;
+                   << " failed: " << failure << "; the core retries in "
+                   << options_.snapshot_retry_ms << " ms";
+      shutdown_cv_.wait_for(lock, std::chrono::milliseconds(options_.snapshot_retry_ms),
+                            [this] { return shut_down_; });
     }
+    shutting_down = shut_down_;
   }
   if (!failure.empty() && !shutting_down) on_unreachable_(peer);
   std::lock_guard<std::mutex> lock(mu_);
@@ -345,6 +348,7 @@ void PeerClient::Shutdown() {
     }
     transfers_.clear();
   }
+  shutdown_cv_.notify_all();
   for (auto& t : transfers) {
     if (t->thread.joinable()) t->thread.join();
   }

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -48,6 +49,10 @@ struct PeerClientOptions {
   int snapshot_timeout_ms = 10 * 60 * 1000;
   // Bytes of the snapshot file per InstallSnapshot message.
   size_t snapshot_chunk_bytes = 1 << 20;
+  // After a failed transfer the peer is reported unreachable only this much
+  // later: until then the core keeps the follower in its snapshot state and
+  // sends it nothing, so a dead follower is not sent a snapshot per batch.
+  int snapshot_retry_ms = 1000;
   // Tests only: messages to peers it blocks are dropped. Not owned; may be null.
   const FaultInjector* faults = nullptr;
 };
@@ -108,6 +113,7 @@ class PeerClient : public PeerSender {
   // to that peer starts, or at shutdown). Guarded by mu_.
   std::map<uint64_t, std::shared_ptr<Transfer>> transfers_;
   bool shut_down_ = false;    // guarded by mu_
+  std::condition_variable shutdown_cv_;  // wakes transfer threads waiting to report
   // Failed-call log throttling, per peer. Guarded by mu_.
   std::map<uint64_t, Clock::time_point> last_failure_log_;
 };

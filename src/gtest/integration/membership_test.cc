@@ -224,7 +224,7 @@ TEST_F(Membership, LeadershipTransferUnderLoad) {
   ASSERT_NO_FATAL_FAILURE(StartCluster(3, FastTimeoutFlags(), &leader));
 
   // Writers: distinct keys, sessions on, each write retried for up to 5 s.
-  constexpr int kWriters = 6;
+  constexpr int kWriters = 16;
   auto client = cluster().NewClient(5000, 1000);
   std::atomic<bool> stop{false};
   std::mutex mu;
@@ -313,8 +313,10 @@ RawResult RawAdmin(const std::string& endpoint,
 }
 
 TEST_F(Membership, BadRequestsAreRefusedClearly) {
+  std::vector<std::string> flags = FastTimeoutFlags();
+  flags.push_back("--promote_max_lag=5");
   uint64_t leader = 0;
-  ASSERT_NO_FATAL_FAILURE(StartCluster(3, FastTimeoutFlags(), &leader));
+  ASSERT_NO_FATAL_FAILURE(StartCluster(3, flags, &leader));
   const int L = static_cast<int>(leader);
   const int follower = OtherThan(cluster(), L);
   MemberChangeResponse change;
@@ -378,16 +380,44 @@ TEST_F(Membership, BadRequestsAreRefusedClearly) {
   EXPECT_EQ(list.config_index(), 0u) << "bootstrap configuration expected: "
                                      << DescribeMembers(list);
 
+  // A learner that cannot catch up (nothing listens at its address) is not
+  // promoted; raftkvctl reports the refusal and the learner's progress while
+  // it waits; it can be removed again.
+  const BulkResult w = BulkWrite(cluster(), "b", 0, 20, 4);  // more than the allowed lag
+  ASSERT_EQ(w.failures, 0u) << JoinLines(w.errors);
+  const std::vector<int> nowhere = PickFreePorts(1);
+  ASSERT_EQ(nowhere.size(), 1u);
+  const std::string nowhere_addr = "127.0.0.1:" + std::to_string(nowhere[0]);
+  ASSERT_TRUE(admin->AddMember(9, nowhere_addr, &change).ok());
+  list = LeaderMembers(*admin);
+  ASSERT_NE(FindMemberStatus(list, 9), nullptr) << DescribeMembers(list);
+  EXPECT_FALSE(FindMemberStatus(list, 9)->voter());
+  promote.set_id(9);
+  r = RawAdmin(cluster().Endpoint(L), &Admin::Stub::PromoteMember, promote, &change);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << Code(r.status);
+  EXPECT_NE(r.status.error_message().find("behind"), std::string::npos) << Code(r.status);
+  RunResult run = RunToCompletion(CtlBinary(),
+                                  {"--endpoints=" + cluster().Endpoint(follower), "member",
+                                   "promote", "9", "--wait_timeout_ms=1500"},
+                                  cluster().dir(), 10000);
+  EXPECT_TRUE(run.exited && run.exit_code == 1) << run.output;
+  EXPECT_NE(run.output.find("waiting to promote member 9"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("match 0 of"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("error: FAILED_PRECONDITION"), std::string::npos) << run.output;
+  ASSERT_TRUE(admin->RemoveMember(9, &change).ok());
+  list = LeaderMembers(*admin);
+  EXPECT_EQ(MemberIds(list), (std::vector<uint64_t>{1, 2, 3})) << DescribeMembers(list);
+
   // raftkvctl: member list from a follower's endpoint finds the leader; its
   // table marks the leader; errors exit 1, usage errors 2.
   const std::string eps = "--endpoints=" + cluster().Endpoint(follower);
-  RunResult run = RunToCompletion(CtlBinary(), {eps, "member", "list"}, cluster().dir(), 10000);
+  run = RunToCompletion(CtlBinary(), {eps, "member", "list"}, cluster().dir(), 10000);
   EXPECT_TRUE(run.exited && run.exit_code == 0) << run.output;
   EXPECT_NE(run.output.find("ID  ADDRESS"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find(cluster().Endpoint(L) + "  voter"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("self"), std::string::npos) << run.output;
-  EXPECT_NE(run.output.find("configuration at index 0 (committed); leader " +
-                            std::to_string(leader)),
+  EXPECT_NE(run.output.find("configuration at index " + std::to_string(change.index()) +
+                            " (committed); leader " + std::to_string(leader)),
             std::string::npos)
       << run.output;
   run = RunToCompletion(CtlBinary(), {eps, "--json", "member", "list"}, cluster().dir(), 10000);

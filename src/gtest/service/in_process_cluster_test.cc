@@ -1,6 +1,8 @@
 // Three complete members (RaftNode + GrpcServer + PeerClient) in one process,
 // talking over 127.0.0.1: replication through PeerClient, leader redirects
-// followed by KvClient, and fail-over when the leader stops.
+// followed by KvClient, fail-over when the leader stops, a restarted follower
+// catching up through InstallSnapshot after the leader compacted its log, and
+// membership change plus leadership transfer.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -8,6 +10,10 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <functional>
+#include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,7 +54,8 @@ struct Member3 {
   std::unique_ptr<GrpcServer> server;
   bool running = false;
 
-  // The order of raftkv-server's main.
+  // The order of raftkv-server's main; then everything is released (the
+  // data directory's lock included), ready for a restart.
   void Stop() {
     if (!running) return;
     running = false;
@@ -56,6 +63,9 @@ struct Member3 {
     node->Stop();
     peers->Shutdown();
     server->Join();
+    server.reset();
+    peers.reset();
+    node.reset();
   }
 };
 
@@ -63,8 +73,8 @@ class InProcessClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
     for (int i = 1; i <= 3; ++i) {
-      cluster_.members.push_back(
-          Member{static_cast<uint64_t>(i), "127.0.0.1:" + std::to_string(PickPort())});
+      addresses_.push_back("127.0.0.1:" + std::to_string(PickPort()));
+      cluster_.members.push_back(Member{static_cast<uint64_t>(i), addresses_.back()});
     }
     for (int i = 0; i < 3; ++i) {
       members_.push_back(std::make_unique<Member3>());
@@ -72,26 +82,47 @@ class InProcessClusterTest : public ::testing::Test {
     }
   }
 
+  // A fourth member, not in the cluster file: started with join. Returns its
+  // index in members_.
+  int AddJoiner() {
+    addresses_.push_back("127.0.0.1:" + std::to_string(PickPort()));
+    members_.push_back(std::make_unique<Member3>());
+    const int i = static_cast<int>(members_.size()) - 1;
+    StartMember(i);
+    return i;
+  }
+
+  // Starts member i (index into members_) on its data directory. Members
+  // beyond the cluster file join (NodeOptions::join) at `addresses_[i]`.
   void StartMember(int i) {
     Member3& m = *members_[i];
     NodeOptions no;
-    no.id = cluster_.members[i].id;
+    const bool listed = i < static_cast<int>(cluster_.members.size());
+    no.id = static_cast<uint64_t>(i + 1);
     no.cluster = cluster_;
+    no.join = !listed;
+    no.self_address = addresses_[i];
     no.data_dir = m.dir.path();
     no.tick_ms = 5;
     no.election_ticks = 10;
     no.heartbeat_ticks = 1;
+    no.snapshot_entries = snapshot_entries_;
+    no.log.max_segment_bytes = segment_bytes_;
     Status s = RaftNode::Open(no, &m.node);
     ASSERT_TRUE(s.ok()) << s.ToString();
     RaftNode* raw = m.node.get();
     PeerClientOptions po;
     po.append_timeout_ms = 500;
     po.vote_timeout_ms = 200;
+    po.snapshot_chunk_bytes = 16 * 1024;  // several chunks per snapshot
     m.peers = std::make_unique<PeerClient>(
         cluster_, no.id, po, [raw](const raft::Message& msg) { raw->StepResponse(msg); },
-        [raw](uint64_t peer) { raw->ReportUnreachable(peer); });
+        [raw](uint64_t peer) { raw->ReportUnreachable(peer); },
+        [raw](uint64_t index, uint64_t term, std::unique_ptr<SnapshotFileSource>* out) {
+          return raw->OpenSnapshotSource(index, term, out);
+        });
     ServerOptions so;
-    so.listen_address = cluster_.members[i].address;
+    so.listen_address = addresses_[i];
     so.calls_per_cq = 8;
     m.server = std::make_unique<GrpcServer>(so, raw);
     s = m.server->Start();
@@ -118,21 +149,20 @@ class InProcessClusterTest : public ::testing::Test {
       }
     }
     if (leader < 0) return -1;
-    const uint64_t leader_id = cluster_.members[leader].id;
+    const uint64_t leader_id = static_cast<uint64_t>(leader + 1);
     for (auto& m : members_) {
       if (m->running && m->node->GetStatus().leader_id != leader_id) return -1;
     }
     return leader;
   }
 
-  std::vector<std::string> Endpoints() const {
-    std::vector<std::string> out;
-    for (const Member& m : cluster_.members) out.push_back(m.address);
-    return out;
-  }
+  std::vector<std::string> Endpoints() const { return addresses_; }
 
   ClusterConfig cluster_;
+  std::vector<std::string> addresses_;  // of member i + 1
   std::vector<std::unique_ptr<Member3>> members_;
+  uint64_t snapshot_entries_ = 100000;
+  uint64_t segment_bytes_ = 64ull << 20;
 };
 
 TEST_F(InProcessClusterTest, ReplicatesRedirectsAndFailsOver) {
@@ -186,6 +216,176 @@ TEST_F(InProcessClusterTest, ReplicatesRedirectsAndFailsOver) {
   EXPECT_EQ(value, "yes");
   ASSERT_TRUE(client.Get("k1", &value, &found).ok());
   EXPECT_EQ(value, "v1");
+}
+
+
+Outcome Await(const std::function<void(OutcomeCallback)>& call) {
+  auto promise = std::make_shared<std::promise<Outcome>>();
+  auto future = promise->get_future();
+  call([promise](Outcome out) { promise->set_value(std::move(out)); });
+  if (future.wait_for(20s) != std::future_status::ready) {
+    ADD_FAILURE() << "no outcome within 20 s";
+    Outcome out;
+    out.status = grpc::Status(grpc::StatusCode::CANCELLED, "gave up");
+    return out;
+  }
+  return future.get();
+}
+
+Outcome ChangeSync(RaftNode* node, raft::ChangeType type, uint64_t id, const std::string& address = "") {
+  raft::MembershipChange change;
+  change.type = type;
+  change.id = id;
+  change.address = address;
+  return Await([&](OutcomeCallback done) {
+    node->ChangeMembership(change, Clock::now() + 10s, std::move(done));
+  });
+}
+
+class SnapshotClusterTest : public InProcessClusterTest {
+ protected:
+  SnapshotClusterTest() {
+    snapshot_entries_ = 50;
+    segment_bytes_ = 8192;  // compaction removes whole segments: keep them small
+  }
+};
+
+TEST_F(SnapshotClusterTest, RestartedFollowerCatchesUpThroughInstallSnapshot) {
+  int leader = -1;
+  ASSERT_TRUE(WaitFor([&] { return (leader = AgreedLeader()) >= 0; }, 15s)) << "no leader";
+  const int follower = (leader + 1) % 3;
+  const uint64_t follower_last = members_[follower]->node->GetStatus().last_log_index;
+  members_[follower]->Stop();
+
+  ClientOptions co;
+  co.endpoints = Endpoints();
+  co.timeout_ms = 10000;
+  KvClient client(co);
+  std::map<std::string, std::string> expected;
+  for (int i = 0; i < 400; ++i) {
+    const std::string key = "key" + std::to_string(i);
+    const std::string value = std::to_string(i) + std::string(100, 'v');
+    grpc::Status s = client.Put(key, value);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    expected[key] = value;
+    if (i % 10 == 9) {
+      const std::string gone = "key" + std::to_string(i - 5);
+      bool existed = false;
+      ASSERT_TRUE(client.Delete(gone, &existed).ok());
+      expected.erase(gone);
+    }
+  }
+  // The leader compacted past everything the stopped follower holds, so
+  // only a snapshot can bring it back.
+  ASSERT_TRUE(WaitFor([&] { return (leader = AgreedLeader()) >= 0; }, 15s));
+  RaftNode* lead = members_[leader]->node.get();
+  ASSERT_TRUE(WaitFor([&] { return lead->GetStatus().first_log_index > follower_last + 1; }, 15s))
+      << "leader's log starts at " << lead->GetStatus().first_log_index << ", follower had "
+      << follower_last;
+  const uint64_t leader_snapshot = lead->GetStatus().snapshot_index;
+  ASSERT_GT(leader_snapshot, follower_last);
+
+  ASSERT_NO_FATAL_FAILURE(StartMember(follower));
+  RaftNode* back = members_[follower]->node.get();
+  ASSERT_TRUE(WaitFor([&] { return back->GetStatus().snapshot_index >= leader_snapshot; }, 30s))
+      << "the follower never installed a snapshot (its snapshot index is "
+      << back->GetStatus().snapshot_index << ")";
+  const uint64_t commit = lead->GetStatus().commit_index;
+  ASSERT_TRUE(WaitFor([&] { return back->state_machine().AppliedIndex() >= commit; }, 30s));
+  // Identical state.
+  EXPECT_EQ(back->state_machine().Size(), lead->state_machine().Size());
+  EXPECT_EQ(back->state_machine().Size(), expected.size());
+  EXPECT_EQ(back->state_machine().SessionCount(), lead->state_machine().SessionCount());
+  for (const auto& [key, value] : expected) {
+    ASSERT_EQ(back->state_machine().Get(key).value_or("<absent>"), value) << key;
+  }
+  // Its own log restarted after the snapshot (the old one was discarded).
+  EXPECT_GT(back->GetStatus().first_log_index, follower_last + 1);
+  // And it keeps replicating afterwards.
+  ASSERT_TRUE(client.Put("after-install", "yes").ok());
+  EXPECT_TRUE(WaitFor([&] {
+    return back->state_machine().Get("after-install") == std::optional<std::string>("yes");
+  }));
+  // A restart of the follower now starts from its own snapshot files.
+  members_[follower]->Stop();
+  ASSERT_NO_FATAL_FAILURE(StartMember(follower));
+  back = members_[follower]->node.get();
+  EXPECT_GE(back->GetStatus().snapshot_index, leader_snapshot);
+  EXPECT_TRUE(WaitFor([&] {
+    return back->state_machine().Get("after-install") == std::optional<std::string>("yes");
+  }));
+}
+
+TEST_F(InProcessClusterTest, AddPromoteTransferToAndRemoveAMember) {
+  int leader = -1;
+  ASSERT_TRUE(WaitFor([&] { return (leader = AgreedLeader()) >= 0; }, 15s)) << "no leader";
+  ClientOptions co;
+  co.endpoints = Endpoints();
+  co.timeout_ms = 10000;
+  KvClient client(co);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(client.Put("k" + std::to_string(i), "v").ok());
+
+  // Member 4: not in the cluster file.
+  const int joiner = AddJoiner();
+  ASSERT_FALSE(HasFatalFailure());
+  const uint64_t new_id = static_cast<uint64_t>(joiner + 1);
+  RaftNode* lead = members_[leader]->node.get();
+  Outcome out = ChangeSync(lead, raft::ChangeType::kAddLearner, new_id, addresses_[joiner]);
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_GT(out.index, 20u);
+  RaftNode* fourth = members_[joiner]->node.get();
+  ASSERT_TRUE(WaitFor([&] { return fourth->state_machine().Get("k19").has_value(); }, 15s))
+      << "the learner never caught up";
+  NodeStatus st = lead->GetStatus();
+  ASSERT_EQ(st.members.size(), 4u);
+  EXPECT_EQ(st.members[3].id, new_id);
+  EXPECT_FALSE(st.members[3].voter);
+  EXPECT_EQ(st.members[3].address, addresses_[joiner]);
+  EXPECT_EQ(st.voters.size(), 3u);
+
+  out = ChangeSync(lead, raft::ChangeType::kPromote, new_id);
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  st = lead->GetStatus();
+  EXPECT_EQ(st.voters.size(), 4u);
+  EXPECT_TRUE(st.config_committed);
+  EXPECT_EQ(st.config_index, out.index);
+  EXPECT_EQ(lead->AddressOf(new_id), addresses_[joiner]);
+
+  // Hand leadership to the new member.
+  out = Await([&](OutcomeCallback done) {
+    lead->TransferLeadership(new_id, Clock::now() + 10s, std::move(done));
+  });
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.leader_id, new_id);
+  ASSERT_TRUE(WaitFor([&] { return AgreedLeader() == joiner; }, 15s));
+  ASSERT_TRUE(client.Put("led-by", "4").ok());
+  // A follower redirects to the new member's address, which is not in the
+  // cluster file but in the configuration.
+  Outcome redirect = members_[leader]->node->NotLeader();
+  EXPECT_EQ(redirect.leader_address, addresses_[joiner]);
+
+  // Remove the old leader.
+  const uint64_t old_id = static_cast<uint64_t>(leader + 1);
+  out = ChangeSync(fourth, raft::ChangeType::kRemove, old_id);
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  members_[leader]->Stop();
+  EXPECT_EQ(fourth->GetStatus().voters.size(), 3u);
+  ASSERT_TRUE(WaitFor([&] { return AgreedLeader() >= 0; }, 15s));
+  ASSERT_TRUE(client.Put("after-remove", "ok").ok());
+  std::string value;
+  bool found = false;
+  ASSERT_TRUE(client.Get("k3", &value, &found).ok());
+  EXPECT_TRUE(found);
+
+  // Refusals: removing a non-member; transferring to a non-member.
+  out = ChangeSync(fourth, raft::ChangeType::kRemove, old_id);
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << out.status.error_message();
+  out = Await([&](OutcomeCallback done) {
+    fourth->TransferLeadership(old_id, Clock::now() + 10s, std::move(done));
+  });
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << out.status.error_message();
 }
 
 }  // namespace

@@ -313,10 +313,18 @@ TEST_F(NodeSnapshotTest, DamagedNewestSnapshotFallsBackToThePreviousOne) {
   NodeStatus st = node_->GetStatus();
   EXPECT_EQ(st.snapshot_index, older.last_index);
   EXPECT_EQ(node_->state_machine().AppliedIndex(), older.last_index);
+  // The damaged file is moved out of the rotation (kept for inspection).
+  EXPECT_FALSE(fs::exists(newer.path));
+  EXPECT_TRUE(fs::exists(newer.path + ".damaged"));
+  EXPECT_EQ(SnapshotFiles(dir_.path()), std::vector<std::string>{older.path});
   // The log after the older snapshot replays to the same final state.
   ASSERT_NO_FATAL_FAILURE(StartLeader());
   ASSERT_NO_FATAL_FAILURE(ExpectFullState());
   EXPECT_FALSE(node_->state_machine().Get("key7").has_value());
+  // The next snapshot keeps the older one as its fallback.
+  auto [s3, next] = TakeSnapshotSync(node_.get());
+  ASSERT_TRUE(s3.ok()) << s3.ToString();
+  EXPECT_EQ(SnapshotFiles(dir_.path()), (std::vector<std::string>{older.path, next.path}));
 }
 
 TEST_F(NodeSnapshotTest, LogStartingPastEveryUsableSnapshotIsRefused) {
