@@ -2,7 +2,8 @@
 // raftkv-server processes on loopback (driven by scripts/chaos.sh).
 //
 //  1. Starts an N-member cluster (ProcessCluster: one process and data
-//     directory per member, --enable_test_faults so links can be cut).
+//     directory per member, --enable_test_faults so links can be cut,
+//     --snapshot_entries small so logs are compacted during the run).
 //  2. Runs --clients threads, each with its own KvClient and so its own
 //     session (exactly-once retries; --impatient_clients of them give up
 //     early, leaving writes in doubt), doing Get / Put / CompareAndSwap /
@@ -11,7 +12,9 @@
 //     the end). Every operation is recorded: invoke and return time, inputs,
 //     outputs, and its outcome: ok, failed (a read that did not happen) or
 //     unknown (a write that timed out or was refused after retries: it may or
-//     may not have taken effect).
+//     may not have taken effect). When the membership changes, a client
+//     rebuilds its KvClient (new session) on the new endpoint list between
+//     two operations.
 //  3. Meanwhile the nemesis (this thread: it forks the servers) injects one
 //     fault at a time, chosen at random among --faults, held for a random
 //     time, then healed:
@@ -21,13 +24,27 @@
 //                  (a GC pause or a clock jump, as seen by its peers);
 //       partition  cut the links (Testing.SetFaults on every member) around
 //                  the leader alone, or along a random minority/majority
-//                  split; client traffic still reaches both sides.
-//  4. Heals everything, restarts what is down, waits for a leader, reads
-//     every key (recorded too), checks that every acknowledged ledger write
-//     is there (lost = those that are not), that every member holds the same
-//     values once caught up, and checks the whole history for
-//     linearizability per key (src/check: WGL search; unknown writes may
-//     take effect at any point after their invocation, or never).
+//                  split; client traffic still reaches both sides;
+//       transfer   Admin.TransferLeader from the leader to a random other
+//                  voter;
+//       snapshot   Admin.TakeSnapshot on a random member;
+//       membership one cycle replacing a random non-leader voter V by a new,
+//                  empty server W (see MembershipCycle): RemoveMember(V),
+//                  stop V and wipe its data, start W with --join,
+//                  AddMember(W) as a learner, wait for it to catch up,
+//                  PromoteMember(W); with 3 voters W is added and promoted
+//                  before V is removed, so there are never fewer than 3
+//                  voters. A cycle may be left half done (another fault in
+//                  between) and is continued by a later membership step.
+//  4. Heals everything, restarts what is down, finishes a pending membership
+//     cycle, waits for a leader, reads every key (recorded too), checks that
+//     every acknowledged ledger write is there (lost = those that are not),
+//     that the final configuration (ListMembers) is the servers the runner
+//     believes are members, with at least 3 voters and no learner, that each
+//     of its members holds the same values once caught up, and checks the
+//     whole history for linearizability per key (src/check: WGL search;
+//     unknown writes may take effect at any point after their invocation, or
+//     never).
 //
 // Output ends with one line:  chaos: ops=N faults=M violations=V lost=L
 // Exit status 0 only if V == 0, L == 0 and every key's check completed.
@@ -37,9 +54,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <set>
@@ -53,6 +72,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "check/linearizability.h"
+#include "client/admin_client.h"
 #include "client/channel_args.h"
 #include "client/grpc_runtime.h"
 #include "client/kv_client.h"
@@ -65,8 +85,9 @@ DEFINE_uint64(seed, 0, "Seed of every random choice (nemesis and clients); 0 = f
                        "Printed at the start so a run can be replayed (timing still differs).");
 DEFINE_int32(clients, 6, "Concurrent clients, each a thread with its own session.");
 DEFINE_int32(keys, 8, "Number of keys (registers) the checked operations use.");
-DEFINE_string(faults, "kill,pause,partition",
-              "Comma-separated fault kinds the nemesis injects: kill, pause, partition.");
+DEFINE_string(faults, "kill,pause,partition,transfer,membership,snapshot",
+              "Comma-separated fault kinds the nemesis injects: kill, pause, partition, "
+              "transfer, membership, snapshot.");
 DEFINE_int32(fault_min_ms, 300, "Shortest time a fault is held before it is healed.");
 DEFINE_int32(fault_max_ms, 4000, "Longest time a fault is held before it is healed.");
 DEFINE_int32(quiet_min_ms, 300, "Shortest healthy interval between two faults.");
@@ -89,6 +110,17 @@ DEFINE_bool(stale_reads, false,
             "Negative control: clients read with allow_stale from one member each (not "
             "linearizable). Under partitions and pauses the checker should then report "
             "violations; a run that finds none shows the faults were too mild to tell.");
+DEFINE_uint64(snapshot_entries, 2000,
+              "--snapshot_entries of every server: small, so that logs are compacted and "
+              "lagging or new members catch up by InstallSnapshot during the run (0: the "
+              "server's default).");
+DEFINE_int32(promote_lag, 500,
+             "membership: a learner is promoted once its match index is within this many "
+             "entries of the leader's last index (the servers refuse beyond "
+             "--promote_max_lag, 1000 by default; refusals are retried).");
+DEFINE_int32(membership_step_ms, 15000,
+             "membership: time one nemesis step may spend advancing a cycle; what is left is "
+             "continued by a later membership step or at the end of the run.");
 DEFINE_string(server_flags, "",
               "Extra flags for every raftkv-server, space-separated (e.g. \"--tick_ms=10\").");
 
@@ -134,20 +166,53 @@ bool OutcomeUnknown(const grpc::Status& s) {
   return !s.ok();
 }
 
-void RunClient(int id, const std::vector<std::string>& endpoints, uint64_t seed,
-               const std::atomic<bool>* stop, ClientResult* out) {
-  ClientOptions options;
-  options.endpoints = endpoints;
+// The addresses of the current members, shared by the nemesis (which
+// changes them with the membership) and the clients (which rebuild their
+// KvClient on a change, between two operations).
+class EndpointBook {
+ public:
+  explicit EndpointBook(std::vector<std::string> endpoints) : endpoints_(std::move(endpoints)) {}
+  void Set(std::vector<std::string> endpoints) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (endpoints == endpoints_) return;
+    endpoints_ = std::move(endpoints);
+    version_.fetch_add(1);
+  }
+  uint64_t version() const { return version_.load(); }
+  std::vector<std::string> Get(uint64_t* version) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (version != nullptr) *version = version_.load();
+    return endpoints_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> endpoints_;
+  std::atomic<uint64_t> version_{0};
+};
+
+void RunClient(int id, const EndpointBook* book, uint64_t seed, const std::atomic<bool>* stop,
+               ClientResult* out) {
   const bool impatient = id < FLAGS_impatient_clients;
-  options.timeout_ms = impatient ? FLAGS_impatient_timeout_ms : FLAGS_client_timeout_ms;
-  options.rpc_timeout_ms = impatient ? std::min(500, FLAGS_impatient_timeout_ms) : 1000;
-  options.use_session = true;
-  KvClient client(options);
-  // --stale_reads: a client bound to one member, for reads that may be stale.
-  ClientOptions stale_options = options;
-  stale_options.endpoints = {endpoints[static_cast<size_t>(id) % endpoints.size()]};
-  stale_options.timeout_ms = 1000;
-  KvClient stale_client(stale_options);
+  uint64_t version = 0;
+  std::unique_ptr<KvClient> client, stale_client;
+  // A new KvClient (and so a new session: the old one's writes all have an
+  // outcome, ok or unknown, by now) over the current members.
+  auto connect = [&] {
+    const std::vector<std::string> endpoints = book->Get(&version);
+    ClientOptions options;
+    options.endpoints = endpoints;
+    options.timeout_ms = impatient ? FLAGS_impatient_timeout_ms : FLAGS_client_timeout_ms;
+    options.rpc_timeout_ms = impatient ? std::min(500, FLAGS_impatient_timeout_ms) : 1000;
+    options.use_session = true;
+    client = std::make_unique<KvClient>(options);
+    // --stale_reads: a client bound to one member, for reads that may be stale.
+    ClientOptions stale_options = options;
+    stale_options.endpoints = {endpoints[static_cast<size_t>(id) % endpoints.size()]};
+    stale_options.timeout_ms = 1000;
+    stale_client = std::make_unique<KvClient>(stale_options);
+  };
+  connect();
   std::mt19937_64 rng(seed);
   std::map<std::string, std::optional<std::string>> last_seen;  // what this client last saw
   auto note_error = [&](const std::string& what, const grpc::Status& s) {
@@ -157,10 +222,11 @@ void RunClient(int id, const std::vector<std::string>& endpoints, uint64_t seed,
     }
   };
   for (uint64_t n = 1; !stop->load(); ++n) {
+    if (book->version() != version) connect();
     if (n % 10 == 0) {
       const std::string key = "ledger/c" + std::to_string(id) + "/" + std::to_string(n);
       const std::string value = "l" + std::to_string(n);
-      grpc::Status s = client.Put(key, value);
+      grpc::Status s = client->Put(key, value);
       if (s.ok()) {
         out->ledger_acked.emplace_back(key, value);
       } else {
@@ -179,8 +245,8 @@ void RunClient(int id, const std::vector<std::string>& endpoints, uint64_t seed,
       op.type = OpType::kGet;
       std::string value;
       bool found = false;
-      s = FLAGS_stale_reads ? stale_client.Get(op.key, &value, &found, /*allow_stale=*/true)
-                            : client.Get(op.key, &value, &found);
+      s = FLAGS_stale_reads ? stale_client->Get(op.key, &value, &found, /*allow_stale=*/true)
+                            : client->Get(op.key, &value, &found);
       op.return_ns = NowNs();
       if (s.ok()) {
         op.found = found;
@@ -199,7 +265,7 @@ void RunClient(int id, const std::vector<std::string>& endpoints, uint64_t seed,
     } else if (dice < 70) {
       op.type = OpType::kPut;
       op.value = fresh;
-      s = client.Put(op.key, op.value);
+      s = client->Put(op.key, op.value);
       op.return_ns = NowNs();
       op.outcome = s.ok() ? Outcome::kOk : Outcome::kUnknown;
     } else if (dice < 95) {
@@ -211,7 +277,7 @@ void RunClient(int id, const std::vector<std::string>& endpoints, uint64_t seed,
       if (op.has_expected) op.expected = *seen->second;
       bool swapped = false, found = false;
       std::string current;
-      s = client.CompareAndSwap(op.key, op.has_expected ? &op.expected : nullptr, op.value,
+      s = client->CompareAndSwap(op.key, op.has_expected ? &op.expected : nullptr, op.value,
                                 &swapped, &found, &current);
       op.return_ns = NowNs();
       if (s.ok()) {
@@ -225,7 +291,7 @@ void RunClient(int id, const std::vector<std::string>& endpoints, uint64_t seed,
     } else {
       op.type = OpType::kDelete;
       bool existed = false;
-      s = client.Delete(op.key, &existed);
+      s = client->Delete(op.key, &existed);
       op.return_ns = NowNs();
       op.existed = existed;
       op.outcome = s.ok() ? Outcome::kOk : Outcome::kUnknown;
@@ -244,26 +310,29 @@ void RunClient(int id, const std::vector<std::string>& endpoints, uint64_t seed,
 
 class Nemesis {
  public:
-  Nemesis(ProcessCluster* cluster, uint64_t seed, std::set<std::string> kinds)
-      : cluster_(cluster), rng_(seed), kinds_(kinds.begin(), kinds.end()) {}
+  Nemesis(ProcessCluster* cluster, EndpointBook* book, uint64_t seed, std::set<std::string> kinds)
+      : cluster_(cluster), book_(book), rng_(seed), kinds_(kinds.begin(), kinds.end()) {}
 
   int faults() const { return faults_; }
   const std::map<std::string, int>& counts() const { return counts_; }
+  bool cycle_pending() const { return cycle_.active; }
 
   // Injects one fault, holds it, heals it.
   void InjectOne() {
     const std::string kind = kinds_[rng_() % kinds_.size()];
     const int hold = Between(FLAGS_fault_min_ms, FLAGS_fault_max_ms);
     const uint64_t leader = FindLeader();
-    const int n = cluster_->size();
+    const std::vector<int> live = Live();
+    const int n = static_cast<int>(live.size());
+    auto any = [&]() { return live[rng_() % live.size()]; };
     auto pick = [&]() -> int {
       if (leader != 0 && rng_() % 2 == 0) return static_cast<int>(leader);
-      return static_cast<int>(rng_() % n) + 1;
+      return any();
     };
     if (kind == "kill") {
       std::vector<int> victims{pick()};
       if (rng_() % 6 == 0) {  // sometimes two at once (for 3 members: no quorum for a while)
-        int other = static_cast<int>(rng_() % n) + 1;
+        int other = any();
         if (other != victims[0]) victims.push_back(other);
       }
       Log("kill " + Names(victims) + Role(victims, leader) + " for " + std::to_string(hold) + " ms");
@@ -282,15 +351,16 @@ class Nemesis {
       SleepMs(hold);
       ::kill(pid, SIGCONT);
       Count("pause");
-    } else {  // partition
+    } else if (kind == "partition") {
       std::set<int> side;
       std::string what;
       if (leader != 0 && rng_() % 2 == 0) {
         side = {static_cast<int>(leader)};
         what = "leader " + std::to_string(leader) + " isolated";
       } else {
-        const int minority = 1 + static_cast<int>(rng_() % ((n - 1) / 2));
-        while (static_cast<int>(side.size()) < minority) side.insert(static_cast<int>(rng_() % n) + 1);
+        // A minority of the members (learners and joining servers included).
+        const int minority = 1 + static_cast<int>(rng_() % static_cast<uint64_t>((n - 1) / 2));
+        while (static_cast<int>(side.size()) < minority) side.insert(any());
         what = "minority {" + Names(std::vector<int>(side.begin(), side.end())) + "} cut off" +
                (leader != 0 && side.count(static_cast<int>(leader)) ? " (with the leader)" : "");
       }
@@ -300,28 +370,43 @@ class Nemesis {
       HealLinks();
       Count(side.size() == 1 && leader != 0 && side.count(static_cast<int>(leader)) ? "partition-leader"
                                                                                : "partition-split");
+    } else if (kind == "transfer") {
+      Transfer();
+    } else if (kind == "snapshot") {
+      Snapshot(any());
+    } else {  // membership
+      AdvanceCycle(FLAGS_membership_step_ms, /*may_pause=*/true);
     }
     ++faults_;
   }
 
-  // Cuts every link between `side` and the rest.
+  // Cuts every link between `side` and the rest of the running members.
   void Cut(const std::set<int>& side) {
-    const int n = cluster_->size();
-    for (int i = 1; i <= n; ++i) {
+    const std::vector<int> live = Live();
+    for (int i : live) {
       std::vector<uint64_t> blocked;
-      for (int j = 1; j <= n; ++j) {
+      for (int j : live) {
         if (j != i && (side.count(i) > 0) != (side.count(j) > 0)) blocked.push_back(j);
       }
       SetFaults(i, blocked);
     }
   }
   void HealLinks() {
-    for (int i = 1; i <= cluster_->size(); ++i) SetFaults(i, {});
+    for (int i : Live()) SetFaults(i, {});
+  }
+
+  // The servers the runner considers members (or joining): not removed.
+  std::vector<int> Live() const {
+    std::vector<int> out;
+    for (int i = 1; i <= cluster_->size(); ++i) {
+      if (!cluster_->IsRemoved(i)) out.push_back(i);
+    }
+    return out;
   }
 
   uint64_t FindLeader() {
     uint64_t best = 0, best_term = 0;
-    for (int i = 1; i <= cluster_->size(); ++i) {
+    for (int i : Live()) {
       if (cluster_->Pid(i) <= 0) continue;
       StatusResponse st;
       if (cluster_->StatusOf(i, &st, 300).ok() && st.role() == "leader" && st.term() >= best_term) {
@@ -332,7 +417,413 @@ class Nemesis {
     return best;
   }
 
+  // The member list as the leader sees it; false if no leader answered.
+  bool LeaderView(ListMembersResponse* out, std::string* why = nullptr) {
+    bool from_leader = false;
+    grpc::Status s = Admin()->ListMembers(out, &from_leader);
+    if (!s.ok() || !from_leader) {
+      if (why != nullptr) *why = s.ok() ? "no leader answered ListMembers" : Describe(s);
+      return false;
+    }
+    return true;
+  }
+
+  // Finishes a pending membership cycle (end of run: the cluster is healed).
+  // Returns false if it could not within timeout_ms.
+  bool FinishCycle(int timeout_ms) {
+    const auto until = Steady::now() + std::chrono::milliseconds(timeout_ms);
+    while (cycle_.active && Steady::now() < until) {
+      if (!AdvanceCycle(FLAGS_membership_step_ms, /*may_pause=*/false) && cycle_.active) SleepMs(500);
+    }
+    return !cycle_.active;
+  }
+
+  static std::string DescribeMembers(const ListMembersResponse& list) {
+    std::string out = "leader " + std::to_string(list.leader_id()) + " term " +
+                      std::to_string(list.term()) + " commit " + std::to_string(list.commit_index()) +
+                      " last " + std::to_string(list.last_index()) + " config@" +
+                      std::to_string(list.config_index()) +
+                      (list.config_committed() ? "" : "(uncommitted)") + ":";
+    for (const MemberStatus& m : list.members()) {
+      out += " " + std::to_string(m.id()) + (m.voter() ? "v" : "l") + "(match " +
+             std::to_string(m.match_index()) + " " + m.state() + ")";
+    }
+    return out;
+  }
+
+  void Log(const std::string& what) {
+    const double t =
+        std::chrono::duration<double>(Steady::now() - start_).count();
+    std::printf("[%7.2fs] nemesis: %s\n", t, what.c_str());
+    std::fflush(stdout);
+  }
+
  private:
+  // ---- transfer, snapshot ----
+
+  void Transfer() {
+    ListMembersResponse view;
+    std::string why;
+    if (!LeaderView(&view, &why)) {
+      Log("transfer: skipped, " + why);
+      Count("transfer-skipped");
+      return;
+    }
+    std::vector<uint64_t> others;
+    for (const MemberStatus& m : view.members()) {
+      if (m.voter() && m.id() != view.leader_id()) others.push_back(m.id());
+    }
+    if (others.empty()) return;
+    const uint64_t target = others[rng_() % others.size()];
+    const auto t0 = Steady::now();
+    TransferLeaderResponse resp;
+    grpc::Status s = Admin()->TransferLeader(target, &resp);
+    const long long ms = ElapsedMs(t0);
+    if (s.ok()) {
+      Log("transfer: leader " + std::to_string(view.leader_id()) + " -> " + std::to_string(target) +
+          ": ok, " + std::to_string(resp.leader_id()) + " leads term " + std::to_string(resp.term()) +
+          " after " + std::to_string(ms) + " ms");
+      Count("transfer");
+    } else {
+      Log("transfer: leader " + std::to_string(view.leader_id()) + " -> " + std::to_string(target) +
+          ": FAILED after " + std::to_string(ms) + " ms: " + Describe(s));
+      Count("transfer-failed");
+    }
+  }
+
+  void Snapshot(int member) {
+    TakeSnapshotResponse resp;
+    const auto t0 = Steady::now();
+    grpc::Status s = Admin()->TakeSnapshot(cluster_->Endpoint(member), &resp, 10000);
+    const long long ms = ElapsedMs(t0);
+    if (s.ok()) {
+      Log("snapshot of member " + std::to_string(member) + ": index " +
+          std::to_string(resp.last_index()) + " term " + std::to_string(resp.last_term()) + ", " +
+          std::to_string(resp.bytes()) + " bytes in " + std::to_string(ms) + " ms");
+      Count("snapshot");
+    } else {
+      Log("snapshot of member " + std::to_string(member) + ": failed after " + std::to_string(ms) +
+          " ms: " + Describe(s));
+      Count("snapshot-failed");
+    }
+  }
+
+  // ---- membership ----
+  //
+  // One cycle replaces voter V (not the leader when chosen) by a new empty
+  // server W. The servers refuse --join for an id listed in the cluster file
+  // (the bootstrap configuration), and a member restarted without --join on
+  // an empty data directory would believe it is a voter of that bootstrap
+  // configuration; so V cannot come back under its own id: W gets a fresh id
+  // (ProcessCluster::AddNode: the next id, a new port, empty directories; the
+  // harness passes --join on every start of it). Order:
+  //   5+ voters: RemoveMember(V), stop V and wipe its data directory, start W
+  //              with --join, AddMember(W) (learner), wait until it is close to
+  //              the leader's log, PromoteMember(W);
+  //   3 voters:  the same steps with W's first: start, add, promote (4
+  //              voters), then remove V, stop and wipe it;
+  // so the configuration never has fewer voters than the cluster started
+  // with (and never fewer than 3). Every phase first looks at the leader's
+  // member list, so a step whose answer was lost (leader change, timeout) is
+  // recognized as done; a phase that fails stays pending and is retried by
+  // the next membership step.
+  enum class Phase { kRemove, kStopOld, kStartNew, kAdd, kPromote, kDone };
+  struct Cycle {
+    bool active = false;
+    bool add_first = false;
+    int old_id = 0;
+    int new_id = 0;
+    Phase phase = Phase::kDone;
+    Steady::time_point started;
+    int steps = 0;  // nemesis steps it took so far
+  };
+  static const char* PhaseName(Phase p) {
+    switch (p) {
+      case Phase::kRemove: return "remove";
+      case Phase::kStopOld: return "stop-and-wipe";
+      case Phase::kStartNew: return "start-joiner";
+      case Phase::kAdd: return "add-learner";
+      case Phase::kPromote: return "promote";
+      case Phase::kDone: return "done";
+    }
+    return "?";
+  }
+  static const MemberStatus* FindIn(const ListMembersResponse& list, uint64_t id) {
+    for (const MemberStatus& m : list.members()) {
+      if (m.id() == id) return &m;
+    }
+    return nullptr;
+  }
+  static int Voters(const ListMembersResponse& list) {
+    int v = 0;
+    for (const MemberStatus& m : list.members()) v += m.voter() ? 1 : 0;
+    return v;
+  }
+  void CycleLog(const std::string& what) {
+    Log("membership: [" + std::to_string(cycle_.old_id) + "->" +
+        (cycle_.new_id ? std::to_string(cycle_.new_id) : std::string("?")) + "] " + what);
+  }
+
+  // Advances the cycle (starting one if none is pending) for up to budget_ms.
+  // Returns true if some phase was completed.
+  bool AdvanceCycle(int budget_ms, bool may_pause) {
+    const auto until = Steady::now() + std::chrono::milliseconds(budget_ms);
+    if (!cycle_.active) {
+      ListMembersResponse view;
+      std::string why;
+      if (!LeaderView(&view, &why)) {
+        Log("membership: no cycle started, " + why);
+        Count("member-skipped");
+        return false;
+      }
+      std::vector<uint64_t> candidates;
+      for (const MemberStatus& m : view.members()) {
+        if (m.voter() && m.id() != view.leader_id()) candidates.push_back(m.id());
+      }
+      if (candidates.empty() || Voters(view) < 3) {
+        Log("membership: no cycle started, " + DescribeMembers(view));
+        return false;
+      }
+      cycle_ = Cycle();
+      cycle_.active = true;
+      cycle_.old_id = static_cast<int>(candidates[rng_() % candidates.size()]);
+      cycle_.add_first = Voters(view) <= 3;
+      cycle_.phase = cycle_.add_first ? Phase::kStartNew : Phase::kRemove;
+      cycle_.started = Steady::now();
+      CycleLog(std::string("cycle starts (") + (cycle_.add_first ? "add first" : "remove first") +
+               "), " + DescribeMembers(view));
+    } else {
+      CycleLog(std::string("cycle continues at ") + PhaseName(cycle_.phase));
+    }
+    ++cycle_.steps;
+    bool progressed = false;
+    while (cycle_.active && Steady::now() < until) {
+      const Phase before = cycle_.phase;
+      std::string why;
+      if (!RunPhase(until, &why)) {
+        CycleLog(std::string(PhaseName(before)) + " not done (pending): " + why);
+        Count("member-step-failed");
+        return progressed;
+      }
+      progressed = true;
+      if (cycle_.phase == Phase::kDone) {
+        CycleLog("cycle complete in " + std::to_string(ElapsedMs(cycle_.started)) + " ms, " +
+                 std::to_string(cycle_.steps) + " nemesis step(s)");
+        Count("member-cycle");
+        cycle_.active = false;
+        return true;
+      }
+      // Sometimes leave the cycle half done, for other faults to hit the
+      // intermediate configuration (a learner, 4 voters, a missing voter).
+      if (may_pause && rng_() % 4 == 0) {
+        CycleLog(std::string("left pending before ") + PhaseName(cycle_.phase));
+        return true;
+      }
+    }
+    return progressed;
+  }
+
+  // Runs the current phase; true (and the next phase set) when it is done.
+  bool RunPhase(Steady::time_point until, std::string* why) {
+    const uint64_t V = static_cast<uint64_t>(cycle_.old_id);
+    switch (cycle_.phase) {
+      case Phase::kRemove: {
+        ListMembersResponse view;
+        if (!LeaderView(&view, why)) return false;
+        if (FindIn(view, V) == nullptr) {
+          if (!view.config_committed()) {
+            *why = "removal of " + std::to_string(V) + " not committed yet: " + DescribeMembers(view);
+            return false;
+          }
+          cycle_.phase = Phase::kStopOld;
+          return true;
+        }
+        if (Voters(view) < 4) {
+          *why = "only " + std::to_string(Voters(view)) + " voters, not removing: " +
+                 DescribeMembers(view);
+          return false;
+        }
+        if (view.leader_id() == V) {
+          // V became leader since: move leadership away first.
+          uint64_t to = 0;
+          for (const MemberStatus& m : view.members()) {
+            if (m.voter() && m.id() != V && (to == 0 || rng_() % 2 == 0)) to = m.id();
+          }
+          TransferLeaderResponse tr;
+          grpc::Status s = Admin()->TransferLeader(to, &tr);
+          CycleLog("member " + std::to_string(V) + " is leader; transfer to " + std::to_string(to) +
+                   ": " + (s.ok() ? std::string("ok") : Describe(s)));
+          if (!s.ok()) {
+            *why = "transfer away from " + std::to_string(V) + " failed";
+            return false;
+          }
+          if (!LeaderView(&view, why)) return false;
+          if (view.leader_id() == V) {
+            *why = "member " + std::to_string(V) + " still leads";
+            return false;
+          }
+        }
+        MemberChangeResponse resp;
+        const auto t0 = Steady::now();
+        grpc::Status s = Admin()->RemoveMember(V, &resp);
+        if (!s.ok()) {
+          *why = "RemoveMember(" + std::to_string(V) + "): " + Describe(s);
+          return false;
+        }
+        Count("member-remove");
+        CycleLog("RemoveMember(" + std::to_string(V) + ") committed at index " +
+                 std::to_string(resp.index()) + " in " + std::to_string(ElapsedMs(t0)) + " ms");
+        cycle_.phase = Phase::kStopOld;
+        return true;
+      }
+      case Phase::kStopOld: {
+        cluster_->Kill(cycle_.old_id);
+        cluster_->MarkRemoved(cycle_.old_id);
+        std::error_code ec;
+        std::filesystem::remove_all(cluster_->DataDir(cycle_.old_id), ec);
+        PublishEndpoints();
+        CycleLog("member " + std::to_string(V) + " stopped, data directory wiped" +
+                 (ec ? " (error: " + ec.message() + ")" : std::string()));
+        cycle_.phase = cycle_.add_first ? Phase::kDone : Phase::kStartNew;
+        return true;
+      }
+      case Phase::kStartNew: {
+        if (cycle_.new_id == 0) cycle_.new_id = cluster_->AddNode();
+        const int W = cycle_.new_id;
+        if (!cluster_->IsRunning(W) && !cluster_->Start(W)) {
+          *why = "cannot start server " + std::to_string(W);
+          return false;
+        }
+        const bool answers = integration::WaitUntil(
+            [&] {
+              StatusResponse st;
+              return cluster_->StatusOf(W, &st, 300).ok();
+            },
+            5000, 50);
+        if (!answers) {
+          *why = "new server " + std::to_string(W) + " does not answer";
+          return false;
+        }
+        CycleLog("server " + std::to_string(W) + " started empty with --join at " +
+                 cluster_->Endpoint(W));
+        cycle_.phase = Phase::kAdd;
+        return true;
+      }
+      case Phase::kAdd: {
+        const uint64_t W = static_cast<uint64_t>(cycle_.new_id);
+        ListMembersResponse view;
+        if (!LeaderView(&view, why)) return false;
+        if (FindIn(view, W) == nullptr) {
+          MemberChangeResponse resp;
+          const auto t0 = Steady::now();
+          grpc::Status s = Admin()->AddMember(W, cluster_->Endpoint(cycle_.new_id), &resp);
+          if (!s.ok()) {
+            *why = "AddMember(" + std::to_string(W) + "): " + Describe(s);
+            return false;
+          }
+          Count("member-add");
+          CycleLog("AddMember(" + std::to_string(W) + ") as learner committed at index " +
+                   std::to_string(resp.index()) + " in " + std::to_string(ElapsedMs(t0)) + " ms");
+        }
+        PublishEndpoints();
+        cycle_.phase = Phase::kPromote;
+        return true;
+      }
+      case Phase::kPromote: {
+        const uint64_t W = static_cast<uint64_t>(cycle_.new_id);
+        const auto t0 = Steady::now();
+        // Wait until its match index is close to the leader's log.
+        ListMembersResponse view;
+        bool close = false;
+        std::string last;
+        while (Steady::now() < until) {
+          if (LeaderView(&view, why)) {
+            const MemberStatus* m = FindIn(view, W);
+            if (m == nullptr) {
+              *why = "server " + std::to_string(W) + " is not a member: " + DescribeMembers(view);
+              cycle_.phase = Phase::kAdd;
+              return false;
+            }
+            if (m->voter()) {
+              cycle_.phase = cycle_.add_first ? Phase::kRemove : Phase::kDone;
+              return true;
+            }
+            last = DescribeMembers(view);
+            if (m->match_index() + static_cast<uint64_t>(std::max(0, FLAGS_promote_lag)) >=
+                view.last_index()) {
+              close = true;
+              break;
+            }
+          }
+          SleepMs(100);
+        }
+        if (!close) {
+          *why = "learner " + std::to_string(W) + " not caught up: " + last;
+          return false;
+        }
+        const long long catch_up_ms = ElapsedMs(t0);
+        const std::string caught = last;
+        // Promote; the leader refuses while the learner lags (or another
+        // change is pending): retry, bounded by the step's budget.
+        int attempts = 0;
+        grpc::Status s;
+        for (;;) {
+          ++attempts;
+          MemberChangeResponse resp;
+          s = Admin()->PromoteMember(W, &resp);
+          if (s.ok()) {
+            Count("member-promote");
+            CycleLog("learner " + std::to_string(W) + " close after " + std::to_string(catch_up_ms) +
+                     " ms (" + caught + "); PromoteMember committed at index " +
+                     std::to_string(resp.index()) + " after " + std::to_string(attempts) +
+                     " attempt(s); it holds " +
+                     std::to_string(cluster_->SnapshotFiles(cycle_.new_id).size()) +
+                     " snapshot file(s)");
+            cycle_.phase = cycle_.add_first ? Phase::kRemove : Phase::kDone;
+            return true;
+          }
+          if ((s.error_code() != grpc::StatusCode::FAILED_PRECONDITION &&
+               s.error_code() != grpc::StatusCode::UNAVAILABLE) ||
+              Steady::now() >= until) {
+            break;
+          }
+          SleepMs(200);
+        }
+        *why = "PromoteMember(" + std::to_string(W) + ") after " + std::to_string(attempts) +
+               " attempt(s): " + Describe(s);
+        return false;
+      }
+      case Phase::kDone:
+        return true;
+    }
+    return false;
+  }
+  void PublishEndpoints() {
+    std::vector<std::string> eps;
+    for (int i : Live()) eps.push_back(cluster_->Endpoint(i));
+    book_->Set(eps);
+  }
+
+  AdminClient* Admin() {
+    const std::vector<std::string> eps = cluster_->Endpoints();
+    if (!admin_ || eps != admin_endpoints_) {
+      AdminClientOptions options;
+      options.endpoints = eps;
+      options.timeout_ms = 5000;
+      options.rpc_timeout_ms = 1000;
+      admin_ = std::make_unique<AdminClient>(options);
+      admin_endpoints_ = eps;
+    }
+    return admin_.get();
+  }
+
+  static std::string Describe(const grpc::Status& s) {
+    return std::string(StatusCodeName(s.error_code())) + ": " + s.error_message();
+  }
+  static long long ElapsedMs(Steady::time_point t0) {
+    return static_cast<long long>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - t0).count());
+  }
   int Between(int lo, int hi) {
     if (hi <= lo) return lo;
     return lo + static_cast<int>(rng_() % static_cast<uint64_t>(hi - lo + 1));
@@ -348,12 +839,6 @@ class Nemesis {
       if (static_cast<uint64_t>(id) == leader) return " (leader)";
     }
     return "";
-  }
-  void Log(const std::string& what) {
-    const double t =
-        std::chrono::duration<double>(Steady::now() - start_).count();
-    std::printf("[%7.2fs] nemesis: %s\n", t, what.c_str());
-    std::fflush(stdout);
   }
   void SetFaults(int i, const std::vector<uint64_t>& blocked) {
     if (cluster_->Pid(i) <= 0) return;  // a restarted member starts healed
@@ -377,11 +862,15 @@ class Nemesis {
   }
 
   ProcessCluster* cluster_;
+  EndpointBook* book_;
   std::mt19937_64 rng_;
   std::vector<std::string> kinds_;
   int faults_ = 0;
   std::map<std::string, int> counts_;
   std::map<int, std::unique_ptr<Testing::Stub>> stubs_;
+  std::unique_ptr<AdminClient> admin_;
+  std::vector<std::string> admin_endpoints_;
+  Cycle cycle_;
   const Steady::time_point start_ = Steady::now();
 };
 
@@ -394,11 +883,18 @@ int Run() {
          for (char& c : s) if (c == ',') c = ' ';
          return s;
        }())) {
-    if (k != "kill" && k != "pause" && k != "partition") {
-      std::cerr << "raftkv-chaos: unknown fault kind '" << k << "' in --faults (kill, pause, partition)\n";
+    static const std::set<std::string> kKnown = {"kill",     "pause",      "partition",
+                                                 "transfer", "membership", "snapshot"};
+    if (kKnown.count(k) == 0) {
+      std::cerr << "raftkv-chaos: unknown fault kind '" << k
+                << "' in --faults (kill, pause, partition, transfer, membership, snapshot)\n";
       return 2;
     }
     kinds.insert(k);
+  }
+  if (kinds.empty()) {
+    std::cerr << "raftkv-chaos: --faults names no fault kind\n";
+    return 2;
   }
   if (FLAGS_nodes != 3 && FLAGS_nodes != 5) {
     std::cerr << "raftkv-chaos: --nodes must be 3 or 5\n";
@@ -417,6 +913,9 @@ int Run() {
 
   std::vector<std::string> flags = integration::FastTimeoutFlags();
   flags.push_back("--enable_test_faults");
+  if (FLAGS_snapshot_entries > 0) {
+    flags.push_back("--snapshot_entries=" + std::to_string(FLAGS_snapshot_entries));
+  }
   for (const std::string& f : SplitSpaces(FLAGS_server_flags)) flags.push_back(f);
   ProcessCluster cluster(FLAGS_nodes, flags);
   std::string error;
@@ -427,15 +926,16 @@ int Run() {
   }
   std::printf("chaos: cluster in %s\n", cluster.dir().c_str());
 
+  EndpointBook book(cluster.Endpoints());
   std::atomic<bool> stop{false};
   std::vector<ClientResult> results(FLAGS_clients);
   std::vector<std::thread> threads;
   std::mt19937_64 seeder(seed);
   for (int c = 0; c < FLAGS_clients; ++c) {
-    threads.emplace_back(RunClient, c, cluster.Endpoints(), seeder(), &stop, &results[c]);
+    threads.emplace_back(RunClient, c, &book, seeder(), &stop, &results[c]);
   }
 
-  Nemesis nemesis(&cluster, seeder(), kinds);
+  Nemesis nemesis(&cluster, &book, seeder(), kinds);
   std::mt19937_64 rng(seeder());
   const auto end = Steady::now() + std::chrono::seconds(FLAGS_duration);
   while (Steady::now() < end) {
@@ -449,17 +949,73 @@ int Run() {
   stop = true;
   for (auto& t : threads) t.join();
 
-  // Heal: links, paused and dead members.
+  // Heal: links, paused and dead members; finish a pending membership cycle.
   nemesis.HealLinks();
-  for (int i = 1; i <= cluster.size(); ++i) {
+  for (int i : nemesis.Live()) {
     if (cluster.Pid(i) > 0) ::kill(cluster.Pid(i), SIGCONT);
     if (!cluster.IsRunning(i)) cluster.Restart(i);
   }
   int exit_code = 0;
+  int64_t config_errors = 0;
+  // (Before waiting for a leader all members agree on: a server started
+  // with --join but not added yet knows no leader.)
+  if (nemesis.cycle_pending()) {
+    nemesis.Log("end of run: finishing the pending membership cycle");
+    if (!nemesis.FinishCycle(120000)) {
+      std::printf("chaos: the pending membership cycle could not be finished\n");
+      ++config_errors;
+    }
+  }
   uint64_t leader = cluster.WaitForLeader(30000, &error);
   if (leader == 0) {
     std::printf("chaos: no leader after healing: %s\n", error.c_str());
     exit_code = 1;
+  }
+  // The final configuration, as the leader sees it: it must be the servers
+  // the runner believes are members, all voters, at least 3 of them.
+  ListMembersResponse final_view;
+  std::string view_error;
+  bool have_view = false;
+  for (int attempt = 0; attempt < 5 && !have_view; ++attempt) {
+    have_view = nemesis.LeaderView(&final_view, &view_error);
+    if (!have_view) SleepMs(1000);
+  }
+  std::vector<int> final_members;
+  if (!have_view) {
+    std::printf("chaos: no final member list from a leader: %s\n", view_error.c_str());
+    ++config_errors;
+    final_members = nemesis.Live();
+  } else {
+    std::set<int> listed;
+    int voters = 0, learners = 0;
+    for (const MemberStatus& m : final_view.members()) {
+      listed.insert(static_cast<int>(m.id()));
+      (m.voter() ? voters : learners)++;
+    }
+    final_members.assign(listed.begin(), listed.end());
+    const std::vector<int> live = nemesis.Live();
+    const std::set<int> expected(live.begin(), live.end());
+    std::printf("chaos: final configuration: %s\n", Nemesis::DescribeMembers(final_view).c_str());
+    if (listed != expected || voters < 3 || learners > 0 || !final_view.config_committed()) {
+      std::printf("chaos: FINAL CONFIGURATION differs from the runner's members {%s} (or has "
+                  "fewer than 3 voters, a learner, or is uncommitted)\n",
+                  [&] {
+                    std::string t;
+                    for (int i : live) t += (t.empty() ? "" : ",") + std::to_string(i);
+                    return t;
+                  }()
+                      .c_str());
+      ++config_errors;
+    }
+    for (int i : final_members) {
+      if (i < 1 || i > cluster.size() || cluster.IsRemoved(i)) {
+        std::printf("chaos: member %d of the final configuration is not a server of this run\n", i);
+        ++config_errors;
+      }
+    }
+    final_members.erase(std::remove_if(final_members.begin(), final_members.end(),
+                                       [&](int i) { return i < 1 || i > cluster.size(); }),
+                        final_members.end());
   }
 
   // Final reads: part of the history (client id = clients), so the checker
@@ -515,17 +1071,33 @@ int Run() {
     }
   }
 
-  // Replica convergence: once every member applied the leader's commit
-  // index, stale reads from each must match the final linearizable reads.
-  int64_t divergent = 0;
+  // Replica convergence: once every member of the final configuration
+  // applied the leader's commit index, stale reads from each must match the
+  // final linearizable reads.
+  int64_t divergent = 0, lagging = 0;
   StatusResponse lst;
+  leader = cluster.WaitForLeader(10000, &error);
   if (leader != 0 && cluster.StatusOf(static_cast<int>(leader), &lst, 2000).ok()) {
     const uint64_t target = lst.commit_index();
-    for (int i = 1; i <= cluster.size(); ++i) {
-      integration::WaitUntil([&] {
+    for (int i : final_members) {
+      StatusResponse last;
+      const bool caught_up = integration::WaitUntil([&] {
         StatusResponse st;
-        return cluster.StatusOf(i, &st, 500).ok() && st.applied_index() >= target;
+        if (!cluster.StatusOf(i, &st, 500).ok()) return false;
+        last = st;
+        return st.applied_index() >= target;
       }, 20000, 50);
+      if (!caught_up) {
+        // Liveness, not safety: its (stale) values are not compared, but the
+        // run fails.
+        std::printf("chaos: MEMBER %d DID NOT CATCH UP within 20 s after healing: applied %llu "
+                    "of the leader's (%llu) commit index %llu\n",
+                    i, static_cast<unsigned long long>(last.applied_index()),
+                    static_cast<unsigned long long>(leader),
+                    static_cast<unsigned long long>(target));
+        ++lagging;
+        continue;
+      }
       auto local = cluster.NewClientFor(i);
       for (auto& [key, expected] : final_values) {
         std::string got;
@@ -539,6 +1111,9 @@ int Run() {
         }
       }
     }
+  } else {
+    std::printf("chaos: no leader status for the replica comparison: %s\n", error.c_str());
+    exit_code = 1;
   }
 
   // Linearizability.
@@ -560,15 +1135,38 @@ int Run() {
   }
   std::string fault_counts;
   for (auto& [k, v] : nemesis.counts()) fault_counts += " " + k + "=" + std::to_string(v);
+  // What the servers did with snapshots (from their logs, removed members
+  // included): taken (automatic or Admin.TakeSnapshot) and installed from a
+  // leader (InstallSnapshot: a lagging or new member caught up that way).
+  auto count_in_logs = [&](const std::string& needle) {
+    int64_t total = 0;
+    for (int i = 1; i <= cluster.size(); ++i) {
+      const std::string text = cluster.LogText(i);
+      for (size_t pos = text.find(needle); pos != std::string::npos;
+           pos = text.find(needle, pos + needle.size())) {
+        ++total;
+      }
+    }
+    return total;
+  };
+  const int64_t snapshots_taken = count_in_logs(" took snapshot ");
+  const int64_t snapshots_installed = count_in_logs(" installed the leader's snapshot ");
   std::printf("chaos: history ok=%lld unknown=%lld failed-reads=%lld; ledger acked=%lld unknown=%lld; "
-              "faults:%s; divergent=%lld unexpected-errors=%lld; checked %zu keys in %.2fs%s\n",
+              "faults:%s; snapshots taken=%lld installed=%lld; divergent=%lld lagging=%lld "
+              "unexpected-errors=%lld config-errors=%lld; final members %zu; checked %zu keys in "
+              "%.2fs%s\n",
               static_cast<long long>(ok), static_cast<long long>(unknown),
               static_cast<long long>(failed), static_cast<long long>(ledger_acked),
               static_cast<long long>(ledger_unknown), fault_counts.c_str(),
-              static_cast<long long>(divergent), static_cast<long long>(unexpected), result.keys,
+              static_cast<long long>(snapshots_taken), static_cast<long long>(snapshots_installed),
+              static_cast<long long>(divergent), static_cast<long long>(lagging),
+              static_cast<long long>(unexpected), static_cast<long long>(config_errors), final_members.size(), result.keys,
               check_s, result.timed_out ? " (SOME KEYS TIMED OUT)" : "");
   const int64_t violations = static_cast<int64_t>(result.violations) + divergent;
-  if (violations > 0 || lost > 0 || result.timed_out || unexpected > 0) exit_code = 1;
+  if (violations > 0 || lost > 0 || result.timed_out || unexpected > 0 || config_errors > 0 ||
+      lagging > 0) {
+    exit_code = 1;
+  }
 
   // Graceful stop (sanitized servers run their leak check at exit); any
   // sanitizer report (ASan, UBSan, TSan) of any server fails the run.
