@@ -29,6 +29,13 @@ void Raft::HandleAppendEntries(const Message& m) {
     out.set_to(req.to());
     for (const Entry& e : req.entries()) {
       if (e.index() > snapshot_.index) *out.add_entries() = e;
+      // Its entry at the snapshot index must have the snapshot's term; one
+      // that does not comes from a faulty sender: keep the claim, so the
+      // log-matching check below refuses it instead of appending entries
+      // of a foreign history after the snapshot.
+      if (e.index() == snapshot_.index && e.term() != snapshot_.term) {
+        out.set_prev_log_term(e.term());
+      }
     }
     HandleAppendEntries(trimmed);
     return;

@@ -2,6 +2,7 @@
 
 #include "raft/membership.h"
 
+#include <algorithm>
 #include <limits>
 #include <sstream>
 
@@ -156,6 +157,9 @@ std::string CheckPeerMessage(const Message& m) {
       return "snapshot " + std::to_string(m.snapshot.last_index()) + "/" +
              std::to_string(m.snapshot.last_term()) + " is invalid in term " + std::to_string(term);
     }
+    if (m.snapshot.last_index() > kMaxIndex) {
+      return "snapshot index " + std::to_string(m.snapshot.last_index()) + " is out of range";
+    }
     const std::string bad = CheckMembership(m.snapshot.config());
     if (!bad.empty()) return "snapshot configuration: " + bad;
     return "";
@@ -167,7 +171,7 @@ std::string CheckPeerMessage(const Message& m) {
            std::to_string(term);
   }
   const uint64_t n = static_cast<uint64_t>(req.entries_size());
-  if (req.prev_log_index() > std::numeric_limits<uint64_t>::max() - n) {
+  if (req.prev_log_index() > kMaxIndex - std::min(n, kMaxIndex)) {
     return "prev_log_index " + std::to_string(req.prev_log_index()) + " with " +
            std::to_string(n) + " entries overflows";
   }

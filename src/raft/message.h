@@ -77,12 +77,14 @@ Message SnapshotResponseMessage(uint64_t peer, uint64_t self, const InstallSnaps
 // Terms above this are refused from peers: the core increments terms, and a
 // term near 2^64 would wrap around to 0.
 constexpr uint64_t kMaxTerm = uint64_t{1} << 62;
+// Likewise for log indexes (the core computes last index + 1).
+constexpr uint64_t kMaxIndex = uint64_t{1} << 62;
 
 // Structural checks of a message from a peer, made before it reaches
 // Raft::Step(): things no correct member ever sends and that the core relies
 // on (an AppendEntries' entries are numbered prev_log_index + 1, 2, ... and
 // have non-decreasing terms between prev_log_term and the message's term; no
-// term beyond kMaxTerm). Returns "" for a well-formed message, otherwise what
+// term beyond kMaxTerm, no index beyond kMaxIndex). Returns "" for a well-formed message, otherwise what
 // is wrong with it. Sender and recipient are checked by the caller.
 std::string CheckPeerMessage(const Message& m);
 

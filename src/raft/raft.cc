@@ -442,6 +442,14 @@ void Raft::OnMembershipChanged() {
   config_changed_ = true;
   LOG(INFO) << "member " << config_.id << " configuration now " << DescribeMembership(membership())
             << " (entry " << membership_index() << ")";
+  // Requests queued for a server that is no longer a member are dropped:
+  // the service dials the members of the configuration a Ready reports
+  // (responses travel back on the call they answer and are kept).
+  msgs_.erase(std::remove_if(msgs_.begin(), msgs_.end(),
+                             [this](const Message& m) {
+                               return !m.IsResponse() && FindMember(membership(), m.to) == nullptr;
+                             }),
+              msgs_.end());
   if (role_ != Role::kLeader) return;
   for (const MemberConfig& m : membership().members()) {
     if (m.id() == config_.id || progress_.count(m.id())) continue;
