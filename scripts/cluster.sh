@@ -18,6 +18,7 @@
 #                        current directory)
 #   RAFTKV_BASE_PORT     node I listens on 127.0.0.1:$((RAFTKV_BASE_PORT + I)) (default 7000)
 #   RAFTKV_SERVER_FLAGS  extra raftkv-server flags, split on whitespace
+#   RAFTKV_START_TIMEOUT_S  how long start/restart wait for a node to answer (default 15)
 #   RAFTKV_CATCHUP_TIMEOUT_S  add: how long a new node may take to catch up before
 #                        its promotion is given up (default 120)
 #
@@ -35,7 +36,7 @@ set -euo pipefail
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(dirname "$SCRIPT_DIR")
 HOST=127.0.0.1
-START_TIMEOUT_S=15
+START_TIMEOUT_S=${RAFTKV_START_TIMEOUT_S:-15}
 STOP_TIMEOUT_S=5
 
 # Set by load_env (or by cmd_start).

@@ -669,10 +669,16 @@ void RaftNode::IoLoop() {
     std::optional<SnapshotResult> finished;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [this] {
+      auto wakeup = [this] {
         return stopping_ || core_.HasReady() || snapshot_result_.has_value() ||
                (snapshot_requested_ && !snapshot_running_);
-      });
+      };
+      if (unapplied_.empty()) {
+        wake_.wait(lock, wakeup);
+      } else {
+        // Entries wait for a snapshot capture to finish: retry soon.
+        wake_.wait_for(lock, std::chrono::milliseconds(2), wakeup);
+      }
       if (stopping_) return;
       if (snapshot_result_) {
         finished = std::move(*snapshot_result_);
@@ -706,7 +712,11 @@ void RaftNode::IoLoop() {
       }
     }
     if (finished) FinishSnapshot(std::move(*finished));
-    if (have_ready) ProcessReady(rd, &completions);
+    if (have_ready) {
+      ProcessReady(rd, &completions);
+    } else {
+      ApplyPending(&completions);
+    }
     RunAll(&completions);
     MaybeStartSnapshot();
   }
@@ -753,7 +763,8 @@ void RaftNode::ProcessReady(raft::Ready& rd, std::vector<std::function<void()>>*
     if (!raft::MessagesBeforePersist(m) && !m.IsResponse()) sender_->Send(std::move(m));
   }
   // 4. Apply and answer clients.
-  ApplyCommitted(rd.committed, completions);
+  for (Entry& e : rd.committed) unapplied_.push_back(std::move(e));
+  ApplyPending(completions);
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const raft::ReadState& r : rd.reads) {
@@ -793,6 +804,11 @@ void RaftNode::InstallSnapshot(const raft::SnapshotRef& snap,
   // disk lost it since. Nothing was acknowledged for it yet, so stopping is
   // safe: the restart recovers from the newest intact snapshot and the log.
   LOG_IF(FATAL, !s.ok()) << "cannot install snapshot " << path << " from the leader: " << s.ToString();
+  // Committed entries not applied yet are all covered by the snapshot (the
+  // core installs one only beyond its commit index).
+  while (!unapplied_.empty() && unapplied_.front().index() <= snap.index) unapplied_.pop_front();
+  LOG_IF(FATAL, !unapplied_.empty())
+      << "entry " << unapplied_.front().index() << " left to apply after snapshot " << snap.index;
   LOG_IF(FATAL, state_machine_->AppliedIndex() != snap.index)
       << path << " restored the state at index " << state_machine_->AppliedIndex() << ", expected "
       << snap.index;
@@ -830,14 +846,18 @@ void RaftNode::InstallSnapshot(const raft::SnapshotRef& snap,
   PruneAndCompactLog(/*wait=*/false);
 }
 
-void RaftNode::ApplyCommitted(const std::vector<Entry>& committed,
-                              std::vector<std::function<void()>>* completions) {
-  if (committed.empty()) return;
+void RaftNode::ApplyPending(std::vector<std::function<void()>>* completions) {
   std::vector<ApplyResult> results;
-  results.reserve(committed.size());
-  for (const Entry& e : committed) results.push_back(state_machine_->Apply(e));
+  while (results.size() < unapplied_.size()) {
+    ApplyResult r;
+    if (!state_machine_->TryApply(unapplied_[results.size()], &r)) break;
+    results.push_back(std::move(r));
+  }
+  if (results.empty()) return;
+  const std::deque<Entry>& committed = unapplied_;
+  const uint64_t last = unapplied_[results.size() - 1].index();
   std::lock_guard<std::mutex> lock(mu_);
-  applied_index_ = committed.back().index();
+  applied_index_ = last;
   auto it = pending_writes_.lower_bound(committed.front().index());
   while (it != pending_writes_.end() && it->first <= applied_index_) {
     const Entry& e = committed[it->first - committed.front().index()];
@@ -871,6 +891,7 @@ void RaftNode::ApplyCommitted(const std::vector<Entry>& committed,
     });
     it = pending_writes_.erase(it);
   }
+  unapplied_.erase(unapplied_.begin(), unapplied_.begin() + static_cast<std::ptrdiff_t>(results.size()));
   ReleaseReads(completions);
 }
 

@@ -26,6 +26,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -255,8 +256,10 @@ class RaftNode {
   void PruneAndCompactLog(bool wait);
   Outcome NotLeaderLocked() const;  // requires mu_
   std::string AddressOfLocked(uint64_t id) const;  // requires mu_
-  void ApplyCommitted(const std::vector<Entry>& committed,
-                      std::vector<std::function<void()>>* completions);
+  // Applies the entries of unapplied_ (I/O loop) until the state machine is
+  // busy with a snapshot capture; the rest waits for the next iteration, so
+  // the loop keeps replicating and persisting meanwhile.
+  void ApplyPending(std::vector<std::function<void()>>* completions);
   void ReleaseReads(std::vector<std::function<void()>>* completions);  // requires mu_
   void ExpireDeadlines(std::vector<std::function<void()>>* completions);  // requires mu_
   // Completes leadership transfers that succeeded, were given up or expired.
@@ -291,6 +294,9 @@ class RaftNode {
   // Proposals (and membership changes) waiting for their entry to be
   // applied, by log index. Guarded by mu_.
   std::map<uint64_t, PendingWrite> pending_writes_;
+  // Committed entries handed out by the core and not applied yet, in index
+  // order (I/O loop only; see ApplyPending).
+  std::deque<Entry> unapplied_;
   struct PendingRead {
     Clock::time_point deadline;
     OutcomeCallback done;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <thread>
 
 #include <glog/logging.h>
 
@@ -22,10 +23,33 @@ constexpr uint32_t kMaxSessionError =
 
 ApplyResult KvStateMachine::Apply(const Entry& entry) {
   ApplyResult result;
+  Command command;
+  const bool have_command = Decode(entry, &command, &result);
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  ApplyLocked(entry, command, have_command, &result);
+  return result;
+}
+
+bool KvStateMachine::TryApply(const Entry& entry, ApplyResult* result) {
+  if (capturing_.load(std::memory_order_acquire)) return false;
+  Command command;
+  const bool have_command = Decode(entry, &command, result);
+  std::unique_lock<std::shared_mutex> lock(mu_, std::defer_lock);
+  while (!lock.try_lock()) {
+    // Held by readers (briefly), or by a capture that began meanwhile.
+    if (capturing_.load(std::memory_order_acquire)) return false;
+    std::this_thread::yield();
+  }
+  ApplyLocked(entry, command, have_command, result);
+  return true;
+}
+
+bool KvStateMachine::Decode(const Entry& entry, Command* out, ApplyResult* result_out) {
+  ApplyResult& result = *result_out;
+  Command& command = *out;
   result.index = entry.index();
   result.term = entry.term();
   // Decode outside the lock: readers are only blocked for the map update.
-  Command command;
   bool have_command = false;
   if (entry.type() == ENTRY_COMMAND) {
     if (!command.ParseFromString(entry.data())) {
@@ -47,8 +71,12 @@ ApplyResult KvStateMachine::Apply(const Entry& entry) {
     result.error = "unknown entry type " + std::to_string(entry.type()) + " at index " +
                    std::to_string(entry.index());
   }
+  return have_command;
+}
 
-  std::unique_lock<std::shared_mutex> lock(mu_);
+void KvStateMachine::ApplyLocked(const Entry& entry, const Command& command, bool have_command,
+                                 ApplyResult* result_out) {
+  ApplyResult& result = *result_out;
   CHECK_EQ(entry.index(), applied_index_ + 1) << "entries must be applied in index order";
   applied_index_ = entry.index();
   applied_term_ = entry.term();
@@ -56,7 +84,7 @@ ApplyResult KvStateMachine::Apply(const Entry& entry) {
   // even for a log written before entries carried a time.
   cluster_time_ms_ = std::max(cluster_time_ms_, entry.cluster_time_ms());
   ExpireSessions(cluster_time_ms_);
-  if (!have_command) return result;
+  if (!have_command) return;
 
   if (command.op() == Command::OPEN_SESSION) {
     const uint64_t id = entry.index();
@@ -64,7 +92,7 @@ ApplyResult KvStateMachine::Apply(const Entry& entry) {
     s.timeout_ms = command.session_timeout_ms();
     Touch(id, &s, cluster_time_ms_);
     result.client_id = id;
-    return result;
+    return;
   }
   if (command.op() == Command::CLOSE_SESSION) {
     auto it = sessions_.find(command.client_id());
@@ -72,11 +100,11 @@ ApplyResult KvStateMachine::Apply(const Entry& entry) {
       expiry_.erase({it->second.expires_at_ms, it->first});
       sessions_.erase(it);
     }
-    return result;
+    return;
   }
   if (command.client_id() == 0) {  // no session: at-least-once
     ApplyToMap(command, &result);
-    return result;
+    return;
   }
 
   auto it = sessions_.find(command.client_id());
@@ -84,7 +112,7 @@ ApplyResult KvStateMachine::Apply(const Entry& entry) {
     result.session_error = ApplyResult::SessionError::kSessionExpired;
     result.error = "session " + std::to_string(command.client_id()) +
                    " is unknown or expired; open a new session";
-    return result;
+    return;
   }
   Session& s = it->second;
   Touch(it->first, &s, cluster_time_ms_);
@@ -98,13 +126,13 @@ ApplyResult KvStateMachine::Apply(const Entry& entry) {
                    std::to_string(command.client_id()) +
                    " is below the session's first outstanding sequence " +
                    std::to_string(s.first_outstanding) + ": its result is no longer kept";
-    return result;
+    return;
   }
   auto saved = s.results.find(command.sequence());
   if (saved != s.results.end()) {
-    ApplyResult dup = saved->second;
-    dup.duplicate = true;
-    return dup;
+    result = saved->second;
+    result.duplicate = true;
+    return;
   }
   ApplyToMap(command, &result);
   s.results.emplace(command.sequence(), result);
@@ -113,7 +141,6 @@ ApplyResult KvStateMachine::Apply(const Entry& entry) {
     s.first_outstanding = s.results.begin()->first + 1;
     s.results.erase(s.results.begin());
   }
-  return result;
 }
 
 void KvStateMachine::ApplyToMap(const Command& command, ApplyResult* result) {
@@ -154,6 +181,14 @@ void KvStateMachine::ExpireSessions(uint64_t now_ms) {
 }
 
 void KvStateMachine::Snapshot(SnapshotWriter* out) const {
+  // Set before the lock is requested: TryApply() then gives up rather than
+  // wait behind the capture (and shared_mutex writer preference cannot make
+  // the capture wait behind an Apply queued meanwhile).
+  capturing_.store(true, std::memory_order_release);
+  struct Clear {
+    std::atomic<bool>& flag;
+    ~Clear() { flag.store(false, std::memory_order_release); }
+  } clear{capturing_};
   std::shared_lock<std::shared_mutex> lock(mu_);
   out->meta().last_index = applied_index_;
   out->meta().last_term = applied_term_;

@@ -25,6 +25,7 @@
 // Snapshot() may be called concurrently from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -78,6 +79,13 @@ class KvStateMachine {
   // only on the map, so every replica decides alike.
   ApplyResult Apply(const Entry& entry);
 
+  // As Apply(), but gives up (returns false, nothing applied) instead of
+  // waiting while Snapshot() is capturing the state: the node's I/O loop
+  // must not stall (heartbeats, persisting, acknowledging AppendEntries) for
+  // the length of a capture, it applies the entry later. It does wait for
+  // readers (Get holds the lock only briefly).
+  bool TryApply(const Entry& entry, ApplyResult* result);
+
   // Captures the whole state into `out` (records, and out->meta() gets
   // last_index/last_term = the applied index/term and the cluster time;
   // meta().config is left to the caller). The image is consistent: it is
@@ -129,7 +137,14 @@ class KvStateMachine {
   void ExpireSessions(uint64_t now_ms);
   void Touch(uint64_t id, Session* session, uint64_t now_ms);  // requires mu_
 
+  // Decodes `entry`'s command outside the lock; false if it has none to run.
+  static bool Decode(const Entry& entry, Command* command, ApplyResult* result);
+  // The rest of Apply(). Requires mu_ (exclusive).
+  void ApplyLocked(const Entry& entry, const Command& command, bool have_command,
+                   ApplyResult* result);
+
   mutable std::shared_mutex mu_;
+  mutable std::atomic<bool> capturing_{false};  // Snapshot() wants or holds mu_
   std::map<std::string, std::string> data_;  // guarded by mu_
   uint64_t applied_index_ = 0;               // guarded by mu_
   uint64_t applied_term_ = 0;                // guarded by mu_

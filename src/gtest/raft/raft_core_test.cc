@@ -669,6 +669,61 @@ TEST(RaftCoreTest, SnapshotTheLogDoesNotMatchReplacesIt) {
   EXPECT_EQ(resp.snapshot_resp.term(), 5u);
 }
 
+// Found by fuzz_raft_step: an append trimmed to the snapshot used to be
+// taken whatever term it gave the snapshot index; entries of a foreign
+// history then followed the snapshot (and a restart CHECKed). No correct
+// leader sends that: it is refused, and the log is unchanged.
+TEST(RaftCoreTest, AppendTrimmedToTheSnapshotWithAForeignTermIsRefused) {
+  Raft r = SnapshotFollower();
+  std::vector<Entry> entries;
+  for (uint64_t i = 9; i <= 13; ++i) entries.push_back(MakeEntry(i, 2));
+  r.Step(Append2To1(7, 4, 8, 2, 13, entries));
+  Message resp = OnlyResponse(r, 7);
+  EXPECT_FALSE(resp.append_resp.success());
+  EXPECT_EQ(r.last_index(), 12u);
+  EXPECT_EQ(r.TermAt(12), 3u);
+  EXPECT_EQ(r.commit_index(), 10u);
+}
+
+// Found by fuzz_raft_step: indexes near 2^64 made the core's arithmetic
+// (last index + 1) wrap.
+TEST(RaftMessageTest, CheckPeerMessageRefusesIndexesOutOfRange) {
+  Message ok = SnapshotFrom2(1, 3, 20, 3);
+  EXPECT_EQ(CheckPeerMessage(ok), "");
+  EXPECT_NE(CheckPeerMessage(SnapshotFrom2(1, 3, kMaxIndex + 1, 3)), "");
+  EXPECT_NE(CheckPeerMessage(SnapshotFrom2(1, 3, UINT64_MAX, 3)), "");
+  EXPECT_NE(CheckPeerMessage(Append2To1(1, 3, kMaxIndex, 3, 0, {MakeEntry(kMaxIndex + 1, 3)})), "");
+  EXPECT_EQ(CheckPeerMessage(Append2To1(1, 3, kMaxIndex - 1, 3, 0, {MakeEntry(kMaxIndex, 3)})), "");
+}
+
+// Found by fuzz_raft_step: requests queued before a configuration change
+// (here a pre-vote, then a snapshot whose configuration leaves member 3
+// out) went out in the same Ready to a server the service no longer knows.
+TEST(RaftCoreTest, QueuedRequestsToServersNoLongerMembersAreDropped) {
+  Raft r = SnapshotFollower();
+  for (int i = 0; i < 20 && r.role() == Role::kFollower; ++i) r.Tick();
+  ASSERT_NE(r.role(), Role::kFollower);  // (pre-)vote requests to 2 and 3 queued
+  InstallSnapshotRequest req;
+  req.set_term(r.term() + 1);
+  req.set_leader_id(2);
+  req.set_last_index(20);
+  req.set_last_term(r.term() + 1);
+  req.set_to(1);
+  *req.mutable_config() = VotersConfig({1, 2, 4});
+  Message m = SnapshotRequestMessage(req);
+  m.rpc_id = 9;
+  r.Step(m);
+  Ready rd = r.GetReady();
+  ASSERT_TRUE(rd.config.has_value());
+  for (const Message& out : rd.messages) {
+    if (out.IsResponse()) continue;
+    EXPECT_NE(out.to, 3u) << out.DebugString();
+  }
+  bool answered = false;
+  for (const Message& out : rd.messages) answered |= out.rpc_id == 9 && out.IsResponse();
+  EXPECT_TRUE(answered);
+}
+
 // Leader 1 with followers 2 (answers) and 3 (silent); `n` proposals
 // committed by 1+2 and applied, so the leader may compact.
 void CommitThrough2(Raft& r, int n) {
