@@ -9,33 +9,12 @@
 
 #include "client/channel_args.h"
 #include "client/kv_client.h"
+#include "client/retry_loop.h"
 
 namespace raftkv {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-constexpr std::chrono::milliseconds kInitialBackoff{50};
-constexpr std::chrono::milliseconds kMaxBackoff{400};
-
-std::string TrailingValue(const grpc::ClientContext& ctx, const char* key) {
-  const auto& md = ctx.GetServerTrailingMetadata();
-  auto it = md.find(key);
-  if (it == md.end()) return "";
-  return std::string(it->second.data(), it->second.size());
-}
-
-void SetTimeout(grpc::ClientContext* ctx, Clock::duration timeout) {
-  timeout = std::max<Clock::duration>(timeout, std::chrono::milliseconds(1));
-  ctx->set_deadline(std::chrono::system_clock::now() +
-                    std::chrono::duration_cast<std::chrono::system_clock::duration>(timeout));
-}
-
-std::string Join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
 
 // Whether `resp` is the leader's own view: the leader lists itself as "self".
 bool FromLeader(const ListMembersResponse& resp) {
@@ -91,28 +70,17 @@ grpc::Status AdminClient::ListMembers(ListMembersResponse* out, bool* from_leade
   if (options_.endpoints.empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no endpoints given");
   }
-  const auto start = Clock::now();
-  const auto deadline = start + std::chrono::milliseconds(std::max(0, options_.timeout_ms));
   const auto rpc_timeout = std::chrono::milliseconds(std::max(1, options_.rpc_timeout_ms));
-  const auto& endpoints = options_.endpoints;
-  size_t cursor = 0;
-  std::string target = last_leader();
-  if (target.empty()) target = endpoints[0];
-
+  RetryLoop loop(options_.endpoints, last_leader(), std::chrono::milliseconds(options_.timeout_ms));
   bool have_view = false;
   ListMembersResponse view;
   std::string view_from;
   grpc::Status last(grpc::StatusCode::DEADLINE_EXCEEDED, "no attempt made");
-  std::vector<std::string> tried;
-  auto backoff = kInitialBackoff;
-  size_t since_sleep = 0;
-  for (int attempt = 0;; ++attempt) {
-    const auto now = Clock::now();
-    if (attempt > 0 && now >= deadline) break;
-    if (std::find(tried.begin(), tried.end(), target) == tried.end()) tried.push_back(target);
+  while (loop.Start()) {
+    const std::string target = loop.target();
     ListMembersResponse resp;
     const auto timeout = std::min<Clock::duration>(
-        std::max<Clock::duration>(deadline - now, std::chrono::milliseconds(1)), rpc_timeout);
+        std::max<Clock::duration>(loop.left(), std::chrono::milliseconds(1)), rpc_timeout);
     grpc::Status s = ListMembersOf(
         target, &resp,
         static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()));
@@ -135,20 +103,11 @@ grpc::Status AdminClient::ListMembers(ListMembersResponse* out, bool* from_leade
       VLOG(1) << "AdminClient: ListMembers at " << target << ": "
               << StatusCodeName(s.error_code()) << ": " << s.error_message();
     }
-    if (!next.empty() && ++since_sleep <= endpoints.size()) {
-      target = next;
-      continue;
-    }
-    // Next configured endpoint; a short back-off after each full round.
-    cursor = (cursor + 1) % endpoints.size();
-    target = endpoints[cursor];
-    if (++since_sleep > endpoints.size()) {
-      since_sleep = 0;
-      const auto left = deadline - Clock::now();
-      if (left <= Clock::duration::zero()) break;
-      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, left));
-      backoff = std::min(backoff * 2, kMaxBackoff);
-    }
+    // The leader the member names, else the next configured endpoint; a
+    // short back-off after each full round.
+    if (!next.empty() && !loop.Redirect(next)) continue;
+    loop.Advance();
+    if (loop.RoundDone() && !loop.Backoff()) break;
   }
   if (have_view) {
     *out = std::move(view);
@@ -156,8 +115,9 @@ grpc::Status AdminClient::ListMembers(ListMembersResponse* out, bool* from_leade
     if (answered_by != nullptr) *answered_by = view_from;
     return grpc::Status::OK;
   }
-  return grpc::Status(last.error_code(), last.error_message() + " (ListMembers: no member answered; tried " +
-                                             Join(tried) + ")");
+  return grpc::Status(last.error_code(), last.error_message() +
+                                             " (ListMembers: no member answered; tried " +
+                                             JoinEndpoints(loop.tried()) + ")");
 }
 
 template <typename Req, typename Resp>
@@ -166,33 +126,12 @@ grpc::Status AdminClient::CallLeader(const char* name, Method<Req, Resp> method,
   if (options_.endpoints.empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no endpoints given");
   }
-  const auto& endpoints = options_.endpoints;
-  const size_t n = endpoints.size();
-  const auto start = Clock::now();
-  const auto deadline = start + std::chrono::milliseconds(std::max(0, options_.timeout_ms));
-  size_t cursor = 0;
-  std::string target = endpoints[0];
-  const std::string leader = last_leader();
-  if (!leader.empty()) {
-    target = leader;
-    auto it = std::find(endpoints.begin(), endpoints.end(), leader);
-    cursor = it != endpoints.end() ? static_cast<size_t>(it - endpoints.begin()) : n - 1;
-  }
-  auto advance = [&] {
-    cursor = (cursor + 1) % n;
-    target = endpoints[cursor];
-  };
-
-  std::vector<std::string> tried;
+  RetryLoop loop(options_.endpoints, last_leader(), std::chrono::milliseconds(options_.timeout_ms));
   grpc::Status last(grpc::StatusCode::DEADLINE_EXCEEDED, "no attempt made");
-  auto backoff = kInitialBackoff;
-  size_t immediate = 0;
-  for (int attempt = 0;; ++attempt) {
-    const auto now = Clock::now();
-    if (attempt > 0 && now >= deadline) break;
-    if (std::find(tried.begin(), tried.end(), target) == tried.end()) tried.push_back(target);
+  while (loop.Start()) {
+    const std::string target = loop.target();
     grpc::ClientContext ctx;
-    SetTimeout(&ctx, deadline - now);
+    SetTimeout(&ctx, loop.left());
     *response = Resp();
     grpc::Status s = (StubFor(target)->*method)(&ctx, request, response);
     if (s.ok()) {
@@ -211,15 +150,14 @@ grpc::Status AdminClient::CallLeader(const char* name, Method<Req, Resp> method,
           SetLeader(target);
           return s;
         }
-        target = hint;
-        sleep = ++immediate > n;
+        sleep = loop.Redirect(hint);
         break;
       }
       case grpc::StatusCode::UNAVAILABLE:
         // Possibly after the leader appended the request (leadership lost,
         // server stopped), or before (no leader, connection refused).
         if (uncertain != nullptr) *uncertain = true;
-        advance();
+        loop.Advance();
         sleep = true;
         break;
       case grpc::StatusCode::DEADLINE_EXCEEDED:
@@ -229,19 +167,9 @@ grpc::Status AdminClient::CallLeader(const char* name, Method<Req, Resp> method,
       default:
         return s;
     }
-    if (sleep) {
-      immediate = 0;
-      const auto left = deadline - Clock::now();
-      if (left <= Clock::duration::zero()) break;
-      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, left));
-      backoff = std::min(backoff * 2, kMaxBackoff);
-    }
+    if (sleep && !loop.Backoff()) break;
   }
-  const auto elapsed =
-      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-  return grpc::Status(last.error_code(), last.error_message() + " (" + name + " gave up after " +
-                                             std::to_string(elapsed) +
-                                             " ms; endpoints tried: " + Join(tried) + ")");
+  return loop.GaveUp(last, name);
 }
 
 bool AdminClient::AlreadyDone(uint64_t id, Want want, MemberChangeResponse* out) {

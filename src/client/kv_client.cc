@@ -1,6 +1,7 @@
 #include "client/kv_client.h"
 
 #include "client/channel_args.h"
+#include "client/retry_loop.h"
 
 #include <algorithm>
 #include <chrono>
@@ -15,9 +16,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::chrono::milliseconds kInitialBackoff{50};
-constexpr std::chrono::milliseconds kMaxBackoff{400};
-
 std::string Trim(const std::string& s) {
   size_t b = 0, e = s.size();
   while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
@@ -27,30 +25,6 @@ std::string Trim(const std::string& s) {
 
 bool IsHostChar(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
-}
-
-// The value of trailing-metadata entry `key`, or "" if absent.
-std::string TrailingValue(const grpc::ClientContext& ctx, const char* key) {
-  const auto& md = ctx.GetServerTrailingMetadata();
-  auto it = md.find(key);
-  if (it == md.end()) return "";
-  return std::string(it->second.data(), it->second.size());
-}
-
-// Gives `ctx` a deadline `timeout` from now (gRPC only takes system_clock).
-void SetTimeout(grpc::ClientContext* ctx, Clock::duration timeout) {
-  timeout = std::max<Clock::duration>(timeout, std::chrono::milliseconds(1));
-  ctx->set_deadline(std::chrono::system_clock::now() +
-                    std::chrono::duration_cast<std::chrono::system_clock::duration>(timeout));
-}
-
-std::string Join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) {
-    if (!out.empty()) out += ", ";
-    out += s;
-  }
-  return out;
 }
 
 }  // namespace
@@ -284,45 +258,16 @@ grpc::Status KvClient::Call(const char* name, RpcMethod<Req, Resp> method,
   if (!config_error_.empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, config_error_);
   }
-  const auto& endpoints = options_.endpoints;
-  const size_t n = endpoints.size();
-  const auto start = Clock::now();
-  const auto deadline = start + std::chrono::milliseconds(std::max(0, options_.timeout_ms));
   const auto rpc_timeout = std::chrono::milliseconds(std::max(1, options_.rpc_timeout_ms));
-
-  // `cursor` indexes the configured endpoint tried last (or to try first);
-  // `target` is the address of the next attempt: endpoints[cursor], or a
-  // leader address learned from the cache or a redirect.
-  size_t cursor = 0;
-  std::string target = endpoints[0];
-  if (follow_leader) {
-    std::string leader = LeaderHint();
-    if (!leader.empty()) {
-      target = leader;
-      auto it = std::find(endpoints.begin(), endpoints.end(), leader);
-      // A leader outside the list: "next" after it is the first endpoint.
-      cursor = it != endpoints.end() ? static_cast<size_t>(it - endpoints.begin()) : n - 1;
-    }
-  }
-  auto advance = [&] {
-    cursor = (cursor + 1) % n;
-    target = endpoints[cursor];
-  };
-
-  std::vector<std::string> tried;
+  // A known leader first (when following the leader), then the endpoints in
+  // turn, or the leader a refusal names.
+  RetryLoop loop(options_.endpoints, follow_leader ? LeaderHint() : std::string(),
+                 std::chrono::milliseconds(options_.timeout_ms));
   grpc::Status last(grpc::StatusCode::DEADLINE_EXCEEDED, "no attempt made");
-  auto backoff = kInitialBackoff;
-  // Attempts since the last back-off sleep; redirects that go round in
-  // circles (stale hints) are throttled once every endpoint has had its turn.
-  size_t immediate = 0;
-
-  for (int attempt = 0;; ++attempt) {
-    const auto now = Clock::now();
-    if (attempt > 0 && now >= deadline) break;
-    if (std::find(tried.begin(), tried.end(), target) == tried.end()) tried.push_back(target);
-
+  while (loop.Start()) {
+    const std::string target = loop.target();
     grpc::ClientContext ctx;
-    SetTimeout(&ctx, std::min<Clock::duration>(deadline - now, rpc_timeout));
+    SetTimeout(&ctx, std::min<Clock::duration>(loop.left(), rpc_timeout));
     *response = Resp();
     KV::Stub* stub = StubFor(target);
     grpc::Status s = (stub->*method)(&ctx, request, response);
@@ -346,12 +291,12 @@ grpc::Status KvClient::Call(const char* name, RpcMethod<Req, Resp> method,
           VLOG(1) << "KvClient: redirected to leader " << hint << " (id "
                   << TrailingValue(ctx, kLeaderIdMetadataKey) << ")";
           SetLeader(hint);
-          target = hint;
+          sleep = loop.Redirect(hint);
         } else {
           if (!hint_error.empty()) LOG(WARNING) << "KvClient: ignoring leader hint: " << hint_error;
-          advance();
+          loop.Advance();
+          sleep = loop.RoundDone();
         }
-        sleep = ++immediate > n;
         break;
       }
       case grpc::StatusCode::UNAVAILABLE:
@@ -362,28 +307,15 @@ grpc::Status KvClient::Call(const char* name, RpcMethod<Req, Resp> method,
           return grpc::Status(s.error_code(), s.error_message() + " (" + name + " at " + target +
                                                   ": outcome unknown, not retried)");
         }
-        advance();
+        loop.Advance();
         sleep = true;
         break;
       default:
         return s;
     }
-
-    if (sleep) {
-      immediate = 0;
-      const auto left = deadline - Clock::now();
-      if (left <= Clock::duration::zero()) break;
-      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, left));
-      backoff = std::min(backoff * 2, kMaxBackoff);
-    }
+    if (sleep && !loop.Backoff()) break;
   }
-
-  const auto elapsed =
-      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-  return grpc::Status(last.error_code(),
-                      last.error_message() + " (" + name + " gave up after " +
-                          std::to_string(elapsed) + " ms; endpoints tried: " + Join(tried) +
-                          ")");
+  return loop.GaveUp(last, name);
 }
 
 grpc::Status KvClient::Put(const std::string& key, const std::string& value) {

@@ -97,7 +97,9 @@ class KvStateMachine {
   // it. Readers (Get) are never blocked (shared lock); Apply() waits for the
   // encoding only, ~0.5 s of CPU per million keys of 16 B + 64 B measured on
   // the 2-core development machine (doc/architecture.md, "Snapshots"), not
-  // for the disk. The price is memory: the
+  // for the disk, and the node does not even wait: it calls TryApply(),
+  // which gives up during a capture, and applies those entries after it
+  // (replication and persistence go on meanwhile). The price is memory: the
   // encoded image, about the size of the file, exists alongside the map
   // until it is written. Rejected: streaming to the file under the lock
   // (Apply would wait for the disk and the fsync: seconds for a large
