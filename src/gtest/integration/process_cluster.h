@@ -50,6 +50,15 @@ std::vector<std::string> FastTimeoutFlags();
 // server's bind) and probed by binding them.
 std::vector<int> PickFreePorts(int count);
 
+// Time bounds in tests are multiplied by this: sanitizer builds
+// (RAFTKV_SANITIZED, set for everything linking raftkv_testing) run the
+// servers several times slower (TSan about 10x).
+#ifdef RAFTKV_SANITIZED
+inline constexpr int kTimeScale = 5;
+#else
+inline constexpr int kTimeScale = 1;
+#endif
+
 // The sanitizer reports in `text` (output of a sanitized binary), or "".
 std::string FindSanitizerReports(const std::string& text);
 
