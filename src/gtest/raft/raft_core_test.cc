@@ -5,20 +5,12 @@
 #include <string>
 #include <vector>
 
+#include "gtest/raft/core_test_util.h"
 #include "gtest/raft/sim_cluster.h"
 #include "raft/raft.h"
 
 namespace raftkv::raft {
 namespace {
-
-Entry MakeEntry(uint64_t index, uint64_t term, const std::string& data = "x") {
-  Entry e;
-  e.set_index(index);
-  e.set_term(term);
-  e.set_type(ENTRY_COMMAND);
-  e.set_data(data);
-  return e;
-}
 
 Config ThreeNodeConfig(uint64_t id) {
   Config c;
@@ -57,24 +49,6 @@ Message VoteRequest(uint64_t from, uint64_t term, uint64_t last_index, uint64_t 
 }
 
 // The single response to rpc_id in the next Ready (fails the test otherwise).
-// An AppendEntries from leader 2 to member 1.
-Message Append2To1(uint64_t rpc_id, uint64_t term, uint64_t prev_index, uint64_t prev_term,
-                   uint64_t commit, std::vector<Entry> entries = {}) {
-  Message m;
-  m.type = MessageType::kAppend;
-  m.from = 2;
-  m.to = 1;
-  m.rpc_id = rpc_id;
-  m.append.set_term(term);
-  m.append.set_leader_id(2);
-  m.append.set_prev_log_index(prev_index);
-  m.append.set_prev_log_term(prev_term);
-  m.append.set_leader_commit(commit);
-  m.append.set_to(1);
-  for (Entry& e : entries) *m.append.add_entries() = std::move(e);
-  return m;
-}
-
 Message OnlyResponse(Raft& r, uint64_t rpc_id, Ready* ready_out = nullptr) {
   Ready rd = r.GetReady();
   std::vector<Message> found;
@@ -621,22 +595,9 @@ TEST(RaftCoreTest, AppendStartingInsideTheSnapshotIsTrimmed) {
   EXPECT_GE(resp.append_resp.match_index(), 10u);
 }
 
-Message SnapshotFrom2(uint64_t rpc_id, uint64_t term, uint64_t index, uint64_t snap_term) {
-  InstallSnapshotRequest req;
-  req.set_term(term);
-  req.set_leader_id(2);
-  req.set_last_index(index);
-  req.set_last_term(snap_term);
-  req.set_to(1);
-  *req.mutable_config() = VotersConfig({1, 2, 3, 4});
-  Message m = SnapshotRequestMessage(req);
-  m.rpc_id = rpc_id;
-  return m;
-}
-
 TEST(RaftCoreTest, SnapshotThatTheLogMatchesKeepsTheLog) {
   Raft r = SnapshotFollower();
-  r.Step(SnapshotFrom2(3, 3, 11, 3));
+  r.Step(SnapshotFrom2(3, 3, 11, 3, {1, 2, 3, 4}));
   Ready rd;
   Message resp = OnlyResponse(r, 3, &rd);
   EXPECT_FALSE(rd.snapshot.has_value());
@@ -648,7 +609,7 @@ TEST(RaftCoreTest, SnapshotThatTheLogMatchesKeepsTheLog) {
 
 TEST(RaftCoreTest, SnapshotTheLogDoesNotMatchReplacesIt) {
   Raft r = SnapshotFollower();
-  r.Step(SnapshotFrom2(3, 5, 20, 5));
+  r.Step(SnapshotFrom2(3, 5, 20, 5, {1, 2, 3, 4}));
   Ready rd;
   Message resp = OnlyResponse(r, 3, &rd);
   ASSERT_TRUE(rd.snapshot.has_value());
@@ -663,7 +624,7 @@ TEST(RaftCoreTest, SnapshotTheLogDoesNotMatchReplacesIt) {
   EXPECT_EQ(r.first_index(), 21u);
   EXPECT_EQ(r.commit_index(), 20u);
   // A stale-term snapshot is refused with the current term.
-  r.Step(SnapshotFrom2(4, 4, 30, 4));
+  r.Step(SnapshotFrom2(4, 4, 30, 4, {1, 2, 3, 4}));
   resp = OnlyResponse(r, 4);
   EXPECT_FALSE(resp.snapshot_resp.success());
   EXPECT_EQ(resp.snapshot_resp.term(), 5u);
@@ -688,10 +649,10 @@ TEST(RaftCoreTest, AppendTrimmedToTheSnapshotWithAForeignTermIsRefused) {
 // Found by fuzz_raft_step: indexes near 2^64 made the core's arithmetic
 // (last index + 1) wrap.
 TEST(RaftMessageTest, CheckPeerMessageRefusesIndexesOutOfRange) {
-  Message ok = SnapshotFrom2(1, 3, 20, 3);
+  Message ok = SnapshotFrom2(1, 3, 20, 3, {1, 2, 3, 4});
   EXPECT_EQ(CheckPeerMessage(ok), "");
-  EXPECT_NE(CheckPeerMessage(SnapshotFrom2(1, 3, kMaxIndex + 1, 3)), "");
-  EXPECT_NE(CheckPeerMessage(SnapshotFrom2(1, 3, UINT64_MAX, 3)), "");
+  EXPECT_NE(CheckPeerMessage(SnapshotFrom2(1, 3, kMaxIndex + 1, 3, {1, 2, 3, 4})), "");
+  EXPECT_NE(CheckPeerMessage(SnapshotFrom2(1, 3, UINT64_MAX, 3, {1, 2, 3, 4})), "");
   EXPECT_NE(CheckPeerMessage(Append2To1(1, 3, kMaxIndex, 3, 0, {MakeEntry(kMaxIndex + 1, 3)})), "");
   EXPECT_EQ(CheckPeerMessage(Append2To1(1, 3, kMaxIndex - 1, 3, 0, {MakeEntry(kMaxIndex, 3)})), "");
 }
@@ -703,16 +664,7 @@ TEST(RaftCoreTest, QueuedRequestsToServersNoLongerMembersAreDropped) {
   Raft r = SnapshotFollower();
   for (int i = 0; i < 20 && r.role() == Role::kFollower; ++i) r.Tick();
   ASSERT_NE(r.role(), Role::kFollower);  // (pre-)vote requests to 2 and 3 queued
-  InstallSnapshotRequest req;
-  req.set_term(r.term() + 1);
-  req.set_leader_id(2);
-  req.set_last_index(20);
-  req.set_last_term(r.term() + 1);
-  req.set_to(1);
-  *req.mutable_config() = VotersConfig({1, 2, 4});
-  Message m = SnapshotRequestMessage(req);
-  m.rpc_id = 9;
-  r.Step(m);
+  r.Step(SnapshotFrom2(9, r.term() + 1, 20, r.term() + 1, {1, 2, 4}));
   Ready rd = r.GetReady();
   ASSERT_TRUE(rd.config.has_value());
   for (const Message& out : rd.messages) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "gtest/raft/core_test_util.h"
 #include "gtest/raft/sim_cluster.h"
 #include "gtest/raft/sim_test_util.h"
 #include "raft/raft.h"
@@ -26,15 +27,6 @@ namespace {
 // ---------------------------------------------------------------------------
 // One core, messages by hand
 // ---------------------------------------------------------------------------
-
-Entry E(uint64_t index, uint64_t term, const std::string& data = "x") {
-  Entry e;
-  e.set_index(index);
-  e.set_term(term);
-  e.set_type(ENTRY_COMMAND);
-  e.set_data(data);
-  return e;
-}
 
 Config MemberConfigFor(uint64_t id, std::vector<uint64_t> voters = {1, 2, 3}) {
   Config c;
@@ -48,44 +40,13 @@ Config MemberConfigFor(uint64_t id, std::vector<uint64_t> voters = {1, 2, 3}) {
 std::vector<Entry> Log(uint64_t first, const std::vector<uint64_t>& terms) {
   std::vector<Entry> log;
   for (size_t i = 0; i < terms.size(); ++i) {
-    log.push_back(E(first + i, terms[i], "e" + std::to_string(first + i)));
+    log.push_back(MakeEntry(first + i, terms[i], "e" + std::to_string(first + i)));
   }
   return log;
 }
 
 void Drain(Raft& r) {
   while (r.HasReady()) r.Advance(r.GetReady());
-}
-
-Message AppendFrom2(uint64_t rpc_id, uint64_t term, uint64_t prev, uint64_t prev_term,
-                    uint64_t commit) {
-  Message m;
-  m.type = MessageType::kAppend;
-  m.from = 2;
-  m.to = 1;
-  m.rpc_id = rpc_id;
-  m.append.set_term(term);
-  m.append.set_leader_id(2);
-  m.append.set_prev_log_index(prev);
-  m.append.set_prev_log_term(prev_term);
-  m.append.set_leader_commit(commit);
-  m.append.set_to(1);
-  return m;
-}
-
-Message SnapshotFrom2(uint64_t rpc_id, uint64_t term, uint64_t last_index, uint64_t last_term) {
-  Message m;
-  m.type = MessageType::kSnapshot;
-  m.from = 2;
-  m.to = 1;
-  m.rpc_id = rpc_id;
-  m.snapshot.set_term(term);
-  m.snapshot.set_leader_id(2);
-  m.snapshot.set_last_index(last_index);
-  m.snapshot.set_last_term(last_term);
-  *m.snapshot.mutable_config() = VotersConfig({1, 2, 3});
-  m.snapshot.set_to(1);
-  return m;
 }
 
 // Member 1 of {1,2,3} with durable term `term` and `log`, following leader 2
@@ -98,7 +59,7 @@ std::unique_ptr<Raft> FollowerWith(uint64_t term, std::vector<Entry> log, uint64
   const uint64_t last_term = log.empty() ? 0 : log.back().term();
   auto r = std::make_unique<Raft>(MemberConfigFor(1), hs, std::move(log));
   Drain(*r);
-  r->Step(AppendFrom2(1, term, last, last_term, commit));
+  r->Step(Append2To1(1, term, last, last_term, commit));
   Drain(*r);
   EXPECT_EQ(r->commit_index(), commit);
   return r;
@@ -125,7 +86,7 @@ Answer StepAndCollect(Raft& r, const Message& m) {
 // the snapshot.
 TEST(RaftSnapshotCoreTest, FollowerWhoseLogConflictsDiscardsIt) {
   auto r = FollowerWith(2, Log(1, {1, 1, 1, 2, 2, 2}), 3);
-  Answer a = StepAndCollect(*r, SnapshotFrom2(7, 3, 5, 3));
+  Answer a = StepAndCollect(*r, SnapshotFrom2(7, 3, 5, 3, {1, 2, 3}));
   ASSERT_EQ(a.responses.size(), 1u) << "want exactly one response to the snapshot";
   const Message& resp = a.responses.front();
   EXPECT_EQ(resp.type, MessageType::kSnapshotResp);
@@ -152,8 +113,8 @@ TEST(RaftSnapshotCoreTest, FollowerWhoseLogConflictsDiscardsIt) {
   EXPECT_EQ(r->term(), 3u);
   EXPECT_EQ(r->leader_id(), 2u);
   // The leader continues from the snapshot.
-  Message next = AppendFrom2(8, 3, 5, 3, 6);
-  *next.append.add_entries() = E(6, 3, "after");
+  Message next = Append2To1(8, 3, 5, 3, 6);
+  *next.append.add_entries() = MakeEntry(6, 3, "after");
   Answer b = StepAndCollect(*r, next);
   ASSERT_EQ(b.responses.size(), 1u);
   EXPECT_TRUE(b.responses.front().append_resp.success());
@@ -166,7 +127,7 @@ TEST(RaftSnapshotCoreTest, FollowerWhoseLogConflictsDiscardsIt) {
 // and more: it keeps the entries after it.
 TEST(RaftSnapshotCoreTest, FollowerThatHasTheEntriesKeepsItsSuffix) {
   auto r = FollowerWith(1, Log(1, std::vector<uint64_t>(10, 1)), 2);
-  Answer a = StepAndCollect(*r, SnapshotFrom2(7, 1, 6, 1));
+  Answer a = StepAndCollect(*r, SnapshotFrom2(7, 1, 6, 1, {1, 2, 3}));
   ASSERT_EQ(a.responses.size(), 1u);
   const Message& resp = a.responses.front();
   EXPECT_EQ(resp.type, MessageType::kSnapshotResp);
@@ -194,7 +155,7 @@ TEST(RaftSnapshotCoreTest, FollowerThatHasTheEntriesKeepsItsSuffix) {
 // machine back.
 TEST(RaftSnapshotCoreTest, StaleSnapshotDoesNotRollBackTheStateMachine) {
   auto r = FollowerWith(1, Log(1, std::vector<uint64_t>(10, 1)), 8);
-  Answer a = StepAndCollect(*r, SnapshotFrom2(7, 1, 6, 1));
+  Answer a = StepAndCollect(*r, SnapshotFrom2(7, 1, 6, 1, {1, 2, 3}));
   ASSERT_EQ(a.responses.size(), 1u);
   EXPECT_EQ(a.responses.front().type, MessageType::kSnapshotResp);
   EXPECT_FALSE(a.ready.snapshot.has_value())
@@ -206,7 +167,7 @@ TEST(RaftSnapshotCoreTest, StaleSnapshotDoesNotRollBackTheStateMachine) {
 
 TEST(RaftSnapshotCoreTest, SnapshotOfAnOlderTermIsRefused) {
   auto r = FollowerWith(5, Log(1, {1, 5}), 1);
-  Answer a = StepAndCollect(*r, SnapshotFrom2(7, 3, 10, 3));
+  Answer a = StepAndCollect(*r, SnapshotFrom2(7, 3, 10, 3, {1, 2, 3}));
   ASSERT_EQ(a.responses.size(), 1u);
   EXPECT_EQ(a.responses.front().type, MessageType::kSnapshotResp);
   EXPECT_FALSE(a.responses.front().snapshot_resp.success());
