@@ -182,6 +182,11 @@ std::string FormatReport(const ScenarioReport& r) {
     out << FailureLine(r) << "\n" << rule << "\n";
     return out.str();
   }
+  if (r.ops_per_call > 1) {
+    out << Printf("batches    %" PRIu64 " calls of up to %d writes (each call one log entry); "
+                  "latency below is per call\n",
+                  r.calls, r.ops_per_call);
+  }
   out << Printf("requests   %" PRIu64 "\n", r.requests);
   out << Printf("acked      %" PRIu64 "\n", r.acknowledged);
   out << Printf("failed     %" PRIu64 " (%s%s)\n", r.failed, CodesText(r.failed_by_status).c_str(),
@@ -273,6 +278,8 @@ std::string ToJson(const ScenarioReport& r) {
   o << ", \"client_cq_num\": " << r.client_cq_num;
   o << ", \"client_threads_per_cq\": " << r.client_threads_per_cq;
   o << ", \"timeout_ms\": " << r.timeout_ms;
+  o << ", \"ops_per_call\": " << r.ops_per_call;
+  o << ", \"calls\": " << r.calls;
   o << ", \"cluster\": " << JsonString(r.cluster);
   o << ", \"target\": " << JsonString(r.target);
   o << ", \"server_flags\": " << JsonString(r.server_flags);

@@ -43,8 +43,8 @@ struct CpuSeconds {
 };
 
 struct ScenarioReport {
-  std::string scenario;  // "Write", "Read", "Echo"
-  std::string operation;  // "Put", "Get", "Echo"
+  std::string scenario;  // "Write", "Read", "Echo", "Batch"
+  std::string operation;  // "Put", "Get", "Echo", "Batch"
   // Setup
   std::string cluster;   // "local" (started by the benchmark) or "external"
   std::string target;    // the leader the load went to
@@ -56,6 +56,11 @@ struct ScenarioReport {
   int client_cq_num = 0;
   int client_threads_per_cq = 0;
   int timeout_ms = 0;
+  // Batch: writes per call (the last call may carry fewer). requests,
+  // acknowledged, failed and ops_per_sec then count writes; `calls` counts
+  // the RPCs and the latency histogram is per call.
+  int ops_per_call = 1;
+  uint64_t calls = 0;
   std::string server_flags;
   uint64_t seed = 0;
   // Results

@@ -28,6 +28,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using PutCall = UnaryBenchCall<PutRequest, PutResponse>;
 using EchoCall = UnaryBenchCall<EchoRequest, EchoResponse>;
+using BatchCall = UnaryBenchCall<BatchRequest, BatchResponse>;
 
 // A linearizable Get whose answer must be `expected`; counts absent keys and
 // other values into the run's counters.
@@ -238,6 +239,31 @@ Verification ReadBack(const Connections& conns, const BenchConfig& config, const
   return v;
 }
 
+// Reads back all acknowledged writes (`acked`: key numbers of ks), or a
+// random sample of verify_sample of them.
+Verification VerifyWrites(const Connections& conns, const BenchConfig& config, const KeySpace& ks,
+                          std::vector<uint64_t> acked) {
+  const uint64_t population = acked.size();
+  std::string mode = "all";
+  if (config.verify_sample > 0 && config.verify_sample < acked.size()) {
+    mode = "sample";
+    std::mt19937_64 rng(Mix64(config.seed ^ 0x73616d706c65ull));
+    for (uint64_t k = 0; k < config.verify_sample; ++k) {
+      std::uniform_int_distribution<uint64_t> pick(k, acked.size() - 1);
+      std::swap(acked[k], acked[pick(rng)]);
+    }
+    acked.resize(config.verify_sample);
+    std::sort(acked.begin(), acked.end());
+  }
+  Progress(config, "verifying " + std::string(mode == "all" ? "all " : "a random sample of ") +
+                       std::to_string(acked.size()) + " of " + std::to_string(population) +
+                       " acknowledged writes (linearizable Gets)");
+  Verification v = ReadBack(conns, config, ks, acked);
+  v.mode = mode;
+  v.population = population;
+  return v;
+}
+
 // Exactly-once bookkeeping of a run's writes in one client session: request
 // n has sequence n + 1; first_outstanding is the lowest sequence not yet
 // answered (a lower bound is enough: the servers then keep a few more saved
@@ -268,6 +294,23 @@ class SessionPutCall : public PutCall {
   SessionPutCall(SessionWindow* window, uint64_t n)
       : PutCall(&KV::Stub::PrepareAsyncPut, nullptr), window_(window), n_(n) {}
   ~SessionPutCall() override { window_->MarkDone(n_); }
+
+ private:
+  SessionWindow* window_;
+  uint64_t n_;
+};
+
+// A Batch of a session: marks its call answered when the call is done with.
+class SessionBatchCall : public BatchCall {
+ public:
+  SessionBatchCall(SessionWindow* window, uint64_t n)
+      : BatchCall(&KV::Stub::PrepareAsyncBatch, &BatchAnswered), window_(window), n_(n) {}
+  ~SessionBatchCall() override { window_->MarkDone(n_); }
+
+  // One existed flag per op: the answer of this very batch.
+  static bool BatchAnswered(const BatchCall& call) {
+    return call.response.existed_size() == call.request.ops_size();
+  }
 
  private:
   SessionWindow* window_;
@@ -345,24 +388,67 @@ void RunOnLeader(Scenario scenario, const BenchConfig& config, const CpuProbe& p
       for (uint64_t n = 0; n < requests; ++n) {
         if (lr.succeeded[n]) acked.push_back(n);
       }
-      const uint64_t population = acked.size();
-      std::string mode = "all";
-      if (config.verify_sample > 0 && config.verify_sample < acked.size()) {
-        mode = "sample";
-        std::mt19937_64 rng(Mix64(config.seed ^ 0x73616d706c65ull));
-        for (uint64_t k = 0; k < config.verify_sample; ++k) {
-          std::uniform_int_distribution<uint64_t> pick(k, acked.size() - 1);
-          std::swap(acked[k], acked[pick(rng)]);
+      r->verified = VerifyWrites(conns, config, ks, std::move(acked));
+      break;
+    }
+    case Scenario::kBatch: {
+      // requests = writes; call n carries writes [n * per_call, ...).
+      const uint64_t per_call = static_cast<uint64_t>(config.batch_ops);
+      const uint64_t calls = (requests + per_call - 1) / per_call;
+      KeySpace ks(requests, config.key_len, config.value_len, config.seed);
+      std::unique_ptr<SessionWindow> window;
+      if (config.sessions) {
+        uint64_t client_id = 0;
+        if (!OpenSession(conns.stub(0), &client_id, &error)) {
+          r->setup_error = error;
+          return;
         }
-        acked.resize(config.verify_sample);
-        std::sort(acked.begin(), acked.end());
+        window = std::make_unique<SessionWindow>(client_id, calls);
       }
-      Progress(config, "verifying " + std::string(mode == "all" ? "all " : "a random sample of ") +
-                           std::to_string(acked.size()) + " of " + std::to_string(population) +
-                           " acknowledged writes (linearizable Gets)");
-      r->verified = ReadBack(conns, config, ks, acked);
-      r->verified.mode = mode;
-      r->verified.population = population;
+      Progress(config, "Batch: " + std::to_string(requests) + " Puts in " + std::to_string(calls) +
+                           " Batch calls of up to " + std::to_string(per_call) + " to " +
+                           r->target +
+                           (window ? " in session " + std::to_string(window->client_id())
+                                   : std::string(" without a session")));
+      const LoadResult lr = TimedLoad(
+          conns, MakeLoadOptions(config, calls, true, config.timeout_ms),
+          [&](uint64_t n) {
+            std::unique_ptr<BatchCall> call;
+            if (window) {
+              call = std::make_unique<SessionBatchCall>(window.get(), n);
+              Session* session = call->request.mutable_session();
+              session->set_client_id(window->client_id());
+              session->set_sequence(n + 1);
+              session->set_first_outstanding(window->FirstOutstanding());
+            } else {
+              call = std::make_unique<BatchCall>(&KV::Stub::PrepareAsyncBatch,
+                                                 &SessionBatchCall::BatchAnswered);
+            }
+            const uint64_t end = std::min(requests, (n + 1) * per_call);
+            call->request.mutable_ops()->Reserve(static_cast<int>(end - n * per_call));
+            for (uint64_t i = n * per_call; i < end; ++i) {
+              BatchOp* op = call->request.add_ops();
+              op->set_key(ks.Key(i));
+              ks.FillValue(i, op->mutable_value());
+            }
+            return call;
+          },
+          probe, r);
+      FillFromLoad(lr, r);
+      // Count writes, not calls (latency stays per call).
+      r->calls = lr.sent;
+      std::vector<uint64_t> acked;
+      for (uint64_t n = 0; n < calls; ++n) {
+        if (!lr.succeeded[n]) continue;
+        for (uint64_t i = n * per_call; i < std::min(requests, (n + 1) * per_call); ++i) {
+          acked.push_back(i);
+        }
+      }
+      r->requests = requests;
+      r->acknowledged = acked.size();
+      r->failed = requests - acked.size();
+      ComputeRates(r);
+      r->verified = VerifyWrites(conns, config, ks, std::move(acked));
       break;
     }
     case Scenario::kRead: {
@@ -442,6 +528,7 @@ const char* ScenarioName(Scenario s) {
     case Scenario::kWrite: return "Write";
     case Scenario::kRead: return "Read";
     case Scenario::kEcho: return "Echo";
+    case Scenario::kBatch: return "Batch";
   }
   return "?";
 }
@@ -464,6 +551,7 @@ std::string ValidateConfig(const BenchConfig& c) {
   if (c.client_threads_per_cq < 1) return "--client_threads_per_cq must be at least 1";
   if (c.inflight < 1) return "--inflight must be at least 1";
   if (c.timeout_ms < 1) return "--write_timeout_ms must be at least 1";
+  if (c.batch_ops < 1) return "--batch_ops must be at least 1";
   KeySpace ks(c.requests, c.key_len, c.value_len, 0);
   if (!ks.error().empty()) return ks.error();
   if (!c.target.empty()) {
@@ -477,7 +565,11 @@ std::string ValidateConfig(const BenchConfig& c) {
 ScenarioReport RunScenario(Scenario scenario, const BenchConfig& config) {
   ScenarioReport r;
   r.scenario = ScenarioName(scenario);
-  r.operation = scenario == Scenario::kWrite ? "Put" : scenario == Scenario::kRead ? "Get" : "Echo";
+  r.operation = scenario == Scenario::kWrite   ? "Put"
+                : scenario == Scenario::kRead  ? "Get"
+                : scenario == Scenario::kBatch ? "Put (batched)"
+                                               : "Echo";
+  if (scenario == Scenario::kBatch) r.ops_per_call = config.batch_ops;
   r.value_len = config.value_len;
   r.key_len = config.key_len;
   r.followers = config.followers;

@@ -6,6 +6,8 @@
 //   Read   the keys are written first (not timed; failed writes are retried),
 //          then read with linearizable Gets; every answer must be the value
 //          written.
+//   Batch  asynchronous KV.Batch calls of batch_ops Puts of distinct keys each
+//          (one log entry per call); verified like Write.
 //   Echo   the Echo RPC on the leader with a key_len + value_len byte payload:
 //          the same client and the same server completion queues, no Raft,
 //          no disk: the gRPC ceiling of the machine. Every answer must carry
@@ -26,7 +28,7 @@
 namespace raftkv {
 namespace bench {
 
-enum class Scenario { kWrite, kRead, kEcho };
+enum class Scenario { kWrite, kRead, kEcho, kBatch };
 const char* ScenarioName(Scenario s);
 
 struct BenchConfig {
@@ -45,7 +47,8 @@ struct BenchConfig {
   uint64_t seed = 0;           // keys, values, verification sample
   bool quiet = false;          // no progress lines on stderr
   bool keep_cluster_dir = false;  // keep the local cluster's directory (logs, data)
-  bool sessions = true;  // Write: Puts carry a client session (exactly-once)
+  bool sessions = true;  // Write/Batch: calls carry a client session (exactly-once)
+  int batch_ops = 1000;  // Batch: Puts per call
 };
 
 // Splits --server_flags on whitespace.

@@ -364,6 +364,20 @@ grpc::Status KvClient::Delete(const std::string& key, bool* existed) {
   return s;
 }
 
+grpc::Status KvClient::Batch(const std::vector<BatchOp>& ops, std::vector<bool>* existed) {
+  BatchRequest req;
+  req.mutable_ops()->Reserve(static_cast<int>(ops.size()));
+  for (const BatchOp& op : ops) *req.add_ops() = op;
+  grpc::Status s = BeginWrite(req.mutable_session());
+  if (!s.ok()) return s;
+  if (!options_.use_session) req.clear_session();
+  BatchResponse resp;
+  s = Call("Batch", &KV::Stub::Batch, req, &resp, /*follow_leader=*/true);
+  EndWrite(req.session(), s);
+  if (s.ok() && existed != nullptr) existed->assign(resp.existed().begin(), resp.existed().end());
+  return s;
+}
+
 grpc::Status KvClient::CompareAndSwap(const std::string& key, const std::string* expected,
                                       const std::string& value, bool* swapped, bool* found,
                                       std::string* current) {

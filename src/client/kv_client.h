@@ -137,6 +137,11 @@ class KvClient {
                               const std::string& value, bool* swapped, bool* found = nullptr,
                               std::string* current = nullptr);
 
+  // Applies `ops` (PUTs and DELETEs, in order) through the leader as one log
+  // entry: all or none, exactly once with a session. On OK, *existed (if
+  // non-null) gets one flag per op: whether its key was present just before.
+  grpc::Status Batch(const std::vector<BatchOp>& ops, std::vector<bool>* existed = nullptr);
+
   // Queries the status of one server: a single attempt, no redirect, no retry.
   grpc::Status StatusOf(const std::string& endpoint, StatusResponse* out,
                         int timeout_ms = 1000);

@@ -152,6 +152,7 @@ class GrpcServer::Handlers {
   using GetCall = UnaryCall<GetRequest, GetResponse>;
   using DeleteCall = UnaryCall<DeleteRequest, DeleteResponse>;
   using CasCall = UnaryCall<CompareAndSwapRequest, CompareAndSwapResponse>;
+  using BatchCall = UnaryCall<BatchRequest, BatchResponse>;
   using StatusCall = UnaryCall<StatusRequest, StatusResponse>;
   using EchoCall = UnaryCall<EchoRequest, EchoResponse>;
   using AppendCall = UnaryCall<AppendEntriesRequest, AppendEntriesResponse>;
@@ -162,7 +163,10 @@ class GrpcServer::Handlers {
 
   Handlers(const ServerOptions& options, RaftNode* node, KV::AsyncService* kv, RaftHybridService* raft,
            Testing::AsyncService* testing)
-      : options_(options), limits_{options.max_key_bytes, options.max_value_bytes}, node_(node) {
+      : options_(options),
+        limits_{options.max_key_bytes, options.max_value_bytes, options.max_batch_ops,
+                options.max_batch_bytes},
+        node_(node) {
     request_open_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestOpenSession(c, r, w, cq, cq, tag); };
     request_close_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestCloseSession(c, r, w, cq, cq, tag); };
     request_set_faults_ = [testing](auto* c, auto* r, auto* w, auto* cq, void* tag) { testing->RequestSetFaults(c, r, w, cq, cq, tag); };
@@ -179,6 +183,7 @@ class GrpcServer::Handlers {
     request_get_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestGet(c, r, w, cq, cq, tag); };
     request_delete_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestDelete(c, r, w, cq, cq, tag); };
     request_cas_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestCompareAndSwap(c, r, w, cq, cq, tag); };
+    request_batch_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestBatch(c, r, w, cq, cq, tag); };
     request_status_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestStatus(c, r, w, cq, cq, tag); };
     request_echo_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestEcho(c, r, w, cq, cq, tag); };
     request_append_ = [raft](auto* c, auto* r, auto* w, auto* cq, void* tag) { raft->RequestAppendEntries(c, r, w, cq, cq, tag); };
@@ -188,6 +193,7 @@ class GrpcServer::Handlers {
     handle_get_ = [this](GetCall* call) { HandleGet(call); };
     handle_delete_ = [this](DeleteCall* call) { HandleDelete(call); };
     handle_cas_ = [this](CasCall* call) { HandleCompareAndSwap(call); };
+    handle_batch_ = [this](BatchCall* call) { HandleBatch(call); };
     handle_status_ = [this](StatusCall* call) { HandleStatus(call); };
     handle_echo_ = [](EchoCall* call) {
       EchoResponse resp;
@@ -205,6 +211,9 @@ class GrpcServer::Handlers {
       GetCall::Post(&request_get_, &handle_get_, cq, mu, draining);
       AppendCall::Post(&request_append_, &handle_append_, cq, mu, draining);
       EchoCall::Post(&request_echo_, &handle_echo_, cq, mu, draining);
+    }
+    for (int i = 0; i < std::max(4, busy / 4); ++i) {
+      BatchCall::Post(&request_batch_, &handle_batch_, cq, mu, draining);
     }
     for (int i = 0; i < 4; ++i) {
       DeleteCall::Post(&request_delete_, &handle_delete_, cq, mu, draining);
@@ -301,6 +310,22 @@ class GrpcServer::Handlers {
     });
   }
 
+  // Many PUTs and DELETEs as one log entry, answered once it is applied.
+  void HandleBatch(BatchCall* call) {
+    Command cmd;
+    grpc::Status bad = BatchCommand(&call->request(), limits_, &cmd);
+    if (!bad.ok()) return call->FinishWithError(bad);
+    node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
+      if (!out.status.ok()) return FinishWithOutcome(call, out);
+      BatchResponse resp;
+      resp.set_index(out.index);
+      resp.set_term(out.term);
+      resp.mutable_existed()->Reserve(static_cast<int>(out.apply.batch_existed.size()));
+      for (bool e : out.apply.batch_existed) resp.add_existed(e);
+      call->Finish(resp);
+    });
+  }
+
   void HandleGet(GetCall* call) {
     grpc::Status bad = CheckGetRequest(call->request(), limits_);
     if (!bad.ok()) return call->FinishWithError(bad);
@@ -382,6 +407,7 @@ class GrpcServer::Handlers {
   GetCall::RequestFn request_get_;
   DeleteCall::RequestFn request_delete_;
   CasCall::RequestFn request_cas_;
+  BatchCall::RequestFn request_batch_;
   StatusCall::RequestFn request_status_;
   EchoCall::RequestFn request_echo_;
   AppendCall::RequestFn request_append_;
@@ -390,6 +416,7 @@ class GrpcServer::Handlers {
   GetCall::Handler handle_get_;
   DeleteCall::Handler handle_delete_;
   CasCall::Handler handle_cas_;
+  BatchCall::Handler handle_batch_;
   OpenSessionCall::RequestFn request_open_;
   CloseSessionCall::RequestFn request_close_;
   SetFaultsCall::RequestFn request_set_faults_;

@@ -35,6 +35,8 @@ struct ServerOptions {
   int threads_per_cq = 1;
   size_t max_key_bytes = 4096;
   size_t max_value_bytes = 1 << 20;
+  size_t max_batch_ops = 10000;         // KV.Batch: operations per call
+  size_t max_batch_bytes = 4 << 20;     // KV.Batch: key + value bytes per call
   // Deadline applied to client calls that carry none (or a later one).
   int max_request_timeout_ms = 10000;
   // Calls pre-posted per completion queue for each busy method.

@@ -93,6 +93,51 @@ grpc::Status CompareAndSwapCommand(CompareAndSwapRequest* req, const RequestLimi
   return grpc::Status::OK;
 }
 
+grpc::Status BatchCommand(BatchRequest* req, const RequestLimits& limits, Command* cmd) {
+  const size_t n = static_cast<size_t>(req->ops_size());
+  if (n == 0) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "batch has no operations");
+  if (n > limits.max_batch_ops) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "batch has " + std::to_string(n) + " operations; the limit is " +
+                            std::to_string(limits.max_batch_ops) + " (--max_batch_ops)");
+  }
+  size_t bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const BatchOp& op = req->ops(static_cast<int>(i));
+    auto at = [i](const grpc::Status& s) {
+      return grpc::Status(s.error_code(), "ops[" + std::to_string(i) + "]: " + s.error_message());
+    };
+    if (op.op() != BatchOp::PUT && op.op() != BatchOp::DELETE) {
+      return at(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                             "unknown op " + std::to_string(op.op())));
+    }
+    if (grpc::Status bad = CheckKey(op.key(), limits); !bad.ok()) return at(bad);
+    if (grpc::Status bad = CheckValue(op.value(), limits); !bad.ok()) return at(bad);
+    if (op.op() == BatchOp::DELETE && !op.value().empty()) {
+      return at(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a DELETE carries no value"));
+    }
+    bytes += op.key().size() + op.value().size();
+  }
+  if (bytes > limits.max_batch_bytes) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "batch holds " + std::to_string(bytes) +
+                            " bytes of keys and values; the limit is " +
+                            std::to_string(limits.max_batch_bytes) + " (--max_batch_bytes)");
+  }
+  if (grpc::Status bad = CheckSession(req->has_session(), req->session()); !bad.ok()) return bad;
+  cmd->Clear();
+  CopySession(req->has_session(), req->session(), cmd);
+  cmd->set_op(Command::BATCH);
+  cmd->mutable_ops()->Reserve(static_cast<int>(n));
+  for (BatchOp& op : *req->mutable_ops()) {
+    Command* c = cmd->add_ops();
+    c->set_op(op.op() == BatchOp::PUT ? Command::PUT : Command::DELETE);
+    c->set_key(std::move(*op.mutable_key()));
+    if (op.op() == BatchOp::PUT) c->set_value(std::move(*op.mutable_value()));
+  }
+  return grpc::Status::OK;
+}
+
 grpc::Status CheckGetRequest(const GetRequest& req, const RequestLimits& limits) {
   return CheckKey(req.key(), limits);
 }

@@ -15,6 +15,9 @@ namespace raftkv {
 struct RequestLimits {
   size_t max_key_bytes = 4096;
   size_t max_value_bytes = 1 << 20;
+  // KV.Batch: most operations, and most key + value bytes, in one call.
+  size_t max_batch_ops = 10000;
+  size_t max_batch_bytes = 4 << 20;
 };
 
 // INVALID_ARGUMENT for keys the service does not accept (empty, too long).
@@ -34,6 +37,10 @@ grpc::Status PutCommand(PutRequest* req, const RequestLimits& limits, Command* c
 grpc::Status DeleteCommand(DeleteRequest* req, const RequestLimits& limits, Command* cmd);
 grpc::Status CompareAndSwapCommand(CompareAndSwapRequest* req, const RequestLimits& limits,
                                    Command* cmd);
+// A BATCH command (Command.ops) from a Batch request: at least one op and at
+// most max_batch_ops, max_batch_bytes of keys + values, every key and value
+// within its limit, no value on a DELETE. The error names the offending op.
+grpc::Status BatchCommand(BatchRequest* req, const RequestLimits& limits, Command* cmd);
 grpc::Status CheckGetRequest(const GetRequest& req, const RequestLimits& limits);
 
 }  // namespace raftkv

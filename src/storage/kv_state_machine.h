@@ -33,6 +33,7 @@
 #include <shared_mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "raftkv.pb.h"
 #include "storage/status.h"
@@ -48,6 +49,8 @@ struct ApplyResult {
   bool ok = true;            // false if the entry's command could not be decoded
   bool existed = false;      // DELETE: whether the key was present
   bool swapped = false;      // CAS: whether the new value was written
+  // BATCH: per op, in order, whether the key was present just before it.
+  std::vector<bool> batch_existed;
   // CAS: the key's state just before the operation (found: present; current:
   // its value then, empty when absent).
   bool found = false;
@@ -133,8 +136,9 @@ class KvStateMachine {
     uint64_t first_outstanding = 0;  // highest seen
     std::map<uint64_t, ApplyResult> results;  // by sequence
   };
-  // Applies a data command to the map (no session logic). Requires mu_.
-  void ApplyToMap(const Command& command, ApplyResult* result);
+  // Applies a data command to the map (no session logic), moving its keys
+  // and values into the map. Requires mu_.
+  void ApplyToMap(Command& command, ApplyResult* result);
   // Drops sessions whose expiry is before `now_ms`. Requires mu_.
   void ExpireSessions(uint64_t now_ms);
   void Touch(uint64_t id, Session* session, uint64_t now_ms);  // requires mu_
@@ -142,7 +146,7 @@ class KvStateMachine {
   // Decodes `entry`'s command outside the lock; false if it has none to run.
   static bool Decode(const Entry& entry, Command* command, ApplyResult* result);
   // The rest of Apply(). Requires mu_ (exclusive).
-  void ApplyLocked(const Entry& entry, const Command& command, bool have_command,
+  void ApplyLocked(const Entry& entry, Command& command, bool have_command,
                    ApplyResult* result);
 
   mutable std::shared_mutex mu_;

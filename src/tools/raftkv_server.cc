@@ -42,6 +42,11 @@ DEFINE_int32(election_ticks, 10,
 DEFINE_int32(heartbeat_ticks, 2, "Ticks between leader heartbeats; must be < --election_ticks.");
 DEFINE_uint64(max_key_bytes, 4096, "Largest key accepted; longer keys get INVALID_ARGUMENT.");
 DEFINE_uint64(max_value_bytes, 1 << 20, "Largest value accepted; longer values get INVALID_ARGUMENT.");
+DEFINE_uint64(max_batch_ops, 10000,
+              "Most operations in one KV.Batch call (they become one log entry); more get "
+              "INVALID_ARGUMENT.");
+DEFINE_uint64(max_batch_bytes, 4 << 20,
+              "Most key + value bytes in one KV.Batch call; more get INVALID_ARGUMENT.");
 DEFINE_int32(max_request_timeout_ms, 10000,
              "Server-side deadline for client calls with no deadline (or a later one).");
 DEFINE_uint64(max_inflight_appends, 64,
@@ -112,6 +117,9 @@ int main(int argc, char** argv) {
   if (FLAGS_session_timeout_ms < 1) return Fail("--session_timeout_ms must be >= 1");
   if (FLAGS_max_inflight_appends < 1 || FLAGS_max_append_entries < 1) {
     return Fail("--max_inflight_appends and --max_append_entries must be >= 1");
+  }
+  if (FLAGS_max_batch_ops < 1 || FLAGS_max_batch_bytes < 1) {
+    return Fail("--max_batch_ops and --max_batch_bytes must be >= 1");
   }
   if (FLAGS_snapshots_kept < 2) {
     return Fail("--snapshots_kept must be >= 2 (the previous snapshot is the fallback when the "
@@ -209,6 +217,8 @@ int main(int argc, char** argv) {
   server_options.calls_per_cq = FLAGS_calls_per_cq;
   server_options.max_key_bytes = FLAGS_max_key_bytes;
   server_options.max_value_bytes = FLAGS_max_value_bytes;
+  server_options.max_batch_ops = FLAGS_max_batch_ops;
+  server_options.max_batch_bytes = FLAGS_max_batch_bytes;
   server_options.max_request_timeout_ms = FLAGS_max_request_timeout_ms;
   server_options.session_timeout_ms = FLAGS_session_timeout_ms;
   if (FLAGS_enable_test_faults) server_options.faults = &faults;

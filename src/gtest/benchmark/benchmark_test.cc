@@ -3,6 +3,7 @@
 //
 //   build/raftkv-bench --gtest_filter=Benchmark.Write            # 80000 Puts, 64 B, 2 followers
 //   build/raftkv-bench --gtest_filter=Benchmark.Write:Benchmark.Echo --requests=20000
+//   build/raftkv-bench --gtest_filter=Benchmark.Batch --requests=1000000 --batch_ops=1000 --inflight=8
 //   build/raftkv-bench --gtest_filter=Benchmark.Read --target=127.0.0.1:7001,127.0.0.1:7002
 //   build/raftkv-bench --help   (gflags; --helpfull lists the gtest flags too)
 //
@@ -56,8 +57,11 @@ DEFINE_uint64(verify_sample, 0,
               "After Write: 0 = read back every acknowledged write; N = a random sample of N of "
               "them. Read and Echo always check every answer.");
 DEFINE_bool(sessions, true,
-            "Write: tag every Put with a client session (sequence numbers, exactly-once, as "
+            "Write and Batch: tag every call with a client session (sequence numbers, exactly-once, as "
             "raftkvctl and KvClient do); false sends plain at-least-once Puts.");
+DEFINE_int32(batch_ops, 1000,
+             "Benchmark.Batch: Puts per KV.Batch call (each call is one log entry); --requests "
+             "counts Puts, --inflight counts calls.");
 DEFINE_bool(keep_cluster_dir, false,
             "Keep the local cluster's temporary directory (server logs and data) after the run; "
             "it is always kept when a run fails.");
@@ -96,6 +100,7 @@ BenchConfig ConfigFromFlags() {
   c.verify_sample = FLAGS_verify_sample;
   c.keep_cluster_dir = FLAGS_keep_cluster_dir;
   c.sessions = FLAGS_sessions;
+  c.batch_ops = FLAGS_batch_ops;
   static const uint64_t seed = FLAGS_seed != 0 ? FLAGS_seed : integration::TestSeed();
   c.seed = seed;
   return c;
@@ -113,6 +118,7 @@ void RunAndReport(Scenario scenario) {
 TEST(Benchmark, Write) { RunAndReport(Scenario::kWrite); }
 TEST(Benchmark, Read) { RunAndReport(Scenario::kRead); }
 TEST(Benchmark, Echo) { RunAndReport(Scenario::kEcho); }
+TEST(Benchmark, Batch) { RunAndReport(Scenario::kBatch); }
 
 }  // namespace
 }  // namespace bench
@@ -122,7 +128,7 @@ int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
   gflags::SetUsageMessage(
       "the raftkv benchmark. Scenarios are gtest tests: --gtest_filter=Benchmark.Write, "
-      "Benchmark.Read, Benchmark.Echo (default: all three).");
+      "Benchmark.Read, Benchmark.Echo, Benchmark.Batch (default: all four).");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   raftkv::InitGrpcRuntime();
   const int rc = RUN_ALL_TESTS();

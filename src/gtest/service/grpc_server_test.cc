@@ -38,6 +38,8 @@ using testing_util::WaitFor;
 constexpr char kSelfAddress[] = "127.0.0.1:7001";  // what Status reports; the server binds :0
 constexpr size_t kMaxKey = 64;
 constexpr size_t kMaxValue = 1024;
+constexpr size_t kMaxBatchOps = 8;
+constexpr size_t kMaxBatchBytes = 3000;
 
 std::string StatusText(const grpc::Status& s) {
   return std::to_string(static_cast<int>(s.error_code())) + " " + s.error_message();
@@ -107,6 +109,8 @@ class ServerTest : public ::testing::Test {
     so.threads_per_cq = setup.threads_per_cq;
     so.max_key_bytes = kMaxKey;
     so.max_value_bytes = kMaxValue;
+    so.max_batch_ops = kMaxBatchOps;
+    so.max_batch_bytes = kMaxBatchBytes;
     so.max_request_timeout_ms = setup.max_request_timeout_ms;
     so.calls_per_cq = setup.calls_per_cq;
     so.session_timeout_ms = setup.session_timeout_ms;
@@ -178,6 +182,11 @@ class ServerTest : public ::testing::Test {
     if (expected != nullptr) req.set_expected(*expected);
     req.set_value(value);
     return kv_->CompareAndSwap(&ctx, req, resp);
+  }
+  grpc::Status Batch(const BatchRequest& req, BatchResponse* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    return kv_->Batch(&ctx, req, resp);
   }
   grpc::Status GetStatus(StatusResponse* resp) {
     grpc::ClientContext ctx;
@@ -1502,6 +1511,110 @@ TEST_F(ServerTest, SessionRetryIsAnsweredWithTheFirstResult) {
   }
   ASSERT_TRUE(GetStatus(&st).ok());
   EXPECT_EQ(st.sessions(), 0u);
+}
+
+BatchOp MakeOp(BatchOp::Op op, const std::string& key, const std::string& value = "") {
+  BatchOp o;
+  o.set_op(op);
+  o.set_key(key);
+  o.set_value(value);
+  return o;
+}
+
+// A batch is one log entry: every op applied in order at one index, with
+// one existed flag per op; reads see all of it.
+TEST_F(ServerTest, BatchAppliesEveryOpAtOneIndex) {
+  StartSingleLeader();
+  PutResponse before;
+  ASSERT_TRUE(Put("b", "old", &before).ok());
+  BatchRequest req;
+  *req.add_ops() = MakeOp(BatchOp::PUT, "a", "1");
+  *req.add_ops() = MakeOp(BatchOp::PUT, "b", "2");
+  *req.add_ops() = MakeOp(BatchOp::DELETE, "missing");
+  *req.add_ops() = MakeOp(BatchOp::PUT, std::string("c\0c", 3), std::string("\x00\xff", 2));
+  *req.add_ops() = MakeOp(BatchOp::DELETE, "a");
+  BatchResponse resp;
+  grpc::Status s = Batch(req, &resp);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_EQ(resp.index(), before.index() + 1) << "the whole batch is one entry";
+  EXPECT_EQ(resp.term(), before.term());
+  ASSERT_EQ(resp.existed_size(), 5);
+  EXPECT_EQ(std::vector<bool>(resp.existed().begin(), resp.existed().end()),
+            (std::vector<bool>{false, true, false, false, true}));
+  GetResponse get;
+  ASSERT_TRUE(Get("b", &get).ok());
+  EXPECT_EQ(get.value(), "2");
+  EXPECT_GE(get.applied_index(), resp.index());
+  ASSERT_TRUE(Get(std::string("c\0c", 3), &get).ok());
+  EXPECT_EQ(get.value(), std::string("\x00\xff", 2));
+  ASSERT_TRUE(Get("a", &get).ok());
+  EXPECT_FALSE(get.found());
+
+  // Through KvClient, in a session: a retry of the same sequence is answered
+  // with the first result and not applied again.
+  ClientOptions options;
+  options.endpoints = {address_};
+  KvClient client(options);
+  std::vector<bool> existed;
+  s = client.Batch({MakeOp(BatchOp::PUT, "k1", "x"), MakeOp(BatchOp::PUT, "b", "3")}, &existed);
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_EQ(existed, (std::vector<bool>{false, true}));
+  EXPECT_GT(client.session_id(), 0u);
+  BatchRequest again;
+  *again.add_ops() = MakeOp(BatchOp::PUT, "b", "dup");
+  *again.mutable_session() = MakeSession(client.session_id(), 1, 1);
+  BatchResponse dup;
+  ASSERT_TRUE(Batch(again, &dup).ok());
+  EXPECT_EQ(dup.existed_size(), 2) << "a duplicate gets the first application's answer";
+  ASSERT_TRUE(Get("b", &get).ok());
+  EXPECT_EQ(get.value(), "3") << "a duplicate batch must not be applied again";
+}
+
+// Every way a batch can be malformed is refused with INVALID_ARGUMENT naming
+// the op and the limit, and nothing of it is written.
+TEST_F(ServerTest, BatchInvalidArgumentsAreRefusedWhole) {
+  StartSingleLeader();
+  const size_t keys_before = node_->state_machine().Size();
+  struct Case {
+    const char* name;
+    std::vector<BatchOp> ops;
+    const char* message;
+  };
+  std::vector<BatchOp> too_many(kMaxBatchOps + 1, MakeOp(BatchOp::PUT, "k", "v"));
+  std::vector<BatchOp> too_big(4, MakeOp(BatchOp::PUT, "k", std::string(kMaxValue, 'v')));
+  BatchOp unknown = MakeOp(BatchOp::PUT, "k", "v");
+  unknown.set_op(static_cast<BatchOp::Op>(7));
+  const std::vector<Case> cases = {
+      {"empty", {}, "no operations"},
+      {"too many", too_many, "--max_batch_ops"},
+      {"too many bytes", too_big, "--max_batch_bytes"},
+      {"empty key", {MakeOp(BatchOp::PUT, "ok", "v"), MakeOp(BatchOp::PUT, "", "v")}, "ops[1]: key must not be empty"},
+      {"long key", {MakeOp(BatchOp::DELETE, std::string(kMaxKey + 1, 'k'))}, "ops[0]: key is"},
+      {"long value", {MakeOp(BatchOp::PUT, "a"), MakeOp(BatchOp::PUT, "b"), MakeOp(BatchOp::PUT, "c", std::string(kMaxValue + 1, 'v'))}, "ops[2]: value is"},
+      {"delete with value", {MakeOp(BatchOp::DELETE, "k", "v")}, "ops[0]: a DELETE carries no value"},
+      {"unknown op", {MakeOp(BatchOp::PUT, "k", "v"), unknown}, "ops[1]: unknown op 7"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    BatchRequest req;
+    for (const BatchOp& op : c.ops) *req.add_ops() = op;
+    BatchResponse resp;
+    grpc::Status s = Batch(req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+    EXPECT_CONTAINS(s.error_message(), c.message);
+  }
+  BatchRequest bad_session;
+  *bad_session.add_ops() = MakeOp(BatchOp::PUT, "k", "v");
+  *bad_session.mutable_session() = MakeSession(0, 1, 1);
+  BatchResponse resp;
+  EXPECT_EQ(Batch(bad_session, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(node_->state_machine().Size(), keys_before) << "nothing of a refused batch is written";
+  // At the limits exactly: accepted.
+  std::vector<BatchOp> at_limit(kMaxBatchOps, MakeOp(BatchOp::PUT, "k", "v"));
+  BatchRequest ok;
+  for (const BatchOp& op : at_limit) *ok.add_ops() = op;
+  grpc::Status s = Batch(ok, &resp);
+  EXPECT_TRUE(s.ok()) << StatusText(s);
 }
 
 TEST_F(ServerTest, KvClientUsesAndClosesASession) {

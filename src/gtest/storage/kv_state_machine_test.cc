@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -202,6 +203,61 @@ TEST(KvStateMachineTest, UndecodableCommandIsANoopWithError) {
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(sm.AppliedIndex(), 3u);
   EXPECT_EQ(sm.Get("k"), std::optional<std::string>("v"));
+}
+
+Entry BatchEntry(uint64_t index, const std::vector<std::pair<Command::Op, std::string>>& ops,
+                 const std::string& value = "v") {
+  Command command;
+  command.set_op(Command::BATCH);
+  for (const auto& [op, key] : ops) {
+    Command* c = command.add_ops();
+    c->set_op(op);
+    c->set_key(key);
+    if (op == Command::PUT) c->set_value(value + key);
+  }
+  Entry entry;
+  entry.set_term(2);
+  entry.set_index(index);
+  entry.set_type(ENTRY_COMMAND);
+  entry.set_data(command.SerializeAsString());
+  return entry;
+}
+
+// A batch applies its ops in order at one index; each op reports whether its
+// key was there just before it (so a key put then deleted in one batch is
+// seen by the delete).
+TEST(KvStateMachineTest, BatchAppliesEveryOpInOrderAtOneIndex) {
+  KvStateMachine sm;
+  sm.Apply(CommandEntry(1, Command::PUT, "old", "x"));
+  const ApplyResult r = sm.Apply(BatchEntry(2, {{Command::PUT, "a"},
+                                                {Command::PUT, "old"},
+                                                {Command::DELETE, "missing"},
+                                                {Command::PUT, "t"},
+                                                {Command::DELETE, "t"},
+                                                {Command::PUT, "a"}}));
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.index, 2u);
+  EXPECT_EQ(r.term, 2u);
+  EXPECT_EQ(r.batch_existed, (std::vector<bool>{false, true, false, false, true, true}));
+  EXPECT_EQ(sm.Get("a").value_or("?"), "va");
+  EXPECT_EQ(sm.Get("old").value_or("?"), "vold");
+  EXPECT_FALSE(sm.Get("t").has_value());
+  EXPECT_EQ(sm.Size(), 2u);
+  EXPECT_EQ(sm.AppliedIndex(), 2u);
+}
+
+// Only PUT and DELETE may be batched. A batch holding anything else (the
+// server never proposes one) is skipped whole, not in part, by every replica.
+TEST(KvStateMachineTest, BatchWithAnOpThatCannotBeBatchedIsSkippedWhole) {
+  for (Command::Op bad : {Command::CAS, Command::OPEN_SESSION, Command::BATCH}) {
+    KvStateMachine sm;
+    const ApplyResult r =
+        sm.Apply(BatchEntry(1, {{Command::PUT, "a"}, {bad, "b"}, {Command::PUT, "c"}}));
+    EXPECT_FALSE(r.ok);
+    EXPECT_NE(r.error.find("batch op 1"), std::string::npos) << r.error;
+    EXPECT_EQ(sm.Size(), 0u) << "nothing of a refused batch may be applied";
+    EXPECT_EQ(sm.AppliedIndex(), 1u);
+  }
 }
 
 TEST(KvStateMachineDeathTest, OutOfOrderApplyIsFatal) {

@@ -2,6 +2,7 @@
 // (client_id, sequence), saved results for duplicates, first_outstanding
 // pruning, stale sequences, and expiry by leader-stamped cluster time.
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -67,6 +68,30 @@ TEST_F(Sessions, DuplicateIsAnsweredWithTheFirstResultAndNotReapplied) {
   EXPECT_TRUE(retry.duplicate);
   EXPECT_EQ(retry.index, first_index);
   EXPECT_EQ(sm_.Get("k").value_or(""), "other") << "a duplicate must not be applied again";
+}
+
+TEST_F(Sessions, DuplicateBatchIsAnsweredWithTheFirstResultAndNotReapplied) {
+  const uint64_t id = Open(60000);
+  Command batch = Op(Command::BATCH, "", "", id, 1, 1);
+  for (const char* key : {"x", "y"}) {
+    Command* op = batch.add_ops();
+    op->set_op(Command::PUT);
+    op->set_key(key);
+    op->set_value("1");
+  }
+  Command* del = batch.add_ops();
+  del->set_op(Command::DELETE);
+  del->set_key("x");
+  ApplyResult first = Apply(batch);
+  ASSERT_TRUE(first.ok) << first.error;
+  EXPECT_EQ(first.batch_existed, (std::vector<bool>{false, false, true}));
+  ASSERT_TRUE(Apply(Op(Command::PUT, "y", "other", 0, 0, 0)).ok);
+  ApplyResult retry = Apply(batch);
+  EXPECT_TRUE(retry.duplicate);
+  EXPECT_EQ(retry.index, first.index);
+  EXPECT_EQ(retry.batch_existed, first.batch_existed);
+  EXPECT_EQ(sm_.Get("y").value_or(""), "other") << "a duplicate batch must not be applied again";
+  EXPECT_FALSE(sm_.Get("x").has_value());
 }
 
 TEST_F(Sessions, DuplicateCasAndDeleteReturnSavedOutcome) {

@@ -79,7 +79,12 @@ std::string Describe(const ApplyResult& r) {
          " current=" + r.current + " error=" + r.error +
          " session_error=" + std::to_string(static_cast<int>(r.session_error)) +
          " duplicate=" + std::to_string(r.duplicate) + " index=" + std::to_string(r.index) +
-         " term=" + std::to_string(r.term) + " client_id=" + std::to_string(r.client_id);
+         " term=" + std::to_string(r.term) + " client_id=" + std::to_string(r.client_id) +
+         " batch_existed=" + [&r] {
+           std::string bits;
+           for (bool e : r.batch_existed) bits += e ? '1' : '0';
+           return bits;
+         }();
 }
 
 // Writes the snapshot of `sm` into `store`.
@@ -138,10 +143,20 @@ class EntryGenerator {
       return CommandEntry(index_, term_, stamp, c);
     }
     Command c;
-    const int op = static_cast<int>(Uniform(0, 2));
-    c.set_op(op == 0 ? Command::PUT : op == 1 ? Command::DELETE : Command::CAS);
-    c.set_key("k" + std::to_string(Uniform(0, 25)));
-    c.set_value("v" + std::to_string(Uniform(0, 5)) + std::string(Uniform(0, 3), 'x'));
+    const int op = static_cast<int>(Uniform(0, 3));
+    c.set_op(op == 0 ? Command::PUT : op == 1 ? Command::DELETE : op == 2 ? Command::CAS
+                                                                          : Command::BATCH);
+    if (c.op() == Command::BATCH) {
+      for (uint64_t n = Uniform(1, 4); n > 0; --n) {
+        Command* sub = c.add_ops();
+        sub->set_op(Chance(70) ? Command::PUT : Command::DELETE);
+        sub->set_key("k" + std::to_string(Uniform(0, 25)));
+        if (sub->op() == Command::PUT) sub->set_value("b" + std::to_string(Uniform(0, 5)));
+      }
+    } else {
+      c.set_key("k" + std::to_string(Uniform(0, 25)));
+      c.set_value("v" + std::to_string(Uniform(0, 5)) + std::string(Uniform(0, 3), 'x'));
+    }
     if (c.op() == Command::CAS) {
       c.set_has_expected(Chance(70));
       if (c.has_expected()) c.set_expected("v" + std::to_string(Uniform(0, 5)));
@@ -233,6 +248,20 @@ class SnapshotTest : public ::testing::Test {
     cas.set_first_outstanding(1);
     apply(cas, 60);
     apply(Put("d", "", s2, 2, 1), 70);
+    // A batch in session 3 (sequence 2): its saved result carries one
+    // existed flag per op.
+    Command batch;
+    batch.set_op(Command::BATCH);
+    batch.set_client_id(s1);
+    batch.set_sequence(2);
+    batch.set_first_outstanding(1);
+    for (const char* key : {"a", "new", "c"}) {
+      Command* op = batch.add_ops();
+      op->set_op(std::string(key) == "c" ? Command::DELETE : Command::PUT);
+      op->set_key(key);
+      if (op->op() == Command::PUT) op->set_value("batched");
+    }
+    apply(batch, 75);
   }
 
   TempDir dir_{"snapshot"};
@@ -320,7 +349,7 @@ TEST_F(SnapshotTest, SessionsWithSavedResultsRoundTrip) {
   cas.set_client_id(4);
   cas.set_sequence(1);
   cas.set_first_outstanding(1);
-  const Entry retry = CommandEntry(8, 3, 80, cas);
+  const Entry retry = CommandEntry(9, 3, 80, cas);
   const ApplyResult a = original.Apply(retry);
   const ApplyResult b = restored.Apply(retry);
   EXPECT_TRUE(a.duplicate);
@@ -328,9 +357,22 @@ TEST_F(SnapshotTest, SessionsWithSavedResultsRoundTrip) {
   EXPECT_EQ(a.current, "1");
   EXPECT_EQ(a.index, 6u);
   EXPECT_EQ(Describe(b), Describe(a));
+  // A retry of the batch (session 3, sequence 2) gets its per-op flags back
+  // ("a" present, "new" absent, "c" present) from the restored copy too.
+  Command batch;
+  batch.set_op(Command::BATCH);
+  batch.set_client_id(3);
+  batch.set_sequence(2);
+  batch.set_first_outstanding(1);
+  const Entry batch_retry = CommandEntry(10, 3, 80, batch);
+  const ApplyResult c = original.Apply(batch_retry);
+  const ApplyResult d = restored.Apply(batch_retry);
+  EXPECT_TRUE(c.duplicate);
+  EXPECT_EQ(c.batch_existed, (std::vector<bool>{true, false, true}));
+  EXPECT_EQ(Describe(d), Describe(c));
   // Session 4 (timeout 700) expires at 80 + 700; an entry at 781 expires it
   // in both.
-  const Entry late = CommandEntry(9, 3, 781, Put("z", "z", 4, 3, 1));
+  const Entry late = CommandEntry(11, 3, 781, Put("z", "z", 4, 3, 1));
   EXPECT_EQ(Describe(restored.Apply(late)), Describe(original.Apply(late)));
   EXPECT_EQ(original.SessionCount(), 1u);
   EXPECT_EQ(Encode(restored), Encode(original));
