@@ -517,6 +517,24 @@ def machine_info(bench):
 # The document
 
 
+def kept_block(doc_path, name):
+    """The hand-written block `name` of the existing page, markers included.
+
+    Sections measured by hand (side-by-side runs, profiles, soak runs) live
+    between <!-- keep:NAME --> and <!-- /keep:NAME --> and survive a re-render.
+    """
+    begin, end = "<!-- keep:%s -->" % name, "<!-- /keep:%s -->" % name
+    try:
+        with open(doc_path) as f:
+            text = f.read()
+    except OSError:
+        return []
+    i, j = text.find(begin), text.find(end)
+    if i < 0 or j < i:
+        return []
+    return text[i:j + len(end)].split("\n") + [""]
+
+
 def write_doc(results, args, doc_path, images_dir):
     runs = results["runs"]
     meta = results["meta"]
@@ -574,6 +592,7 @@ def write_doc(results, args, doc_path, images_dir):
            % verify_sample, n_failed))
     add("")
 
+    L.extend(kept_block(doc_path, "targets"))
     add("## Machine")
     add("")
     add("| | |")
@@ -735,6 +754,7 @@ def write_doc(results, args, doc_path, images_dir):
                                                fmt(a.cpu_followers), fmt(a.cores, 2)))
     add("")
 
+    L.extend(kept_block(doc_path, "notes"))
     add("## Reading the results")
     add("")
     for para in reading(runs, base_w, base_e, base_r, vlens, folls, infl):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Acceptance test of the core issue through the user-facing tools: cluster.sh
-# starts 3 nodes; raftkvctl put/get work against every node; after
+# starts 3 nodes; raftkvctl put/get/batch work against every node; after
 # `cluster.sh kill` of the leader a new leader serves within 3 seconds (default
 # timeouts) and every acknowledged write is there; the restarted node catches
 # up; `cluster.sh add` / `remove` change the membership and raftkvctl
@@ -39,6 +39,13 @@ for i in $(seq 1 300); do
   "$CTL" --endpoints="$ENDPOINTS" put "k$i" "v$i" >/dev/null || fail "put k$i"
 done
 "$CTL" --endpoints="$ENDPOINTS" del k300 >/dev/null || fail "del k300"
+# batch: several ops as one entry; a malformed batch is a usage error (exit 2).
+out=$("$CTL" --endpoints="$ENDPOINTS" batch put b1 one put b2 two del via0) || fail "batch"
+[ "$out" = OK ] || fail "batch printed '$out', expected OK"
+[ "$("$CTL" --endpoints="$ENDPOINTS" get b2)" = two ] || fail "batch put b2 not applied"
+if "$CTL" --endpoints="$ENDPOINTS" get via0 2>/dev/null; then fail "batch del via0 not applied"; fi
+rc=0; "$CTL" --endpoints="$ENDPOINTS" batch put only-key 2>/dev/null || rc=$?
+[ "$rc" = 2 ] || fail "malformed batch exited $rc, expected 2"
 
 status_json=$("$CTL" --endpoints="$ENDPOINTS" status --json)
 leader=$(python3 -c '
@@ -63,6 +70,7 @@ for i in $(seq 1 299); do
   [ "$v" = "v$i" ] || fail "k$i = '$v' after failover"
 done
 if "$CTL" --endpoints="$ENDPOINTS" get k300 2>/dev/null; then fail "deleted k300 is back"; fi
+[ "$("$CTL" --endpoints="$ENDPOINTS" get b1)" = one ] || fail "batched b1 lost after failover"
 
 "$CLUSTER" restart "$leader"
 target=$("$CTL" --endpoints="$ENDPOINTS" status --json | python3 -c '

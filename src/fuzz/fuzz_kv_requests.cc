@@ -2,15 +2,20 @@
 // (service/kv_requests.h, the functions the KV handlers in grpc_server.cc use).
 //
 // Input: [max_key_bytes:u8] [max_value_bytes:u8], then records [kind:u8]
-// [length:u16le] [serialized request]: kind % 4 picks Put, Get, Delete or
-// CompareAndSwap. Bytes that do not parse as the request are skipped. A
+// [length:u16le] [serialized request]: kind % 5 picks Put, Get, Delete,
+// CompareAndSwap or Batch (batch limits: 1 + max_value_bytes % 16 ops,
+// 4 * (max_key_bytes + max_value_bytes) bytes). Bytes that do not parse as
+// the request are skipped. A
 // request must be refused (INVALID_ARGUMENT) exactly when its key is empty or
 // over the limit, a value is over the limit, or its session header is
 // malformed; an accepted one must yield the Command the handler proposes
 // (session fields included), and applying it (without the session, whose
 // semantics fuzz_state_machine covers) to a KvStateMachine must have the
 // request's effect (checked through Get).
+#include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "fuzz/fuzz_util.h"
 #include "service/kv_requests.h"
@@ -63,6 +68,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   RequestLimits limits;
   limits.max_key_bytes = in.U8();
   limits.max_value_bytes = in.U8();
+  limits.max_batch_ops = 1 + limits.max_value_bytes % 16;
+  limits.max_batch_bytes = 4 * (limits.max_key_bytes + limits.max_value_bytes);
   KvStateMachine sm;
   uint64_t index = 0;
   auto apply = [&](const Command& cmd) {
@@ -79,7 +86,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const uint8_t kind = in.U8();
     const std::string bytes = in.Chunk();
     Command cmd;
-    switch (kind % 4) {
+    switch (kind % 5) {
       case 0: {
         PutRequest req;
         if (!req.ParseFromString(bytes)) break;
@@ -140,6 +147,43 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                     swap, before.has_value());
         FUZZ_ASSERT(sm.Get(orig.key()) == (swap ? std::optional<std::string>(orig.value()) : before),
                     "CompareAndSwap left the wrong value");
+        break;
+      }
+      case 4: {
+        BatchRequest req;
+        if (!req.ParseFromString(bytes)) break;
+        const BatchRequest orig = req;
+        bool acceptable = orig.ops_size() > 0 &&
+                          static_cast<size_t>(orig.ops_size()) <= limits.max_batch_ops &&
+                          SessionOk(orig);
+        size_t total = 0;
+        for (const BatchOp& op : orig.ops()) {
+          acceptable = acceptable && (op.op() == BatchOp::PUT || op.op() == BatchOp::DELETE) &&
+                       KeyOk(op.key(), limits) && ValueOk(op.value(), limits) &&
+                       (op.op() == BatchOp::PUT || op.value().empty());
+          total += op.key().size() + op.value().size();
+        }
+        acceptable = acceptable && total <= limits.max_batch_bytes;
+        grpc::Status s = BatchCommand(&req, limits, &cmd);
+        ExpectVerdict(s, acceptable, "Batch");
+        if (!s.ok()) break;
+        CheckAndDropSession(orig, &cmd);
+        FUZZ_ASSERT(cmd.op() == Command::BATCH && cmd.ops_size() == orig.ops_size(),
+                    "Batch command has %d ops, the request %d", cmd.ops_size(), orig.ops_size());
+        // The model: the ops replayed in order over the keys they touch.
+        std::map<std::string, std::optional<std::string>> model;
+        std::vector<bool> existed;
+        for (const BatchOp& op : orig.ops()) {
+          if (!model.count(op.key())) model[op.key()] = sm.Get(op.key());
+          existed.push_back(model[op.key()].has_value());
+          model[op.key()] = op.op() == BatchOp::PUT ? std::optional<std::string>(op.value())
+                                                    : std::nullopt;
+        }
+        ApplyResult r = apply(cmd);
+        FUZZ_ASSERT(r.batch_existed == existed, "Batch existed flags differ from the model");
+        for (const auto& [key, value] : model) {
+          FUZZ_ASSERT(sm.Get(key) == value, "Batch left the wrong value for a key");
+        }
         break;
       }
     }

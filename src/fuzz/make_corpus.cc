@@ -218,6 +218,15 @@ void KvRequestSeeds() {
   Chunk(&s, put.SerializeAsString());
   s.push_back(0);
   Chunk(&s, "");  // empty key
+  BatchRequest batch;
+  for (const char* key : {"b1", "key", "b1"}) {
+    BatchOp* op = batch.add_ops();
+    op->set_op(std::string(key) == "key" ? BatchOp::DELETE : BatchOp::PUT);
+    op->set_key(key);
+    if (op->op() == BatchOp::PUT) op->set_value("v");
+  }
+  s.push_back(4);
+  Chunk(&s, batch.SerializeAsString());
   Seed("fuzz_kv_requests", 1, s);
 }
 

@@ -100,6 +100,8 @@ const char kUsage[] =
     "                                     else FAILED current=<value> or FAILED (absent), exit 1\n"
     "  raftkvctl [flags] cas --absent KEY NEW\n"
     "                                     create KEY with NEW iff it is absent (same output)\n"
+    "  raftkvctl [flags] batch put KEY VALUE|del KEY ...\n"
+    "                                     all the ops as one log entry (atomic); prints OK\n"
     "  raftkvctl [flags] status [--json]  status of every endpoint (no redirect)\n"
     "  raftkvctl [flags] snapshot         take a snapshot on --target (default: first endpoint)\n"
     "  raftkvctl [flags] member list [--json]\n"
@@ -253,6 +255,34 @@ void PrintStatusTable(const std::vector<NodeStatus>& nodes) {
   }
   if (any_error) rows[0].push_back("ERROR");
   PrintRows(rows);
+}
+
+// "put K V" and "del K" groups, in order.
+bool ParseBatch(const std::vector<std::string>& args, std::vector<raftkv::BatchOp>* ops,
+                std::string* error) {
+  for (size_t i = 0; i < args.size();) {
+    raftkv::BatchOp op;
+    if (args[i] == "put" && i + 2 < args.size()) {
+      op.set_op(raftkv::BatchOp::PUT);
+      op.set_key(args[i + 1]);
+      op.set_value(args[i + 2]);
+      i += 3;
+    } else if (args[i] == "del" && i + 1 < args.size()) {
+      op.set_op(raftkv::BatchOp::DELETE);
+      op.set_key(args[i + 1]);
+      i += 2;
+    } else {
+      *error = "expected \"put KEY VALUE\" or \"del KEY\" at \"" + args[i] + "\" (argument " +
+               std::to_string(i + 1) + ")";
+      return false;
+    }
+    ops->push_back(std::move(op));
+  }
+  if (ops->empty()) {
+    *error = "takes one or more \"put KEY VALUE\" / \"del KEY\" operations";
+    return false;
+  }
+  return true;
 }
 
 int CmdStatus(raftkv::KvClient* client, const std::vector<std::string>& endpoints) {
@@ -513,6 +543,7 @@ int main(int argc, char** argv) {
   const std::string cmd = args[0];
   args.erase(args.begin());
 
+  std::vector<raftkv::BatchOp> batch_ops;
   auto want_args = [&](size_t n, const char* names) -> bool {
     if (args.size() == n) return true;
     error = cmd + " takes " + names;
@@ -526,6 +557,8 @@ int main(int argc, char** argv) {
     if (FLAGS_absent ? !want_args(2, "--absent KEY NEW") : !want_args(3, "KEY EXPECTED NEW")) {
       return Usage(error);
     }
+  } else if (cmd == "batch") {
+    if (!ParseBatch(args, &batch_ops, &error)) return Usage("batch: " + error);
   } else if (cmd == "status" || cmd == "snapshot") {
     if (!want_args(0, "no arguments")) return Usage(error);
   } else if (cmd == "member") {
@@ -597,6 +630,12 @@ int main(int argc, char** argv) {
 
   if (cmd == "put") {
     grpc::Status s = client.Put(args[0], args[1]);
+    if (!s.ok()) return RpcError(s);
+    std::cout << "OK\n";
+    return kExitOk;
+  }
+  if (cmd == "batch") {
+    grpc::Status s = client.Batch(batch_ops);
     if (!s.ok()) return RpcError(s);
     std::cout << "OK\n";
     return kExitOk;
