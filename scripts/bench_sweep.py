@@ -901,9 +901,10 @@ def reading(runs, base_w, base_e, base_r, vlens, folls, infl):
     return out
 
 
-def ensure_matplotlib():
-    """Checks for matplotlib before a long sweep. apt installs python3-matplotlib for
-    /usr/bin/python3; if another python3 comes first in PATH (pyenv, venv), rerun there."""
+def ensure_matplotlib(tool="bench_sweep"):
+    """Checks for matplotlib (before a long sweep; also used by plot_soak.py). apt
+    installs python3-matplotlib for /usr/bin/python3; if another python3 comes first
+    in PATH (pyenv, venv), reruns the calling script there."""
     try:
         import matplotlib  # noqa: F401
         return
@@ -911,12 +912,12 @@ def ensure_matplotlib():
         pass
     system = "/usr/bin/python3"
     if os.path.exists(system) and os.path.realpath(sys.executable) != os.path.realpath(system) \
-            and os.environ.get("BENCH_SWEEP_REEXEC") != "1":
+            and os.environ.get("RAFTKV_PLOT_REEXEC") != "1":
         check = subprocess.run([system, "-c", "import matplotlib"], stderr=subprocess.DEVNULL)
         if check.returncode == 0:
-            os.environ["BENCH_SWEEP_REEXEC"] = "1"
-            os.execv(system, [system, os.path.abspath(__file__)] + sys.argv[1:])
-    sys.exit("bench_sweep: matplotlib is missing; on Debian: apt-get install -y python3-matplotlib")
+            os.environ["RAFTKV_PLOT_REEXEC"] = "1"
+            os.execv(system, [system, os.path.abspath(sys.argv[0])] + sys.argv[1:])
+    sys.exit(tool + ": matplotlib is missing; on Debian: apt-get install -y python3-matplotlib")
 
 
 def main():

@@ -13,26 +13,10 @@ Needs python3-matplotlib (Debian: apt-get install -y python3-matplotlib).
 import argparse
 import csv
 import os
-import subprocess
 import sys
 
-
-def ensure_matplotlib():
-    """As in bench_sweep.py: apt installs matplotlib for /usr/bin/python3; if another
-    python3 comes first in PATH (pyenv, venv) and lacks it, rerun there."""
-    try:
-        import matplotlib  # noqa: F401
-        return
-    except ImportError:
-        pass
-    system = "/usr/bin/python3"
-    if os.path.exists(system) and os.path.realpath(sys.executable) != os.path.realpath(system) \
-            and os.environ.get("PLOT_SOAK_REEXEC") != "1":
-        check = subprocess.run([system, "-c", "import matplotlib"], stderr=subprocess.DEVNULL)
-        if check.returncode == 0:
-            os.environ["PLOT_SOAK_REEXEC"] = "1"
-            os.execv(system, [system, os.path.abspath(__file__)] + sys.argv[1:])
-    sys.exit("plot_soak: matplotlib is missing; on Debian: apt-get install -y python3-matplotlib")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_sweep import ensure_matplotlib  # noqa: E402
 
 
 def load(path):
@@ -58,7 +42,7 @@ def main():
     p.add_argument("png", help="the PNG to write")
     p.add_argument("--title", default="", help="figure title (default: derived from the data)")
     args = p.parse_args()
-    ensure_matplotlib()
+    ensure_matplotlib("plot_soak")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

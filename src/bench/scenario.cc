@@ -332,6 +332,17 @@ bool OpenSession(KV::Stub* stub, uint64_t* client_id, std::string* error) {
   return true;
 }
 
+// With config.sessions: opens a session on the leader for `calls` numbered
+// calls. False (with *error) if that fails.
+bool MaybeOpenSession(const BenchConfig& config, const Connections& conns, uint64_t calls,
+                      std::unique_ptr<SessionWindow>* window, std::string* error) {
+  if (!config.sessions) return true;
+  uint64_t client_id = 0;
+  if (!OpenSession(conns.stub(0), &client_id, error)) return false;
+  *window = std::make_unique<SessionWindow>(client_id, calls);
+  return true;
+}
+
 // Puts of keys numbered by request (or by `numbers`), in `window`'s session
 // when it is not null.
 CallFactory PutFactory(const KeySpace& ks, const std::vector<uint64_t>* numbers,
@@ -368,14 +379,7 @@ void RunOnLeader(Scenario scenario, const BenchConfig& config, const CpuProbe& p
     case Scenario::kWrite: {
       KeySpace ks(requests, config.key_len, config.value_len, config.seed);
       std::unique_ptr<SessionWindow> window;
-      if (config.sessions) {
-        uint64_t client_id = 0;
-        if (!OpenSession(conns.stub(0), &client_id, &error)) {
-          r->setup_error = error;
-          return;
-        }
-        window = std::make_unique<SessionWindow>(client_id, requests);
-      }
+      if (!MaybeOpenSession(config, conns, requests, &window, &r->setup_error)) return;
       Progress(config, "Write: " + std::to_string(requests) + " Puts to " + r->target +
                            (window ? " in session " + std::to_string(window->client_id())
                                    : std::string(" without a session")));
@@ -397,14 +401,7 @@ void RunOnLeader(Scenario scenario, const BenchConfig& config, const CpuProbe& p
       const uint64_t calls = (requests + per_call - 1) / per_call;
       KeySpace ks(requests, config.key_len, config.value_len, config.seed);
       std::unique_ptr<SessionWindow> window;
-      if (config.sessions) {
-        uint64_t client_id = 0;
-        if (!OpenSession(conns.stub(0), &client_id, &error)) {
-          r->setup_error = error;
-          return;
-        }
-        window = std::make_unique<SessionWindow>(client_id, calls);
-      }
+      if (!MaybeOpenSession(config, conns, calls, &window, &r->setup_error)) return;
       Progress(config, "Batch: " + std::to_string(requests) + " Puts in " + std::to_string(calls) +
                            " Batch calls of up to " + std::to_string(per_call) + " to " +
                            r->target +
