@@ -1,6 +1,8 @@
 #include "service/grpc_server.h"
 
 #include <glog/logging.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
 
 #include <condition_variable>
 #include <functional>
@@ -631,6 +633,15 @@ Status GrpcServer::Start() {
     return Status::InvalidArgument("listen address '" + address +
                                    "' is not host:port with a port in 0..65535");
   }
+  // The standard gRPC health service (grpc.health.v1.Health: SERVING while
+  // the server runs, NOT_SERVING once it shuts down) and server reflection,
+  // so grpc_health_probe and grpcurl work. Both are process-wide switches
+  // read when a builder is made.
+  static std::once_flag plugins_once;
+  std::call_once(plugins_once, [] {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  });
   grpc::ServerBuilder builder;
   // Without this gRPC sets SO_REUSEPORT, and a second server on the same
   // port would silently share its connections instead of failing.
@@ -672,6 +683,7 @@ void GrpcServer::Poll(grpc::ServerCompletionQueue* cq) {
 void GrpcServer::Shutdown(int grace_ms) {
   if (shut_down_ || !server_) return;
   shut_down_ = true;
+  if (auto* health = server_->GetHealthCheckService()) health->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
 }
 

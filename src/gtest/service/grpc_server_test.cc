@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -1615,6 +1616,72 @@ TEST_F(ServerTest, BatchInvalidArgumentsAreRefusedWhole) {
   for (const BatchOp& op : at_limit) *ok.add_ops() = op;
   grpc::Status s = Batch(ok, &resp);
   EXPECT_TRUE(s.ok()) << StatusText(s);
+}
+
+// Raw bytes of a message for the generic stub.
+grpc::ByteBuffer Bytes(const std::string& data) {
+  grpc::Slice slice(data);
+  return grpc::ByteBuffer(&slice, 1);
+}
+std::string Bytes(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(buffer.Dump(&slices).ok());
+  std::string out;
+  for (const grpc::Slice& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out;
+}
+
+// The standard health service answers SERVING (grpc_health_probe's check)
+// and server reflection lists the raftkv services (what grpcurl asks), both
+// on the same port, through the generic stub with hand-encoded messages.
+TEST_F(ServerTest, HealthCheckAndReflectionAreServed) {
+  StartSingleLeader();
+  auto channel = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  void* tag = nullptr;
+  bool ok = false;
+  {
+    // grpc.health.v1.HealthCheckRequest{service: ""} is empty; the response
+    // {status: SERVING (1)} is field 1, varint 1.
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    grpc::ByteBuffer request = Bytes(""), response;
+    grpc::Status status;
+    auto call = stub.PrepareUnaryCall(&ctx, "/grpc.health.v1.Health/Check", request, &cq);
+    call->StartCall();
+    call->Finish(&response, &status, reinterpret_cast<void*>(1));
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    ASSERT_TRUE(status.ok()) << StatusText(status);
+    EXPECT_EQ(Bytes(response), std::string("\x08\x01", 2));
+  }
+  {
+    // grpc.reflection.v1alpha.ServerReflectionRequest{list_services: ""}
+    // (field 7, a string) on the bidirectional stream.
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    auto stream = stub.PrepareCall(&ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+    stream->StartCall(reinterpret_cast<void*>(2));
+    ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+    stream->Write(Bytes(std::string("\x3a\x00", 2)), reinterpret_cast<void*>(3));
+    ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+    grpc::ByteBuffer response;
+    stream->Read(&response, reinterpret_cast<void*>(4));
+    ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+    const std::string listed = Bytes(response);
+    EXPECT_CONTAINS(listed, "raftkv.KV");
+    EXPECT_CONTAINS(listed, "raftkv.Raft");
+    EXPECT_CONTAINS(listed, "grpc.health.v1.Health");
+    stream->WritesDone(reinterpret_cast<void*>(5));
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    grpc::Status status;
+    stream->Finish(&status, reinterpret_cast<void*>(6));
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_TRUE(status.ok()) << StatusText(status);
+  }
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
 }
 
 TEST_F(ServerTest, KvClientUsesAndClosesASession) {
