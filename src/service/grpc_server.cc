@@ -5,7 +5,9 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <condition_variable>
+#include <algorithm>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <set>
 
@@ -609,6 +611,13 @@ class GrpcServer::RaftService final : public RaftHybridService {
   bool receiving_ = false;  // guarded by mu_: one transfer at a time
 };
 
+size_t MaxReceiveMessageBytes(const ServerOptions& o) {
+  constexpr size_t kOpFraming = 16;  // tags and lengths of one BatchOp / Command
+  const size_t entry = std::max(o.max_key_bytes + 2 * o.max_value_bytes,
+                                o.max_batch_bytes + kOpFraming * o.max_batch_ops);
+  return 2 * std::max({entry, o.max_append_bytes, o.snapshot_chunk_bytes}) + (1 << 20);
+}
+
 GrpcServer::GrpcServer(const ServerOptions& options, RaftNode* node)
     : options_(options),
       node_(node),
@@ -651,8 +660,9 @@ Status GrpcServer::Start() {
   builder.RegisterService(raft_service_.get());
   if (options_.faults != nullptr) builder.RegisterService(&testing_service_);
   if (options_.admin_service != nullptr) builder.RegisterService(options_.admin_service);
-  // Room for a full AppendEntries batch of maximum-size values.
-  builder.SetMaxReceiveMessageSize(-1);
+  const size_t max_receive = MaxReceiveMessageBytes(options_);
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(std::min<size_t>(max_receive, std::numeric_limits<int>::max())));
   builder.SetMaxSendMessageSize(-1);
   for (int i = 0; i < std::max(1, options_.cq_num); ++i) cqs_.push_back(builder.AddCompletionQueue());
   server_ = builder.BuildAndStart();

@@ -37,6 +37,11 @@ struct ServerOptions {
   size_t max_value_bytes = 1 << 20;
   size_t max_batch_ops = 10000;         // KV.Batch: operations per call
   size_t max_batch_bytes = 4 << 20;     // KV.Batch: key + value bytes per call
+  // What peers send: the soft byte limit of one AppendEntries
+  // (--max_append_bytes) and the InstallSnapshot chunk size. With the limits
+  // above they bound the largest legitimate message (MaxReceiveMessageBytes).
+  size_t max_append_bytes = 1 << 20;
+  size_t snapshot_chunk_bytes = 1 << 20;
   // Deadline applied to client calls that carry none (or a later one).
   int max_request_timeout_ms = 10000;
   // Calls pre-posted per completion queue for each busy method.
@@ -55,6 +60,15 @@ struct ServerOptions {
 // and TimeoutNow synchronous (see above).
 using RaftHybridService =
     Raft::WithAsyncMethod_AppendEntries<Raft::WithAsyncMethod_RequestVote<Raft::Service>>;
+
+// The gRPC receive limit of the server port: twice the largest message a
+// client or a peer may legitimately send -- a Put or CAS of the largest key
+// and values, a full KV.Batch with its per-op framing, a full AppendEntries
+// (one entry may exceed --max_append_bytes: it then travels alone), a
+// snapshot chunk -- plus 1 MiB of framing. Twice, so members whose limits
+// differ somewhat still replicate to each other; anything larger is refused
+// by gRPC (RESOURCE_EXHAUSTED) before it is read into memory.
+size_t MaxReceiveMessageBytes(const ServerOptions& options);
 
 class GrpcServer {
  public:

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <utility>
 
 #include "client/grpc_runtime.h"
 #include "service/admin_service.h"
@@ -166,6 +167,18 @@ int main(int argc, char** argv) {
   if (FLAGS_max_batch_ops < 1 || FLAGS_max_batch_bytes < 1) {
     return Fail("--max_batch_ops and --max_batch_bytes must be >= 1");
   }
+  constexpr uint64_t kMaxLimit = 256ull << 20;  // keeps the gRPC message limit below 2 GiB
+  for (const auto& [name, value] :
+       {std::pair<const char*, uint64_t>{"--max_key_bytes", FLAGS_max_key_bytes},
+        {"--max_value_bytes", FLAGS_max_value_bytes},
+        {"--max_batch_bytes", FLAGS_max_batch_bytes},
+        {"--max_append_bytes", FLAGS_max_append_bytes}}) {
+    if (value > kMaxLimit) {
+      return Fail(std::string(name) + " must be at most " + std::to_string(kMaxLimit) + ", got " +
+                  std::to_string(value));
+    }
+  }
+  if (FLAGS_max_batch_ops > 1000000) return Fail("--max_batch_ops must be at most 1000000");
   if (FLAGS_snapshots_kept < 2) {
     return Fail("--snapshots_kept must be >= 2 (the previous snapshot is the fallback when the "
                 "newest is damaged), got " + std::to_string(FLAGS_snapshots_kept));
@@ -264,6 +277,8 @@ int main(int argc, char** argv) {
   server_options.max_value_bytes = FLAGS_max_value_bytes;
   server_options.max_batch_ops = FLAGS_max_batch_ops;
   server_options.max_batch_bytes = FLAGS_max_batch_bytes;
+  server_options.max_append_bytes = FLAGS_max_append_bytes;
+  server_options.snapshot_chunk_bytes = peer_options.snapshot_chunk_bytes;
   server_options.max_request_timeout_ms = FLAGS_max_request_timeout_ms;
   server_options.session_timeout_ms = FLAGS_session_timeout_ms;
   if (FLAGS_enable_test_faults) server_options.faults = &faults;
@@ -273,6 +288,9 @@ int main(int argc, char** argv) {
   s = server.Start();
   if (!s.ok()) return Fail(s.message());
   node->Start(&peers);
+  LOG(INFO) << "largest accepted message: " << raftkv::MaxReceiveMessageBytes(server_options)
+            << " bytes (from --max_key_bytes, --max_value_bytes, --max_batch_bytes, "
+               "--max_batch_ops, --max_append_bytes; every member should use the same limits)";
   LOG(INFO) << "raftkv-server member " << FLAGS_id << " at " << self_address
             << (FLAGS_join ? " (joining)" : "") << " started; cluster file lists "
             << cluster.members.size() << " members; data in " << FLAGS_data_dir;

@@ -1684,6 +1684,60 @@ TEST_F(ServerTest, HealthCheckAndReflectionAreServed) {
   }
 }
 
+// gRPC's receive limit is set from the request limits (MaxReceiveMessageBytes):
+// anything larger, on the client or the peer service, is refused with
+// RESOURCE_EXHAUSTED before it is read, and the server goes on serving.
+TEST_F(ServerTest, OversizedMessagesAreRefusedAndTheServerKeepsServing) {
+  StartSingleLeader();
+  ServerOptions so;
+  so.max_key_bytes = kMaxKey;
+  so.max_value_bytes = kMaxValue;
+  so.max_batch_ops = kMaxBatchOps;
+  so.max_batch_bytes = kMaxBatchBytes;
+  const size_t limit = MaxReceiveMessageBytes(so);
+  EXPECT_GE(limit, 2 * so.max_append_bytes);
+  EXPECT_GE(limit, 2 * so.snapshot_chunk_bytes);
+  EXPECT_LT(limit, 8u << 20) << "derived from the (small) test limits";
+  const std::string huge(limit + 1, 'x');
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    EchoRequest req;
+    req.set_payload(huge);
+    EchoResponse resp;
+    grpc::Status s = kv_->Echo(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << StatusText(s);
+  }
+  {
+    grpc::Status s = Put("k", huge);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << StatusText(s);
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    AppendEntriesRequest req;
+    req.set_term(1000);
+    req.set_leader_id(2);
+    req.set_to(1);
+    Entry* e = req.add_entries();
+    e->set_index(1);
+    e->set_term(1000);
+    e->set_data(huge);
+    AppendEntriesResponse resp;
+    grpc::Status s = raft_->AppendEntries(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << StatusText(s);
+  }
+  // Just under the limit still arrives (and is refused by the request check).
+  {
+    grpc::Status s = Put("k", std::string(limit - 1024, 'v'));
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+    EXPECT_CONTAINS(s.error_message(), "max_value_bytes");
+  }
+  grpc::Status s = Put("k", "small");
+  ASSERT_TRUE(s.ok()) << StatusText(s);
+  EXPECT_EQ(node_->GetStatus().role, raft::Role::kLeader) << "the oversized append changed nothing";
+}
+
 TEST_F(ServerTest, KvClientUsesAndClosesASession) {
   StartSingleLeader();
   {
