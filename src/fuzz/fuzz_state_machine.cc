@@ -7,13 +7,15 @@
 // is applied. Apply must never crash, and the result must match a simple
 // model (a std::map, plus a plain re-statement of the client-session rules:
 // open/close, expiry by cluster time, duplicates answered with the saved
-// result, stale sequences refused) for PUT, DELETE, CAS, OPEN_SESSION and
-// CLOSE_SESSION; undecodable commands and unknown types and ops are no-ops
-// with ok = false.
+// result, stale sequences refused) for PUT, DELETE, CAS, BATCH (of PUTs and
+// DELETEs, replayed op by op), OPEN_SESSION and CLOSE_SESSION; undecodable
+// commands, unknown types and ops, and batches holding anything but PUT and
+// DELETE are no-ops with ok = false.
 #include <cinttypes>
 #include <algorithm>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "fuzz/fuzz_util.h"
 #include "storage/kv_state_machine.h"
@@ -91,8 +93,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                   sessions.size());
       continue;
     }
+    const bool batchable = std::all_of(cmd.ops().begin(), cmd.ops().end(), [](const Command& op) {
+      return op.op() == Command::PUT || op.op() == Command::DELETE;
+    });
     const bool known = command && (cmd.op() == Command::PUT || cmd.op() == Command::DELETE ||
-                                   cmd.op() == Command::CAS);
+                                   cmd.op() == Command::CAS ||
+                                   (cmd.op() == Command::BATCH && batchable));
     ModelSession* session = nullptr;
     if (known && cmd.client_id() != 0) {
       auto sit = sessions.find(cmd.client_id());
@@ -115,7 +121,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (saved != session->results.end()) {
         const ApplyResult& f = saved->second;
         FUZZ_ASSERT(r.duplicate && r.index == f.index && r.existed == f.existed &&
-                        r.swapped == f.swapped && r.found == f.found && r.current == f.current,
+                        r.swapped == f.swapped && r.found == f.found && r.current == f.current &&
+                        r.batch_existed == f.batch_existed,
                     "duplicate not answered with the saved result");
         continue;
       }
@@ -152,6 +159,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const bool swap = cmd.has_expected() ? found && it->second == cmd.expected() : !found;
         FUZZ_ASSERT(r.swapped == swap, "CAS swapped=%d, model %d", r.swapped, swap);
         if (swap) model[cmd.key()] = cmd.value();
+        break;
+      }
+      case Command::BATCH: {
+        std::vector<bool> existed;
+        for (const Command& op : cmd.ops()) {
+          existed.push_back(model.count(op.key()) > 0);
+          if (op.op() == Command::PUT) {
+            model[op.key()] = op.value();
+          } else {
+            model.erase(op.key());
+          }
+        }
+        FUZZ_ASSERT(r.batch_existed == existed, "BATCH existed flags differ from the model");
+        for (const Command& op : cmd.ops()) {
+          const auto got = sm.Get(op.key());
+          auto want = model.find(op.key());
+          FUZZ_ASSERT(got.has_value() == (want != model.end()) && (!got || *got == want->second),
+                      "BATCH left a key different from the model");
+        }
         break;
       }
       default:

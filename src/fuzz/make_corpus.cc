@@ -187,6 +187,37 @@ void StateMachineSeeds() {
     Chunk(&c, e);
   }
   Seed("fuzz_state_machine", 3, c);
+
+  // Batches: plain, in a session with a duplicate and a sequence reused by a
+  // PUT afterwards, and one holding a CAS (refused whole).
+  auto batch = [](uint64_t client, uint64_t seq, Command::Op second) {
+    Command c;
+    c.set_op(Command::BATCH);
+    c.set_client_id(client);
+    c.set_sequence(seq);
+    c.set_first_outstanding(seq == 0 ? 0 : 1);
+    for (Command::Op op : {Command::PUT, second, Command::DELETE}) {
+      Command* o = c.add_ops();
+      o->set_op(op);
+      o->set_key(op == Command::DELETE ? "x" : "y");
+      o->set_value("b" + std::to_string(seq));
+    }
+    return c.SerializeAsString();
+  };
+  std::string d;
+  const std::vector<std::string> batches = {
+      timed(1, 0, session_cmd(Command::OPEN_SESSION, "", 0, 0, 0, 1000)),
+      timed(2, 10, batch(0, 0, Command::PUT)),
+      timed(3, 20, batch(1, 1, Command::DELETE)),
+      timed(4, 30, batch(1, 1, Command::DELETE)),                   // duplicate
+      timed(5, 40, session_cmd(Command::PUT, "y", 1, 1, 1, 0)),     // same sequence: duplicate
+      timed(6, 50, batch(0, 0, Command::CAS)),                      // refused whole
+  };
+  for (const std::string& e : batches) {
+    d.push_back(0);
+    Chunk(&d, e);
+  }
+  Seed("fuzz_state_machine", 4, d);
 }
 
 void KvRequestSeeds() {
