@@ -15,12 +15,14 @@
 #include <future>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <utility>
 
 #include "client/grpc_runtime.h"
 #include "service/admin_service.h"
 #include "service/cluster_config.h"
+#include "service/flag_files.h"
 #include "service/grpc_server.h"
 #include "service/node.h"
 #include "service/peer_client.h"
@@ -94,7 +96,20 @@ DEFINE_bool(enable_test_faults, false,
 
 namespace {
 
-int Fail(const std::string& message) {
+// Where each flag set by a --flagfile was set ("FILE:LINE").
+std::map<std::string, std::string>& FlagOrigin() {
+  static std::map<std::string, std::string> origin;
+  return origin;
+}
+
+// Reports a start-up error; a message about "--name ..." names the flag
+// file line that set it, if one did.
+int Fail(std::string message) {
+  if (message.compare(0, 2, "--") == 0) {
+    const std::string name = message.substr(2, message.find_first_of(" =", 2) - 2);
+    auto it = FlagOrigin().find(name);
+    if (it != FlagOrigin().end()) message = it->second + ": " + message;
+  }
   std::cerr << "raftkv-server: " << message << std::endl;
   LOG(ERROR) << message;
   return 2;
@@ -141,6 +156,11 @@ void HandOverLeadership(raftkv::RaftNode* node, int timeout_ms) {
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("raftkv-server --flagfile=conf/node1.flags  (see --help)");
+  // Bad flag file lines are reported as FILE:LINE before gflags reads them.
+  if (raftkv::Status s = raftkv::CheckFlagFiles(argc, argv, &FlagOrigin()); !s.ok()) {
+    std::cerr << "raftkv-server: " << s.message() << std::endl;
+    return 2;
+  }
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (!FLAGS_log_dir.empty()) {
     std::error_code ec;  // glog silently drops logs if its directory is missing

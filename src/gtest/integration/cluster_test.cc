@@ -700,6 +700,23 @@ TEST_F(Integration, ConfigErrors) {
   EXPECT_NE(r.output.find(good), std::string::npos) << "should name the cluster file:\n"
                                                     << r.output;
 
+  // A flag file with a bad value, and one whose value is refused by the
+  // server's own checks: both name the file and line.
+  const std::string flags = dir + "/bad.flags";
+  std::ofstream(flags) << "# node flags\n--id=1\n--cluster_file=" << good
+                       << "\n--tick_ms=fast\n";
+  r = RunToCompletion(ServerBinary(), {"--flagfile=" + flags, "--data_dir=" + dir + "/f"}, dir,
+                      10000);
+  EXPECT_TRUE(r.exited && r.exit_code != 0) << r.output;
+  EXPECT_NE(r.output.find(flags + ":4: --tick_ms=fast: not a valid int32"), std::string::npos)
+      << r.output;
+  std::ofstream(flags) << "--id=1\n--cluster_file=" << good << "\n--tick_ms=0\n";
+  r = RunToCompletion(ServerBinary(),
+                      {"--flagfile=" + flags, "--data_dir=" + dir + "/f", "--log_dir=" + dir}, dir,
+                      10000);
+  EXPECT_TRUE(r.exited && r.exit_code != 0) << r.output;
+  EXPECT_NE(r.output.find(flags + ":3: --tick_ms must be >= 1"), std::string::npos) << r.output;
+
   // A missing cluster file, and a missing --data_dir.
   r = RunToCompletion(ServerBinary(),
                       {"--id=1", "--cluster_file=" + dir + "/missing.conf",
