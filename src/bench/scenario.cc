@@ -274,6 +274,12 @@ class SessionWindow {
       : client_id_(client_id), done_(requests) {}
   uint64_t client_id() const { return client_id_; }
   uint64_t FirstOutstanding() const { return floor_.load(std::memory_order_acquire) + 1; }
+  // The session header of request n: sequence n + 1.
+  void Tag(uint64_t n, Session* session) const {
+    session->set_client_id(client_id_);
+    session->set_sequence(n + 1);
+    session->set_first_outstanding(FirstOutstanding());
+  }
   void MarkDone(uint64_t n) {
     done_[n].store(1, std::memory_order_release);
     uint64_t f = floor_.load(std::memory_order_acquire);
@@ -288,11 +294,14 @@ class SessionWindow {
   std::atomic<uint64_t> floor_{0};  // every request below it is answered
 };
 
-// A Put of a session: marks its request answered when the call is done with.
+// A Put of a session: carries request n's session header and marks the
+// request answered when the call is done with.
 class SessionPutCall : public PutCall {
  public:
   SessionPutCall(SessionWindow* window, uint64_t n)
-      : PutCall(&KV::Stub::PrepareAsyncPut, nullptr), window_(window), n_(n) {}
+      : PutCall(&KV::Stub::PrepareAsyncPut, nullptr), window_(window), n_(n) {
+    window->Tag(n, request.mutable_session());
+  }
   ~SessionPutCall() override { window_->MarkDone(n_); }
 
  private:
@@ -300,11 +309,14 @@ class SessionPutCall : public PutCall {
   uint64_t n_;
 };
 
-// A Batch of a session: marks its call answered when the call is done with.
+// A Batch of a session: carries call n's session header and marks the call
+// answered when it is done with.
 class SessionBatchCall : public BatchCall {
  public:
   SessionBatchCall(SessionWindow* window, uint64_t n)
-      : BatchCall(&KV::Stub::PrepareAsyncBatch, &BatchAnswered), window_(window), n_(n) {}
+      : BatchCall(&KV::Stub::PrepareAsyncBatch, &BatchAnswered), window_(window), n_(n) {
+    window->Tag(n, request.mutable_session());
+  }
   ~SessionBatchCall() override { window_->MarkDone(n_); }
 
   // One existed flag per op: the answer of this very batch.
@@ -351,10 +363,6 @@ CallFactory PutFactory(const KeySpace& ks, const std::vector<uint64_t>* numbers,
     std::unique_ptr<PutCall> call;
     if (window != nullptr) {
       call = std::make_unique<SessionPutCall>(window, n);
-      Session* session = call->request.mutable_session();
-      session->set_client_id(window->client_id());
-      session->set_sequence(n + 1);
-      session->set_first_outstanding(window->FirstOutstanding());
     } else {
       call = std::make_unique<PutCall>(&KV::Stub::PrepareAsyncPut, nullptr);
     }
@@ -413,10 +421,6 @@ void RunOnLeader(Scenario scenario, const BenchConfig& config, const CpuProbe& p
             std::unique_ptr<BatchCall> call;
             if (window) {
               call = std::make_unique<SessionBatchCall>(window.get(), n);
-              Session* session = call->request.mutable_session();
-              session->set_client_id(window->client_id());
-              session->set_sequence(n + 1);
-              session->set_first_outstanding(window->FirstOutstanding());
             } else {
               call = std::make_unique<BatchCall>(&KV::Stub::PrepareAsyncBatch,
                                                  &SessionBatchCall::BatchAnswered);

@@ -318,17 +318,23 @@ grpc::Status KvClient::Call(const char* name, RpcMethod<Req, Resp> method,
   return loop.GaveUp(last, name);
 }
 
+template <typename Req, typename Resp>
+grpc::Status KvClient::Write(const char* name, RpcMethod<Req, Resp> method, Req* request,
+                             Resp* response, bool idempotent) {
+  grpc::Status s = BeginWrite(request->mutable_session());
+  if (!s.ok()) return s;
+  if (!options_.use_session) request->clear_session();
+  s = Call(name, method, *request, response, /*follow_leader=*/true, idempotent);
+  EndWrite(request->session(), s);
+  return s;
+}
+
 grpc::Status KvClient::Put(const std::string& key, const std::string& value) {
   PutRequest req;
   req.set_key(key);
   req.set_value(value);
-  grpc::Status s = BeginWrite(req.mutable_session());
-  if (!s.ok()) return s;
-  if (!options_.use_session) req.clear_session();
   PutResponse resp;
-  s = Call("Put", &KV::Stub::Put, req, &resp, /*follow_leader=*/true);
-  EndWrite(req.session(), s);
-  return s;
+  return Write("Put", &KV::Stub::Put, &req, &resp);
 }
 
 grpc::Status KvClient::Get(const std::string& key, std::string* value, bool* found,
@@ -354,12 +360,8 @@ grpc::Status KvClient::Get(const std::string& key, std::string* value, bool* fou
 grpc::Status KvClient::Delete(const std::string& key, bool* existed) {
   DeleteRequest req;
   req.set_key(key);
-  grpc::Status s = BeginWrite(req.mutable_session());
-  if (!s.ok()) return s;
-  if (!options_.use_session) req.clear_session();
   DeleteResponse resp;
-  s = Call("Delete", &KV::Stub::Delete, req, &resp, /*follow_leader=*/true);
-  EndWrite(req.session(), s);
+  grpc::Status s = Write("Delete", &KV::Stub::Delete, &req, &resp);
   if (s.ok() && existed != nullptr) *existed = resp.existed();
   return s;
 }
@@ -368,12 +370,8 @@ grpc::Status KvClient::Batch(const std::vector<BatchOp>& ops, std::vector<bool>*
   BatchRequest req;
   req.mutable_ops()->Reserve(static_cast<int>(ops.size()));
   for (const BatchOp& op : ops) *req.add_ops() = op;
-  grpc::Status s = BeginWrite(req.mutable_session());
-  if (!s.ok()) return s;
-  if (!options_.use_session) req.clear_session();
   BatchResponse resp;
-  s = Call("Batch", &KV::Stub::Batch, req, &resp, /*follow_leader=*/true);
-  EndWrite(req.session(), s);
+  grpc::Status s = Write("Batch", &KV::Stub::Batch, &req, &resp);
   if (s.ok() && existed != nullptr) existed->assign(resp.existed().begin(), resp.existed().end());
   return s;
 }
@@ -386,14 +384,10 @@ grpc::Status KvClient::CompareAndSwap(const std::string& key, const std::string*
   req.set_has_expected(expected != nullptr);
   if (expected != nullptr) req.set_expected(*expected);
   req.set_value(value);
-  grpc::Status s = BeginWrite(req.mutable_session());
-  if (!s.ok()) return s;
-  if (!options_.use_session) req.clear_session();
   CompareAndSwapResponse resp;
   // With a session a retry is answered with the first attempt's result.
-  s = Call("CompareAndSwap", &KV::Stub::CompareAndSwap, req, &resp,
-           /*follow_leader=*/true, /*idempotent=*/options_.use_session);
-  EndWrite(req.session(), s);
+  grpc::Status s = Write("CompareAndSwap", &KV::Stub::CompareAndSwap, &req, &resp,
+                         /*idempotent=*/options_.use_session);
   if (s.ok()) {
     if (swapped != nullptr) *swapped = resp.swapped();
     if (found != nullptr) *found = resp.found();

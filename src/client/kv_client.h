@@ -173,6 +173,11 @@ class KvClient {
   // if the servers reported the session gone, forgets it.
   grpc::Status BeginWrite(Session* session);
   void EndWrite(const Session& session, const grpc::Status& status);
+  // A write through the leader in the session: BeginWrite, Call, EndWrite
+  // (without a session the request carries none).
+  template <typename Req, typename Resp>
+  grpc::Status Write(const char* name, RpcMethod<Req, Resp> method, Req* request, Resp* response,
+                     bool idempotent = true);
 
   std::string LeaderHint() const;
   void SetLeader(const std::string& address);
