@@ -1,6 +1,7 @@
 #include "bench/load.h"
 
 #include "client/channel_args.h"
+#include "client/security.h"
 #include "service/tsan_handoff.h"
 
 #include <algorithm>
@@ -34,7 +35,7 @@ Connections::Connections(const std::string& target, int n) : target_(target) {
     // connection with the other channels.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt("raftkv.bench.connection", i);
-    auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+    auto channel = MakeChannel(target, args);
     stubs_.push_back(KV::NewStub(channel));
     channels_.push_back(std::move(channel));
   }

@@ -8,6 +8,7 @@
 #include <glog/logging.h>
 
 #include "client/channel_args.h"
+#include "client/security.h"
 #include "client/kv_client.h"
 #include "client/retry_loop.h"
 
@@ -41,8 +42,7 @@ Admin::Stub* AdminClient::StubFor(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& stub = stubs_[address];
   if (!stub) {
-    stub = Admin::NewStub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                                    RaftkvChannelArguments()));
+    stub = Admin::NewStub(MakeChannel(address, RaftkvChannelArguments(), options_.security));
   }
   return stub.get();
 }
@@ -102,6 +102,11 @@ grpc::Status AdminClient::ListMembers(ListMembersResponse* out, bool* from_leade
       last = s;
       VLOG(1) << "AdminClient: ListMembers at " << target << ": "
               << StatusCodeName(s.error_code()) << ": " << s.error_message();
+      // A refused identity (TLS certificate, token) is not fixed by retrying.
+      if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+          s.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+        return grpc::Status(s.error_code(), s.error_message() + " (ListMembers at " + target + ")");
+      }
     }
     // The leader the member names, else the next configured endpoint; a
     // short back-off after each full round.

@@ -31,6 +31,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "client/security.h"
 #include "raftkv.grpc.pb.h"
 
 namespace raftkv {
@@ -39,6 +40,8 @@ struct AdminClientOptions {
   std::vector<std::string> endpoints;  // "host:port", tried in this order
   int timeout_ms = 5000;               // total budget of one operation
   int rpc_timeout_ms = 2000;           // one ListMembers / status attempt
+  // TLS and token; null = the process-wide setting (client/security.h).
+  std::shared_ptr<const ChannelSecurity> security;
 };
 
 class AdminClient {

@@ -1,6 +1,7 @@
 #include "client/kv_client.h"
 
 #include "client/channel_args.h"
+#include "client/security.h"
 #include "client/retry_loop.h"
 
 #include <algorithm>
@@ -221,8 +222,7 @@ KV::Stub* KvClient::StubFor(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& stub = stubs_[address];
   if (!stub) {
-    auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                             RaftkvChannelArguments());
+    auto channel = MakeChannel(address, RaftkvChannelArguments(), options_.security);
     stub = KV::NewStub(channel);
     VLOG(1) << "KvClient: new channel to " << address;
   }

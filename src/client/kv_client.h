@@ -49,6 +49,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "client/security.h"
 #include "raftkv.grpc.pb.h"
 #include "raftkv.pb.h"
 
@@ -74,6 +75,9 @@ struct ClientOptions {
   int rpc_timeout_ms = 2000;
   // Exactly-once writes through a client session (see the top of this file).
   bool use_session = true;
+  // TLS and token of the channels; null = the process-wide setting
+  // (client/security.h: the --tls_* and --token_file flags).
+  std::shared_ptr<const ChannelSecurity> security;
 };
 
 // The canonical name of a gRPC status code, e.g. "FAILED_PRECONDITION".

@@ -85,8 +85,9 @@ MembershipConfig ToConfig(const std::vector<MemberInfo>& members) {
 
 }  // namespace
 
-AdminServiceImpl::AdminServiceImpl(RaftNode* node, int max_request_timeout_ms)
-    : node_(node), max_request_timeout_ms_(std::max(1, max_request_timeout_ms)) {}
+AdminServiceImpl::AdminServiceImpl(RaftNode* node, int max_request_timeout_ms,
+                                   const CallAuthorizer* auth)
+    : node_(node), max_request_timeout_ms_(std::max(1, max_request_timeout_ms)), auth_(auth) {}
 
 Clock::time_point AdminServiceImpl::Deadline(const grpc::ServerContext& context) const {
   const auto cap = Clock::now() + std::chrono::milliseconds(max_request_timeout_ms_);
@@ -116,6 +117,9 @@ void AdminServiceImpl::FillMembers(const NodeStatus& st, ListMembersResponse* re
 grpc::Status AdminServiceImpl::TakeSnapshot(grpc::ServerContext* context,
                                             const TakeSnapshotRequest* /*request*/,
                                             TakeSnapshotResponse* response) {
+  if (auth_ != nullptr) {
+    if (grpc::Status refused = auth_->AuthorizeClient(*context); !refused.ok()) return refused;
+  }
   struct Result {
     Status status;
     SnapshotInfo info;
@@ -145,9 +149,12 @@ grpc::Status AdminServiceImpl::TakeSnapshot(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status AdminServiceImpl::ListMembers(grpc::ServerContext* /*context*/,
+grpc::Status AdminServiceImpl::ListMembers(grpc::ServerContext* context,
                                            const ListMembersRequest* /*request*/,
                                            ListMembersResponse* response) {
+  if (auth_ != nullptr) {
+    if (grpc::Status refused = auth_->AuthorizeClient(*context); !refused.ok()) return refused;
+  }
   FillMembers(node_->GetStatus(), response);
   return grpc::Status::OK;
 }
@@ -175,6 +182,9 @@ grpc::Status AdminServiceImpl::ChangeMembership(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::AddMember(grpc::ServerContext* context,
                                          const AddMemberRequest* request,
                                          MemberChangeResponse* response) {
+  if (auth_ != nullptr) {
+    if (grpc::Status refused = auth_->AuthorizeClient(*context); !refused.ok()) return refused;
+  }
   if (request->id() == 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
   }
@@ -194,6 +204,9 @@ grpc::Status AdminServiceImpl::AddMember(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::PromoteMember(grpc::ServerContext* context,
                                              const PromoteMemberRequest* request,
                                              MemberChangeResponse* response) {
+  if (auth_ != nullptr) {
+    if (grpc::Status refused = auth_->AuthorizeClient(*context); !refused.ok()) return refused;
+  }
   if (request->id() == 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
   }
@@ -206,6 +219,9 @@ grpc::Status AdminServiceImpl::PromoteMember(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::RemoveMember(grpc::ServerContext* context,
                                             const RemoveMemberRequest* request,
                                             MemberChangeResponse* response) {
+  if (auth_ != nullptr) {
+    if (grpc::Status refused = auth_->AuthorizeClient(*context); !refused.ok()) return refused;
+  }
   if (request->id() == 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
   }
@@ -218,6 +234,9 @@ grpc::Status AdminServiceImpl::RemoveMember(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::TransferLeader(grpc::ServerContext* context,
                                               const TransferLeaderRequest* request,
                                               TransferLeaderResponse* response) {
+  if (auth_ != nullptr) {
+    if (grpc::Status refused = auth_->AuthorizeClient(*context); !refused.ok()) return refused;
+  }
   if (request->id() == 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
   }

@@ -22,6 +22,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "raftkv.grpc.pb.h"
+#include "service/call_auth.h"
 #include "service/node.h"
 
 namespace raftkv {
@@ -29,8 +30,11 @@ namespace raftkv {
 class AdminServiceImpl final : public Admin::Service {
  public:
   // `node` must outlive the service. Calls without a deadline (or with a
-  // later one) wait at most max_request_timeout_ms.
-  AdminServiceImpl(RaftNode* node, int max_request_timeout_ms);
+  // later one) wait at most max_request_timeout_ms. `auth` (not owned; null =
+  // every call allowed) decides who may call: the Admin methods are client
+  // methods (service/call_auth.h).
+  AdminServiceImpl(RaftNode* node, int max_request_timeout_ms,
+                   const CallAuthorizer* auth = nullptr);
 
   grpc::Status TakeSnapshot(grpc::ServerContext* context, const TakeSnapshotRequest* request,
                             TakeSnapshotResponse* response) override;
@@ -57,6 +61,7 @@ class AdminServiceImpl final : public Admin::Service {
 
   RaftNode* const node_;
   const int max_request_timeout_ms_;
+  const CallAuthorizer* const auth_;
 };
 
 }  // namespace raftkv

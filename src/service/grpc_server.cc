@@ -136,6 +136,18 @@ grpc::Status CheckPeerCall(const ServerOptions& options, const RaftNode& node, u
   return grpc::Status::OK;
 }
 
+// OK, or why `auth` refuses the call (logged, at most once per 100 refusals).
+grpc::Status Authorize(const CallAuthorizer* auth, const grpc::ServerContext& context, bool peer) {
+  if (auth == nullptr) return grpc::Status::OK;
+  grpc::Status refused = peer ? auth->AuthorizePeer(context) : auth->AuthorizeClient(context);
+  if (!refused.ok()) {
+    LOG_EVERY_N(WARNING, 100) << "refused a " << (peer ? "peer" : "client") << " call from "
+                              << context.peer() << ": " << refused.error_message() << " ("
+                              << google::COUNTER << " refusals so far)";
+  }
+  return refused;
+}
+
 template <class Call>
 void FinishWithOutcome(Call* call, const Outcome& out) {
   if (out.status.error_code() == grpc::StatusCode::FAILED_PRECONDITION && out.leader_id != 0) {
@@ -174,8 +186,8 @@ class GrpcServer::Handlers {
     request_open_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestOpenSession(c, r, w, cq, cq, tag); };
     request_close_ = [kv](auto* c, auto* r, auto* w, auto* cq, void* tag) { kv->RequestCloseSession(c, r, w, cq, cq, tag); };
     request_set_faults_ = [testing](auto* c, auto* r, auto* w, auto* cq, void* tag) { testing->RequestSetFaults(c, r, w, cq, cq, tag); };
-    handle_open_ = [this](OpenSessionCall* call) { HandleOpenSession(call); };
-    handle_close_ = [this](CloseSessionCall* call) { HandleCloseSession(call); };
+    handle_open_ = [this](OpenSessionCall* call) { if (!Refused(call, kClient)) HandleOpenSession(call); };
+    handle_close_ = [this](CloseSessionCall* call) { if (!Refused(call, kClient)) HandleCloseSession(call); };
     handle_set_faults_ = [this](SetFaultsCall* call) {
       std::set<uint64_t> blocked(call->request().blocked_peers().begin(),
                                  call->request().blocked_peers().end());
@@ -193,19 +205,20 @@ class GrpcServer::Handlers {
     request_append_ = [raft](auto* c, auto* r, auto* w, auto* cq, void* tag) { raft->RequestAppendEntries(c, r, w, cq, cq, tag); };
     request_vote_ = [raft](auto* c, auto* r, auto* w, auto* cq, void* tag) { raft->RequestRequestVote(c, r, w, cq, cq, tag); };
 
-    handle_put_ = [this](PutCall* call) { HandlePut(call); };
-    handle_get_ = [this](GetCall* call) { HandleGet(call); };
-    handle_delete_ = [this](DeleteCall* call) { HandleDelete(call); };
-    handle_cas_ = [this](CasCall* call) { HandleCompareAndSwap(call); };
-    handle_batch_ = [this](BatchCall* call) { HandleBatch(call); };
-    handle_status_ = [this](StatusCall* call) { HandleStatus(call); };
-    handle_echo_ = [](EchoCall* call) {
+    handle_put_ = [this](PutCall* call) { if (!Refused(call, kClient)) HandlePut(call); };
+    handle_get_ = [this](GetCall* call) { if (!Refused(call, kClient)) HandleGet(call); };
+    handle_delete_ = [this](DeleteCall* call) { if (!Refused(call, kClient)) HandleDelete(call); };
+    handle_cas_ = [this](CasCall* call) { if (!Refused(call, kClient)) HandleCompareAndSwap(call); };
+    handle_batch_ = [this](BatchCall* call) { if (!Refused(call, kClient)) HandleBatch(call); };
+    handle_status_ = [this](StatusCall* call) { if (!Refused(call, kClient)) HandleStatus(call); };
+    handle_echo_ = [this](EchoCall* call) {
+      if (Refused(call, kClient)) return;
       EchoResponse resp;
       resp.set_payload(std::move(*call->request().mutable_payload()));
       call->Finish(resp);
     };
-    handle_append_ = [this](AppendCall* call) { HandleAppend(call); };
-    handle_vote_ = [this](VoteCall* call) { HandleVote(call); };
+    handle_append_ = [this](AppendCall* call) { if (!Refused(call, kPeer)) HandleAppend(call); };
+    handle_vote_ = [this](VoteCall* call) { if (!Refused(call, kPeer)) HandleVote(call); };
   }
 
   // Pre-posts calls on `cq`: many for the busy methods, a few for the rest.
@@ -233,6 +246,16 @@ class GrpcServer::Handlers {
   }
 
  private:
+  enum Kind { kClient, kPeer };
+  // Finishes the call with the authorizer's refusal, if it refuses.
+  template <class Call>
+  bool Refused(Call* call, Kind kind) {
+    grpc::Status refused = Authorize(options_.auth, call->context(), kind == kPeer);
+    if (refused.ok()) return false;
+    call->FinishWithError(refused);
+    return true;
+  }
+
   Clock::time_point Deadline(grpc::ServerContext& context) const {
     const auto cap = Clock::now() + std::chrono::milliseconds(options_.max_request_timeout_ms);
     const auto client = context.deadline();
@@ -445,6 +468,9 @@ class GrpcServer::RaftService final : public RaftHybridService {
   grpc::Status InstallSnapshot(grpc::ServerContext* context,
                                grpc::ServerReader<InstallSnapshotRequest>* reader,
                                InstallSnapshotResponse* response) override {
+    if (grpc::Status refused = Authorize(options_.auth, *context, true); !refused.ok()) {
+      return refused;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (receiving_) {
@@ -505,6 +531,9 @@ class GrpcServer::RaftService final : public RaftHybridService {
   // One-way: the core answers nothing, so the call is answered at once.
   grpc::Status TimeoutNow(grpc::ServerContext* context, const TimeoutNowRequest* request,
                           TimeoutNowResponse* response) override {
+    if (grpc::Status refused = Authorize(options_.auth, *context, true); !refused.ok()) {
+      return refused;
+    }
     grpc::Status bad = CheckPeerCall(options_, *node_, request->leader_id(), request->to());
     if (!bad.ok()) return bad;
     raft::Message m = raft::TimeoutNowMessage(*request);
@@ -655,7 +684,10 @@ Status GrpcServer::Start() {
   // Without this gRPC sets SO_REUSEPORT, and a second server on the same
   // port would silently share its connections instead of failing.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(options_.listen_address, grpc::InsecureServerCredentials(), &bound_port_);
+  builder.AddListeningPort(options_.listen_address,
+                           options_.auth != nullptr ? options_.auth->Credentials()
+                                                    : grpc::InsecureServerCredentials(),
+                           &bound_port_);
   builder.RegisterService(&kv_service_);
   builder.RegisterService(raft_service_.get());
   if (options_.faults != nullptr) builder.RegisterService(&testing_service_);
@@ -667,8 +699,11 @@ Status GrpcServer::Start() {
   for (int i = 0; i < std::max(1, options_.cq_num); ++i) cqs_.push_back(builder.AddCompletionQueue());
   server_ = builder.BuildAndStart();
   if (!server_ || bound_port_ == 0 || (requested_port != 0 && bound_port_ != requested_port)) {
-    return Status::IOError("cannot listen on " + options_.listen_address +
-                           " (address in use or not local?)");
+    return Status::IOError(
+        "cannot listen on " + options_.listen_address + " (address in use or not local?" +
+        (options_.auth != nullptr && options_.auth->tls()
+             ? " or --tls_cert_file and --tls_key_file do not belong together?)"
+             : ")"));
   }
   for (auto& cq : cqs_) handlers_->PostAll(cq.get(), options_.calls_per_cq, &drain_mu_, &draining_);
   for (auto& cq : cqs_) {

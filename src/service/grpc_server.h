@@ -24,6 +24,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "raftkv.grpc.pb.h"
+#include "service/call_auth.h"
 #include "service/fault_injector.h"
 #include "service/node.h"
 
@@ -54,6 +55,9 @@ struct ServerOptions {
   // The Admin service (AdminServiceImpl, a synchronous service), served when
   // set. Not owned; must outlive the server.
   grpc::Service* admin_service = nullptr;
+  // TLS credentials of the port and who may call what (service/call_auth.h).
+  // Not owned; null = plaintext, every call allowed.
+  const CallAuthorizer* auth = nullptr;
 };
 
 // Raft service: AppendEntries and RequestVote asynchronous, InstallSnapshot

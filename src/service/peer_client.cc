@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include "client/channel_args.h"
+#include "client/security.h"
 #include "service/tsan_handoff.h"
 
 namespace raftkv {
@@ -65,8 +66,7 @@ PeerClient::PeerClient(const ClusterConfig& cluster, uint64_t self_id,
 PeerClient::~PeerClient() { Shutdown(); }
 
 void PeerClient::DialLocked(uint64_t id, const std::string& address) {
-  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                           RaftkvChannelArguments());
+  auto channel = MakeChannel(address, RaftkvChannelArguments(), options_.security);
   Peer& peer = peers_[id];
   peer.address = address;
   peer.stub = std::shared_ptr<Raft::Stub>(Raft::NewStub(channel));

@@ -31,6 +31,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "client/security.h"
 #include "raftkv.grpc.pb.h"
 #include "service/cluster_config.h"
 #include "service/fault_injector.h"
@@ -55,6 +56,9 @@ struct PeerClientOptions {
   int snapshot_retry_ms = 1000;
   // Tests only: messages to peers it blocks are dropped. Not owned; may be null.
   const FaultInjector* faults = nullptr;
+  // TLS of the channels to peers (the member's own certificate is presented
+  // as the client certificate); null = the process-wide setting.
+  std::shared_ptr<const ChannelSecurity> security;
 };
 
 class PeerClient : public PeerSender {

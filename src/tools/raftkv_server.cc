@@ -20,7 +20,9 @@
 #include <utility>
 
 #include "client/grpc_runtime.h"
+#include "client/security.h"
 #include "service/admin_service.h"
+#include "service/call_auth.h"
 #include "service/cluster_config.h"
 #include "service/flag_files.h"
 #include "service/grpc_server.h"
@@ -94,6 +96,16 @@ DEFINE_bool(enable_test_faults, false,
             "scripts/chaos.sh only; never in production: anyone reaching the client port could "
             "partition the node).");
 
+DEFINE_bool(client_cert_required, false,
+            "With TLS: every caller, client or peer, must present a certificate signed by "
+            "--tls_ca_file (refused in the TLS handshake otherwise). Without it clients may "
+            "connect without one; peer methods always require one.");
+DEFINE_string(peer_cert_allowed_names, "",
+              "With TLS: comma-separated names of the certificates allowed to call the peer "
+              "methods (Raft.*: append entries, vote, snapshots), matched against the "
+              "certificate's common name and DNS SANs; \"prefix*\" matches a prefix. Empty: "
+              "any certificate signed by --tls_ca_file.");
+
 namespace {
 
 // Where each flag set by a --flagfile was set ("FILE:LINE").
@@ -106,7 +118,7 @@ std::map<std::string, std::string>& FlagOrigin() {
 // file line that set it, if one did.
 int Fail(std::string message) {
   if (message.compare(0, 2, "--") == 0) {
-    const std::string name = message.substr(2, message.find_first_of(" =", 2) - 2);
+    const std::string name = message.substr(2, message.find_first_of(" =:", 2) - 2);
     auto it = FlagOrigin().find(name);
     if (it != FlagOrigin().end()) message = it->second + ": " + message;
   }
@@ -209,6 +221,33 @@ int main(int argc, char** argv) {
                     "the log grows until a snapshot is taken with raftkvctl";
   }
 
+  // TLS and tokens (client/security.h, service/call_auth.h). The member's
+  // own channels to its peers use the same CA, certificate and key.
+  auto security = std::make_shared<raftkv::ChannelSecurity>();
+  std::unique_ptr<raftkv::CallAuthorizer> auth;
+  {
+    std::string error;
+    if (!raftkv::LoadChannelSecurity(raftkv::SecurityFilesFromFlags(), security.get(), &error)) {
+      return Fail(error);
+    }
+    raftkv::ServerSecurityOptions sec;
+    sec.files = *security;
+    sec.client_cert_required = FLAGS_client_cert_required;
+    if (!raftkv::CallAuthorizer::ParseNames(FLAGS_peer_cert_allowed_names, &sec.peer_allowed_names,
+                                            &error)) {
+      return Fail("--peer_cert_allowed_names: " + error);
+    }
+    if (!raftkv::CallAuthorizer::Create(std::move(sec), &auth, &error)) return Fail(error);
+    raftkv::SetProcessChannelSecurity(security);
+  }
+  if (!security->tls()) {
+    LOG(WARNING) << "plaintext: client and peer traffic is neither encrypted nor authenticated "
+                    "(set --tls_ca_file, --tls_cert_file, --tls_key_file)";
+    if (!security->token.empty()) {
+      LOG(WARNING) << "--token_file without TLS: the token travels in clear text";
+    }
+  }
+
   raftkv::ClusterConfig cluster;
   raftkv::Status s = raftkv::LoadClusterConfig(FLAGS_cluster_file, &cluster);
   if (!s.ok()) return Fail(s.message());
@@ -271,6 +310,7 @@ int main(int argc, char** argv) {
   peer_options.append_timeout_ms = FLAGS_append_timeout_ms;
   peer_options.vote_timeout_ms = FLAGS_vote_timeout_ms;
   peer_options.snapshot_timeout_ms = FLAGS_snapshot_timeout_ms;
+  peer_options.security = security;
   raftkv::FaultInjector faults;
   if (FLAGS_enable_test_faults) {
     LOG(WARNING) << "--enable_test_faults: the Testing service can cut this node's peer links";
@@ -302,7 +342,8 @@ int main(int argc, char** argv) {
   server_options.max_request_timeout_ms = FLAGS_max_request_timeout_ms;
   server_options.session_timeout_ms = FLAGS_session_timeout_ms;
   if (FLAGS_enable_test_faults) server_options.faults = &faults;
-  raftkv::AdminServiceImpl admin(raw_node, FLAGS_max_request_timeout_ms);
+  server_options.auth = auth.get();
+  raftkv::AdminServiceImpl admin(raw_node, FLAGS_max_request_timeout_ms, auth.get());
   server_options.admin_service = &admin;
   raftkv::GrpcServer server(server_options, raw_node);
   s = server.Start();

@@ -48,6 +48,7 @@
 #include "client/admin_client.h"
 #include "client/kv_client.h"
 #include "client/grpc_runtime.h"
+#include "client/security.h"
 #include "client/json.h"
 
 DEFINE_string(endpoints, "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
@@ -126,6 +127,11 @@ const char kUsage[] =
     "  --wait_timeout_ms=N       member promote: how long to retry (default 60000)\n"
     "  --stale                   get: possibly stale read from any node\n"
     "  --absent                  cas: the key must be absent (create-only)\n"
+    "  --tls_ca_file=PEM         TLS: the cluster CA (servers must present a certificate it signed)\n"
+    "  --tls_cert_file=PEM --tls_key_file=PEM\n"
+    "                            TLS: client certificate, for servers with --client_cert_required\n"
+    "  --tls_server_name=NAME    TLS: name to expect in server certificates instead of the host\n"
+    "  --token_file=PATH         bearer token (first line) for servers started with --token_file\n"
     "  --minloglevel=0 --v=1     client debug logging on stderr\n"
     "\n"
     "exit codes: 0 ok, 1 RPC error or refusal, key absent or CAS not swapped,\n"
@@ -538,6 +544,10 @@ int main(int argc, char** argv) {
   if (flag_argc > 1) return Usage(std::string("unexpected argument ") + flag_argv_ptr[1]);
   google::InitGoogleLogging(argv[0]);
   raftkv::InitGrpcRuntime();
+  if (!raftkv::InitChannelSecurityFromFlags(&error)) {
+    std::cerr << "raftkvctl: " << error << std::endl;
+    return 2;
+  }
 
   if (args.empty()) return Usage("missing command");
   const std::string cmd = args[0];

@@ -23,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include "client/grpc_runtime.h"
+#include "client/security.h"
 #include "bench/report.h"
 #include "bench/scenario.h"
 #include "gtest/integration/process_cluster.h"
@@ -131,6 +132,12 @@ int main(int argc, char** argv) {
       "Benchmark.Read, Benchmark.Echo, Benchmark.Batch (default: all four).");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   raftkv::InitGrpcRuntime();
+  // --tls_ca_file, --tls_cert_file, --tls_key_file, --token_file: for
+  // --target clusters that use TLS (client/security.h).
+  if (std::string error; !raftkv::InitChannelSecurityFromFlags(&error)) {
+    std::fprintf(stderr, "raftkv-bench: %s\n", error.c_str());
+    return 2;
+  }
   const int rc = RUN_ALL_TESTS();
   const auto& reports = raftkv::bench::AllReports();
   if (!reports.empty()) {

@@ -1,0 +1,205 @@
+#include "client/security.h"
+
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include <gflags/gflags.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/support/client_interceptor.h>
+
+DEFINE_string(tls_ca_file, "",
+              "PEM file of the cluster's CA certificate. Set: every connection uses TLS; servers' "
+              "certificates must be signed by it, and a server verifies the client certificates "
+              "of its peers (and clients) against it. Empty: plaintext.");
+DEFINE_string(tls_cert_file, "",
+              "PEM certificate (chain) of this process, signed by --tls_ca_file. A server serves it "
+              "and presents it to its peers (peer methods require one); a client presents it "
+              "when the servers require client certificates.");
+DEFINE_string(tls_key_file, "", "PEM private key of --tls_cert_file.");
+DEFINE_string(tls_server_name, "",
+              "Name to check in the servers' certificates instead of the host dialled (when "
+              "certificates name hosts differently from the addresses used).");
+DEFINE_string(token_file, "",
+              "File whose first line is a bearer token. A client sends it with every call "
+              "(\"authorization: Bearer <token>\"); a server started with it refuses client "
+              "calls (KV, Admin) that do not carry it (UNAUTHENTICATED).");
+
+namespace raftkv {
+namespace {
+
+class TokenInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit TokenInterceptor(const std::string* header) : header_(header) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->emplace("authorization", *header_);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string* header_;  // owned by the factory, which the channel keeps
+};
+
+class TokenInterceptorFactory final
+    : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit TokenInterceptorFactory(const std::string& token) : header_("Bearer " + token) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo* /*info*/) override {
+    return new TokenInterceptor(&header_);
+  }
+
+ private:
+  const std::string header_;
+};
+
+std::mutex process_mu;
+std::shared_ptr<const ChannelSecurity>& ProcessSetting() {
+  static auto* setting = new std::shared_ptr<const ChannelSecurity>(
+      std::make_shared<const ChannelSecurity>());
+  return *setting;
+}
+
+bool LoadPem(const std::string& flag, const std::string& path, const char* marker, std::string* out,
+             std::string* error) {
+  if (!ReadSecurityFile(path, out, error)) {
+    *error = "--" + flag + ": " + *error;
+    return false;
+  }
+  if (out->find(marker) == std::string::npos) {
+    *error = "--" + flag + ": " + path + " holds no PEM block '" + marker + "'";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool ReadSecurityFile(const std::string& path, std::string* contents, std::string* error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *error = "cannot read " + path;
+    return false;
+  }
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) {
+    *error = "error reading " + path;
+    return false;
+  }
+  *contents = buffer.str();
+  return true;
+}
+
+std::string ParseToken(const std::string& contents) {
+  std::string line = contents.substr(0, contents.find('\n'));
+  const char* space = " \t\r";
+  const size_t begin = line.find_first_not_of(space);
+  if (begin == std::string::npos) return "";
+  return line.substr(begin, line.find_last_not_of(space) + 1 - begin);
+}
+
+bool LoadChannelSecurity(const SecurityFiles& files, ChannelSecurity* out, std::string* error) {
+  ChannelSecurity s;
+  if (files.cert_file.empty() != files.key_file.empty()) {
+    *error = "--tls_cert_file and --tls_key_file go together: give both or neither";
+    return false;
+  }
+  if (files.ca_file.empty() && !files.cert_file.empty()) {
+    *error = "--tls_cert_file needs --tls_ca_file (TLS is on only with a CA)";
+    return false;
+  }
+  if (files.ca_file.empty() && !files.server_name.empty()) {
+    *error = "--tls_server_name needs --tls_ca_file (TLS is on only with a CA)";
+    return false;
+  }
+  if (!files.ca_file.empty() &&
+      !LoadPem("tls_ca_file", files.ca_file, "-----BEGIN CERTIFICATE-----", &s.ca_pem, error)) {
+    return false;
+  }
+  if (!files.cert_file.empty() &&
+      (!LoadPem("tls_cert_file", files.cert_file, "-----BEGIN CERTIFICATE-----", &s.cert_pem,
+                error) ||
+       !LoadPem("tls_key_file", files.key_file, "PRIVATE KEY-----", &s.key_pem, error))) {
+    return false;
+  }
+  s.server_name = files.server_name;
+  if (!files.token_file.empty()) {
+    std::string contents;
+    if (!ReadSecurityFile(files.token_file, &contents, error)) {
+      *error = "--token_file: " + *error;
+      return false;
+    }
+    s.token = ParseToken(contents);
+    if (s.token.empty()) {
+      *error = "--token_file: " + files.token_file + ":1: no token on the first line";
+      return false;
+    }
+    for (char c : s.token) {
+      // A metadata value: printable ASCII only.
+      if (c < 0x21 || c > 0x7e) {
+        *error = "--token_file: " + files.token_file +
+                 ":1: the token may hold printable ASCII characters only, without spaces";
+        return false;
+      }
+    }
+  }
+  *out = std::move(s);
+  return true;
+}
+
+SecurityFiles SecurityFilesFromFlags() {
+  SecurityFiles f;
+  f.ca_file = FLAGS_tls_ca_file;
+  f.cert_file = FLAGS_tls_cert_file;
+  f.key_file = FLAGS_tls_key_file;
+  f.server_name = FLAGS_tls_server_name;
+  f.token_file = FLAGS_token_file;
+  return f;
+}
+
+bool InitChannelSecurityFromFlags(std::string* error) {
+  auto s = std::make_shared<ChannelSecurity>();
+  if (!LoadChannelSecurity(SecurityFilesFromFlags(), s.get(), error)) return false;
+  SetProcessChannelSecurity(std::move(s));
+  return true;
+}
+
+void SetProcessChannelSecurity(std::shared_ptr<const ChannelSecurity> security) {
+  std::lock_guard<std::mutex> lock(process_mu);
+  ProcessSetting() = security ? std::move(security) : std::make_shared<const ChannelSecurity>();
+}
+
+std::shared_ptr<const ChannelSecurity> ProcessChannelSecurity() {
+  std::lock_guard<std::mutex> lock(process_mu);
+  return ProcessSetting();
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, grpc::ChannelArguments args,
+                                           std::shared_ptr<const ChannelSecurity> security) {
+  if (!security) security = ProcessChannelSecurity();
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (security->tls()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = security->ca_pem;
+    ssl.pem_cert_chain = security->cert_pem;
+    ssl.pem_private_key = security->key_pem;
+    creds = grpc::SslCredentials(ssl);
+    if (!security->server_name.empty()) args.SetSslTargetNameOverride(security->server_name);
+  } else {
+    creds = grpc::InsecureChannelCredentials();
+  }
+  if (security->token.empty()) return grpc::CreateCustomChannel(target, creds, args);
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<TokenInterceptorFactory>(security->token));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(target, creds, args,
+                                                                 std::move(interceptors));
+}
+
+}  // namespace raftkv
