@@ -218,9 +218,16 @@ def run_sweep(args):
                     r["ops_per_sec"], r["latency_us"]["p50"] / 1000, r["latency_us"]["p99"] / 1000)
             else:
                 status = "FAILED (exit %d): %s" % (run["exit_code"], " | ".join(run["failure"]))
-            print("[%3d/%d %6.0f s] rep %d  %s: %s  (%.1f s)" % (
-                n, total, time.monotonic() - t0, rep, describe(p), status, run["wall_seconds"]),
+            elapsed = time.monotonic() - t0
+            eta = elapsed / n * (total - n)  # runs of one sweep take about the same time
+            left = "%.0f s" % eta if eta < 120 else "%.0f min" % (eta / 60)
+            print("[%3d/%d %6.0f s, ~%s left] rep %d  %s: %s  (%.1f s)" % (
+                n, total, elapsed, left, rep, describe(p), status, run["wall_seconds"]),
                 flush=True)
+            # Kept after every run: an interrupted long sweep keeps what it measured
+            # (--from-json renders a partial file too).
+            with open(os.path.join(work_dir, "results.partial.json"), "w") as f:
+                json.dump({"meta": meta, "runs": runs}, f, indent=1)
     meta["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
     meta["loadavg_end"] = os.getloadavg()
     meta["fsync_end"] = fsync_probe(machine["tmpdir"])
@@ -228,6 +235,7 @@ def run_sweep(args):
     results = {"meta": meta, "runs": runs}
     with open(os.path.join(work_dir, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
+    os.remove(os.path.join(work_dir, "results.partial.json"))
     print("bench_sweep: %d runs in %.0f s; results in %s" % (
         len(runs), meta["sweep_seconds"], os.path.join(work_dir, "results.json")), flush=True)
     return results
