@@ -13,7 +13,7 @@ APT_PACKAGES=(
   libtcmalloc-minimal4  # allocator of raftkv-server / raftkv-bench (CMakeLists.txt, RAFTKV_TCMALLOC)
   python3 python3-matplotlib
   clang libclang-rt-dev  # scripts/fuzz.sh: libFuzzer and the sanitizer runtimes
-  openssl  # scripts/gen-certs.sh: test CA and certificates (TLS tests)
+  openssl libssl-dev  # scripts/gen-certs.sh (test CA and certificates); certificate checks at start
 )
 
 # Prints the packages of APT_PACKAGES that dpkg does not report as installed.

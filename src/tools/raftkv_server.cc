@@ -22,11 +22,14 @@
 #include "client/grpc_runtime.h"
 #include "client/security.h"
 #include "service/admin_service.h"
+
+DECLARE_string(tls_ca_file);  // client/security.cc
 #include "service/call_auth.h"
 #include "service/cluster_config.h"
 #include "service/flag_files.h"
 #include "service/grpc_server.h"
 #include "service/node.h"
+#include "service/tls_check.h"
 #include "service/peer_client.h"
 
 DEFINE_uint64(id, 0,
@@ -272,6 +275,23 @@ int main(int argc, char** argv) {
                 " (a new member being added to a running cluster needs --join)");
   } else {
     self_address = self->address;
+  }
+
+  if (security->tls()) {
+    // The host the others dial: the address without its port.
+    std::string host = self_address.substr(0, self_address.rfind(':'));
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    std::string error, warning;
+    if (!raftkv::CheckServerCertificate(*security, host, &error, &warning)) return Fail(error);
+    if (!warning.empty()) LOG(WARNING) << warning;
+    LOG(INFO) << "TLS on: peers need a certificate signed by " << FLAGS_tls_ca_file
+              << (FLAGS_peer_cert_allowed_names.empty()
+                      ? std::string()
+                      : " naming one of " + FLAGS_peer_cert_allowed_names)
+              << (FLAGS_client_cert_required ? "; clients need one too" : "")
+              << (security->token.empty() ? "" : "; client calls need the bearer token");
   }
 
   raftkv::NodeOptions node_options;

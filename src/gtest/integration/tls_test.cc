@@ -42,7 +42,7 @@ void MakeCerts(const std::string& dir, Certs* certs) {
   const std::string script = std::string(RAFTKV_SOURCE_DIR) + "/scripts/gen-certs.sh";
   const std::string cmd = "bash " + script + " " + dir +
                           " node1=IP:127.0.0.1 node2=IP:127.0.0.1 node3=IP:127.0.0.1"
-                          " --client ops > " + dir + "/gen.out 2>&1 && bash " + script + " " +
+                          " nohost --client ops > " + dir + "/gen.out 2>&1 && bash " + script + " " +
                           dir + "/rogue node9=IP:127.0.0.1 >> " + dir + "/gen.out 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << Pem(dir + "/gen.out");
 }
@@ -426,6 +426,23 @@ TEST_F(Tls, BadSecurityConfigurationStopsTheServerWithAClearError) {
       {{"--tls_ca_file=" + certs_.ca(), "--tls_cert_file=" + certs_.crt("node1"),
         "--tls_key_file=" + certs_.key("node2")},
        "--tls_cert_file and --tls_key_file do not belong together"},
+      // Signed by another CA.
+      {{"--tls_ca_file=" + certs_.ca(), "--tls_cert_file=" + certs_.rogue_dir() + "/node9.crt",
+        "--tls_key_file=" + certs_.rogue_dir() + "/node9.key"},
+       "--tls_cert_file does not verify against --tls_ca_file as a TLS server certificate: "
+       "unable to get local issuer certificate"},
+      // A client-only certificate cannot serve.
+      {{"--tls_ca_file=" + certs_.ca(), "--tls_cert_file=" + certs_.crt("ops"),
+        "--tls_key_file=" + certs_.key("ops")},
+       "does not verify against --tls_ca_file as a TLS server certificate: unsuitable "
+       "certificate purpose"},
+      // Not naming the address the others dial.
+      {{"--tls_ca_file=" + certs_.ca(), "--tls_cert_file=" + certs_.crt("nohost"),
+        "--tls_key_file=" + certs_.key("nohost")},
+       "--tls_cert_file does not name IP address 127.0.0.1"},
+      {{"--tls_ca_file=" + certs_.ca(), "--tls_cert_file=" + certs_.crt("nohost"),
+        "--tls_key_file=" + certs_.key("nohost"), "--tls_server_name=elsewhere"},
+       "--tls_cert_file does not name host elsewhere (--tls_server_name)"},
   };
   for (size_t n = 0; n < cases.size(); ++n) {
     std::vector<std::string> args = {"--id=1", "--cluster_file=" + dir + "/cluster.conf",
