@@ -13,6 +13,7 @@ APT_PACKAGES=(
   libtcmalloc-minimal4  # allocator of raftkv-server / raftkv-bench (CMakeLists.txt, RAFTKV_TCMALLOC)
   python3 python3-matplotlib
   clang libclang-rt-dev  # scripts/fuzz.sh: libFuzzer and the sanitizer runtimes
+  iproute2  # scripts/multihost_test.sh: ip netns, veth pairs, a bridge; ss
 )
 
 # Prints the packages of APT_PACKAGES that dpkg does not report as installed.
