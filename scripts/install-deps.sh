@@ -14,6 +14,7 @@ APT_PACKAGES=(
   python3 python3-matplotlib
   clang libclang-rt-dev  # scripts/fuzz.sh: libFuzzer and the sanitizer runtimes
   openssl libssl-dev  # scripts/gen-certs.sh (test CA and certificates); certificate checks at start
+  iproute2  # scripts/multihost_test.sh: ip netns, veth pairs, a bridge; ss
 )
 
 # Prints the packages of APT_PACKAGES that dpkg does not report as installed.

@@ -4,9 +4,11 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
-#include <set>
+#include <map>
 #include <sstream>
+#include <utility>
 
 namespace raftkv {
 
@@ -29,8 +31,8 @@ bool ValidHostPort(const std::string& address, std::string* why) {
 
 Status ParseClusterConfig(const std::string& text, const std::string& source, ClusterConfig* out) {
   ClusterConfig config;
-  std::set<uint64_t> ids;
-  std::set<std::string> addresses;
+  std::map<uint64_t, int> id_lines;                        // id -> the line listing it
+  std::map<std::string, std::pair<int, uint64_t>> owners;  // address -> (line, id)
   std::istringstream in(text);
   std::string line;
   int lineno = 0;
@@ -54,8 +56,16 @@ Status ParseClusterConfig(const std::string& text, const std::string& source, Cl
     }
     std::string why;
     if (!ValidHostPort(address, &why)) return error(why);
-    if (!ids.insert(id).second) return error("member id " + id_text + " appears twice");
-    if (!addresses.insert(address).second) return error("address " + address + " appears twice");
+    // Both sides of a duplicate are named: either line may be the mistake.
+    if (auto [it, added] = id_lines.emplace(id, lineno); !added) {
+      return error("member id " + id_text + " appears twice (also on line " +
+                   std::to_string(it->second) + ")");
+    }
+    if (auto [it, added] = owners.emplace(address, std::make_pair(lineno, id)); !added) {
+      return error("address " + address + " appears twice (also on line " +
+                   std::to_string(it->second.first) + ", member " +
+                   std::to_string(it->second.second) + ")");
+    }
     config.members.push_back(Member{id, address});
   }
   if (config.members.empty()) {
@@ -67,7 +77,7 @@ Status ParseClusterConfig(const std::string& text, const std::string& source, Cl
 
 Status LoadClusterConfig(const std::string& path, ClusterConfig* out) {
   std::ifstream file(path);
-  if (!file) return Status::IOError("cannot open cluster file " + path);
+  if (!file) return Status::IOError("cannot open cluster file " + path + ": " + std::strerror(errno));
   std::stringstream buffer;
   buffer << file.rdbuf();
   return ParseClusterConfig(buffer.str(), path, out);

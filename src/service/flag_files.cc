@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <limits>
 
@@ -39,10 +40,16 @@ bool ParsesAs(const std::string& type, const std::string& value) {
                              v <= std::numeric_limits<int32_t>::max());
 }
 
-Status CheckFile(const std::string& path, int depth, std::map<std::string, std::string>* origin) {
+// `from` is the "FILE:LINE" of the --flagfile line naming `path` (empty for
+// the command line), so a missing nested file names the line to fix.
+Status CheckFile(const std::string& path, const std::string& from, int depth,
+                 std::map<std::string, std::string>* origin) {
   if (depth > 8) return Status::InvalidArgument(path + ": --flagfile nested too deeply");
   std::ifstream in(path);
-  if (!in) return Status::IOError("cannot open flag file " + path);
+  if (!in) {
+    return Status::IOError((from.empty() ? "" : from + ": ") + "cannot open flag file " + path +
+                           ": " + std::strerror(errno));
+  }
   std::string line;
   int lineno = 0;
   while (std::getline(in, line)) {
@@ -79,7 +86,7 @@ Status CheckFile(const std::string& path, int depth, std::map<std::string, std::
                                      info.type);
     }
     if (name == "flagfile") {
-      Status s = CheckFile(value, depth + 1, origin);
+      Status s = CheckFile(value, where, depth + 1, origin);
       if (!s.ok()) return s;
     }
     if (origin != nullptr) (*origin)[name] = where;
@@ -109,7 +116,7 @@ Status CheckFlagFiles(int argc, char** argv, std::map<std::string, std::string>*
       }
       continue;
     }
-    Status s = CheckFile(path, 0, origin);
+    Status s = CheckFile(path, "", 0, origin);
     if (!s.ok()) return s;
   }
   return Status::OK();

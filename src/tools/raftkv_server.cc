@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <future>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -117,8 +118,8 @@ std::map<std::string, std::string>& FlagOrigin() {
   return origin;
 }
 
-// Reports a start-up error; a message about "--name ..." names the flag
-// file line that set it, if one did.
+// Reports a start-up error; a message about "--name ..." (or "--name=...",
+// "--name: ...") names the flag file line that set it, if one did.
 int Fail(std::string message) {
   if (message.compare(0, 2, "--") == 0) {
     const std::string name = message.substr(2, message.find_first_of(" =:", 2) - 2);
@@ -190,18 +191,24 @@ int main(int argc, char** argv) {
   if (FLAGS_heartbeat_ticks < 1 || FLAGS_heartbeat_ticks >= FLAGS_election_ticks) {
     return Fail("--heartbeat_ticks must be >= 1 and < --election_ticks");
   }
-  if (FLAGS_server_cq_num < 1 || FLAGS_server_threads_per_cq < 1 || FLAGS_peer_cq_num < 1 ||
-      FLAGS_peer_threads_per_cq < 1 || FLAGS_calls_per_cq < 1) {
-    return Fail("completion queue and thread counts must be >= 1");
+  // One flag per message, so it names the flag file line to fix.
+  for (const auto& [name, value] :
+       {std::pair<const char*, int32_t>{"--server_cq_num", FLAGS_server_cq_num},
+        {"--server_threads_per_cq", FLAGS_server_threads_per_cq},
+        {"--peer_cq_num", FLAGS_peer_cq_num},
+        {"--peer_threads_per_cq", FLAGS_peer_threads_per_cq},
+        {"--calls_per_cq", FLAGS_calls_per_cq}}) {
+    if (value < 1) return Fail(std::string(name) + " must be >= 1, got " + std::to_string(value));
+  }
+  for (const auto& [name, value] :
+       {std::pair<const char*, uint64_t>{"--max_inflight_appends", FLAGS_max_inflight_appends},
+        {"--max_append_entries", FLAGS_max_append_entries},
+        {"--max_batch_ops", FLAGS_max_batch_ops},
+        {"--max_batch_bytes", FLAGS_max_batch_bytes}}) {
+    if (value < 1) return Fail(std::string(name) + " must be >= 1, got 0");
   }
   if (FLAGS_session_timeout_ms < 1) return Fail("--session_timeout_ms must be >= 1");
-  if (FLAGS_max_inflight_appends < 1 || FLAGS_max_append_entries < 1) {
-    return Fail("--max_inflight_appends and --max_append_entries must be >= 1");
-  }
   if (FLAGS_shutdown_transfer_ms < 0) return Fail("--shutdown_transfer_ms must be >= 0");
-  if (FLAGS_max_batch_ops < 1 || FLAGS_max_batch_bytes < 1) {
-    return Fail("--max_batch_ops and --max_batch_bytes must be >= 1");
-  }
   constexpr uint64_t kMaxLimit = 256ull << 20;  // keeps the gRPC message limit below 2 GiB
   for (const auto& [name, value] :
        {std::pair<const char*, uint64_t>{"--max_key_bytes", FLAGS_max_key_bytes},
@@ -253,7 +260,12 @@ int main(int argc, char** argv) {
 
   raftkv::ClusterConfig cluster;
   raftkv::Status s = raftkv::LoadClusterConfig(FLAGS_cluster_file, &cluster);
-  if (!s.ok()) return Fail(s.message());
+  if (!s.ok()) {
+    // A file that cannot be read is named with the flag file line that set
+    // --cluster_file; parse errors name the cluster file's own line.
+    const bool unreadable = !std::ifstream(FLAGS_cluster_file);
+    return Fail(unreadable ? "--cluster_file: " + s.message() : s.message());
+  }
   const raftkv::Member* self = cluster.Find(FLAGS_id);
   std::string self_address;
   if (FLAGS_join) {
@@ -271,8 +283,11 @@ int main(int argc, char** argv) {
     }
     self_address = FLAGS_listen_address;
   } else if (self == nullptr) {
+    std::string ids;
+    for (uint64_t id : cluster.Ids()) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
     return Fail("--id=" + std::to_string(FLAGS_id) + " is not listed in " + FLAGS_cluster_file +
-                " (a new member being added to a running cluster needs --join)");
+                " (its members: " + ids +
+                "; a new member being added to a running cluster needs --join)");
   } else {
     self_address = self->address;
   }

@@ -666,6 +666,7 @@ TEST_F(Integration, ConfigErrors) {
       {"1 " + p1 + "\n2 " + p2 + "\n3 not-an-address\n", 3},
       {"# comment\n\n1 " + p1 + "\nx " + p2 + "\n", 4},
       {"1 " + p1 + "\n1 " + p2 + "\n", 2},
+      {"1 " + p1 + "\n2 " + p2 + "\n\n3 " + p1 + "\n", 4},  // duplicate address
       {"1 " + p1 + " extra\n", 1},
       {"1 " + p1 + "\n2 127.0.0.1:70000\n", 2},
       {"1\n", 1},
@@ -699,6 +700,27 @@ TEST_F(Integration, ConfigErrors) {
   EXPECT_NE(r.output.find("7"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(good), std::string::npos) << "should name the cluster file:\n"
                                                     << r.output;
+  // ... set in a flag file: its line is named, and the members listed.
+  const std::string id_flags = dir + "/id7.flags";
+  std::ofstream(id_flags) << "# node 7\n--id=7\n--cluster_file=" << good << "\n--data_dir=" << dir
+                          << "/id7\n--log_dir=" << dir << "\n";
+  r = RunToCompletion(ServerBinary(), {"--flagfile=" + id_flags}, dir, 10000);
+  EXPECT_TRUE(r.exited && r.exit_code == 2) << r.output;
+  EXPECT_NE(r.output.find(id_flags + ":2: --id=7 is not listed in " + good + " (its members: 1, 2"),
+            std::string::npos)
+      << r.output;
+
+  // A duplicate address names both lines.
+  const std::string dup = dir + "/dup.conf";
+  std::ofstream(dup) << "1 " << p1 << "\n2 " << p2 << "\n3 " << p1 << "\n";
+  r = RunToCompletion(ServerBinary(),
+                      {"--id=1", "--cluster_file=" + dup, "--data_dir=" + dir + "/dup",
+                       "--log_dir=" + dir},
+                      dir, 10000);
+  EXPECT_TRUE(r.exited && r.exit_code == 2) << r.output;
+  EXPECT_NE(r.output.find(dup + ":3: address " + p1 + " appears twice (also on line 1, member 1)"),
+            std::string::npos)
+      << r.output;
 
   // A flag file with a bad value, and one whose value is refused by the
   // server's own checks: both name the file and line.
@@ -716,6 +738,13 @@ TEST_F(Integration, ConfigErrors) {
                       10000);
   EXPECT_TRUE(r.exited && r.exit_code != 0) << r.output;
   EXPECT_NE(r.output.find(flags + ":3: --tick_ms must be >= 1"), std::string::npos) << r.output;
+  std::ofstream(flags) << "--id=1\n--cluster_file=" << good << "\n--server_cq_num=0\n";
+  r = RunToCompletion(ServerBinary(),
+                      {"--flagfile=" + flags, "--data_dir=" + dir + "/f", "--log_dir=" + dir}, dir,
+                      10000);
+  EXPECT_TRUE(r.exited && r.exit_code == 2) << r.output;
+  EXPECT_NE(r.output.find(flags + ":3: --server_cq_num must be >= 1, got 0"), std::string::npos)
+      << r.output;
 
   // A missing cluster file, and a missing --data_dir.
   r = RunToCompletion(ServerBinary(),
@@ -723,7 +752,23 @@ TEST_F(Integration, ConfigErrors) {
                        "--data_dir=" + dir + "/m", "--log_dir=" + dir},
                       dir, 10000);
   EXPECT_TRUE(r.exited && r.exit_code != 0) << r.output;
-  EXPECT_NE(r.output.find("missing.conf"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("missing.conf: No such file or directory"), std::string::npos)
+      << r.output;
+  // ... named in a flag file: its line is named; a missing flag file too.
+  std::ofstream(flags) << "--id=1\n--cluster_file=" << dir << "/missing.conf\n";
+  r = RunToCompletion(ServerBinary(),
+                      {"--flagfile=" + flags, "--data_dir=" + dir + "/m", "--log_dir=" + dir}, dir,
+                      10000);
+  EXPECT_TRUE(r.exited && r.exit_code == 2) << r.output;
+  EXPECT_NE(r.output.find(flags + ":2: --cluster_file: cannot open cluster file " + dir +
+                          "/missing.conf: No such file or directory"),
+            std::string::npos)
+      << r.output;
+  r = RunToCompletion(ServerBinary(), {"--flagfile=" + dir + "/missing.flags"}, dir, 10000);
+  EXPECT_TRUE(r.exited && r.exit_code == 2) << r.output;
+  EXPECT_NE(r.output.find("cannot open flag file " + dir + "/missing.flags: No such file"),
+            std::string::npos)
+      << r.output;
   r = RunToCompletion(ServerBinary(), {"--id=1", "--cluster_file=" + good, "--log_dir=" + dir}, dir,
                       10000);
   EXPECT_TRUE(r.exited && r.exit_code != 0) << r.output;

@@ -92,5 +92,19 @@ TEST_F(FlagFilesTest, BadLinesAreReportedWithFileAndLine) {
   EXPECT_NE(s.message().find(bad + ":1:"), std::string::npos) << s.message();
 }
 
+TEST_F(FlagFilesTest, MissingFilesSayWhyAndWhereTheyWereNamed) {
+  const std::string missing = dir_.path() + "/missing.flags";
+  Status s = Check({"--flagfile=" + missing}, nullptr);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("cannot open flag file " + missing + ": No such file or directory"),
+            std::string::npos)
+      << s.message();
+  // A missing nested file: the line that names it comes first.
+  const std::string outer = Write("outer.flags", "# node flags\n--flagfile=" + missing + "\n");
+  s = Check({"--flagfile=" + outer}, nullptr);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message().find(outer + ":2: cannot open flag file " + missing), 0u) << s.message();
+}
+
 }  // namespace
 }  // namespace raftkv
