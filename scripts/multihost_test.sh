@@ -27,6 +27,12 @@
 #   shutdown     SIGTERM: every server exits 0
 #
 # Needs root and iproute2 (`ip netns`); exits 77 (SKIP) without them.
+# With RAFTKV_MULTIHOST_TLS=1 (ctest multihost_netns_tls) the same steps run
+# over TLS: scripts/gen-certs.sh makes a CA and one certificate per member
+# naming its address, each host gets only the CA and its own certificate and
+# key, the peer methods are limited to node certificates
+# (--peer_cert_allowed_names), and the clients (raftkvctl, raftkv-bench) use
+# --tls_ca_file.
 # Environment: RAFTKV_BIN_DIR (default <repo>/build), RAFTKV_MULTIHOST_KEEP=1
 # keeps the work directory (it is always kept on failure).
 # Everything it creates is named rkvmh<pid>-...; a trap removes the namespaces,
@@ -55,6 +61,8 @@ START=$SECONDS
 WORK=""
 CLEANED=0
 declare -a PIDS=()        # PIDS[i] = server pid of member i
+TLS=${RAFTKV_MULTIHOST_TLS:-0}
+declare -a CLIENT_TLS=()  # the clients' TLS flags (TLS=1)
 
 say() { echo "$ME: $*" >&2; }
 pass() { echo "PASS: $* [$((SECONDS - START))s]"; }
@@ -180,7 +188,7 @@ in_ns() {  # in_ns NAMESPACE CMD...: runs CMD on that host
 
 # raftkvctl from the client host; every call has a deadline.
 ctl() {
-  timeout 30 ip netns exec "$CL_NS" "$CTL" --rpc_timeout_ms=1000 "$@"
+  timeout 30 ip netns exec "$CL_NS" "$CTL" "${CLIENT_TLS[@]}" --rpc_timeout_ms=1000 "$@"
 }
 
 status_json() {  # status --json of the endpoints $1 (never fails)
@@ -318,7 +326,30 @@ for ((i = 1; i <= N; i++)); do
 --logbufsecs=0
 EOF
 done
-pass "setup: bridge $BRIDGE, hosts $ALL_EPS, client $CLIENT_IP; files in $WORK"
+if [[ $TLS == 1 ]]; then
+  # Certificates made in a separate "admin" directory; each host gets the CA
+  # certificate and its own certificate and key only.
+  certs=()
+  for ((i = 1; i <= N; i++)); do certs+=("node$i=IP:$(ip_of "$i")"); done
+  bash "$REPO_ROOT/scripts/gen-certs.sh" "$WORK/pki" "${certs[@]}" >"$WORK/gen-certs.out" 2>&1 ||
+    { cat "$WORK/gen-certs.out" >&2; fail "setup: scripts/gen-certs.sh failed"; }
+  for ((i = 1; i <= N; i++)); do
+    h=$WORK/host$i
+    mkdir -p "$h/tls"
+    cp "$WORK/pki/ca.crt" "$WORK/pki/node$i.crt" "$WORK/pki/node$i.key" "$h/tls/"
+    cat >>"$h/conf/node$i.flags" <<EOF
+# TLS: the cluster CA, this member's certificate (naming $(ip_of "$i")) and key
+--tls_ca_file=$h/tls/ca.crt
+--tls_cert_file=$h/tls/node$i.crt
+--tls_key_file=$h/tls/node$i.key
+--peer_cert_allowed_names=node*
+EOF
+  done
+  mkdir -p "$WORK/client"
+  cp "$WORK/pki/ca.crt" "$WORK/client/"
+  CLIENT_TLS=(--tls_ca_file="$WORK/client/ca.crt")
+fi
+pass "setup: bridge $BRIDGE, hosts $ALL_EPS, client $CLIENT_IP; files in $WORK$([[ $TLS == 1 ]] && echo "; TLS with mutual TLS between members")"
 
 # ---------------------------------------------------------------- start + election
 
@@ -390,6 +421,18 @@ if in_ns "$CL_NS" timeout 3 bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/nu
   step_fail "network: the client host reaches a server on 127.0.0.1:$PORT"
 fi
 pass "network: each member listens on its own address only, the leader is connected to each follower's address, and every link carried traffic over the bridge"
+if [[ $TLS == 1 ]]; then
+  # Every member says it runs TLS, and a plaintext client is refused.
+  for ((i = 1; i <= N; i++)); do
+    grep -qs "TLS on: peers need a certificate" "$WORK/host$i"/logs/raftkv-server.* ||
+      step_fail "tls: member $i does not log TLS on"
+  done
+  if timeout 30 ip netns exec "$CL_NS" "$CTL" --rpc_timeout_ms=1000 --timeout_ms=2000 \
+      --endpoints="$ALL_EPS" put mh-plain x >/dev/null 2>&1; then
+    step_fail "tls: a plaintext client could write"
+  fi
+  pass "tls: every member serves TLS; a plaintext client from $CLIENT_IP is refused"
+fi
 
 # ---------------------------------------------------------------- replication
 
@@ -445,7 +488,7 @@ pass "failover: kill -9 of leader $old, member $new elected, 20 writes, $old res
 # ---------------------------------------------------------------- benchmark
 
 bench_json=$WORK/bench.json
-if ! timeout 120 ip netns exec "$CL_NS" "$BENCH" --gtest_filter=Benchmark.Write --target="$ALL_EPS" \
+if ! timeout 120 ip netns exec "$CL_NS" "$BENCH" "${CLIENT_TLS[@]}" --gtest_filter=Benchmark.Write --target="$ALL_EPS" \
     --requests=2000 --inflight=64 --verify_sample=500 --json_out="$bench_json" >"$WORK/bench.out" 2>&1; then
   tail -n 30 "$WORK/bench.out" >&2
   step_fail "benchmark: raftkv-bench Benchmark.Write --target=$ALL_EPS failed (output: $WORK/bench.out)"
@@ -508,12 +551,12 @@ done
 # The isolated member, asked on its own host, no longer leads (check-quorum)
 # and cannot take a write.
 isolated_status() {
-  in_ns "$(ns "$old")" timeout 10 "$CTL" --endpoints="$(addr_of "$old")" --timeout_ms=1500 \
+  in_ns "$(ns "$old")" timeout 10 "$CTL" "${CLIENT_TLS[@]}" --endpoints="$(addr_of "$old")" --timeout_ms=1500 \
     status --json 2>/dev/null || true
 }
 not_leading() { ! isolated_status | grep -q '"role": "leader"' && isolated_status | grep -q '"role"'; }
 wait_for 15 not_leading || step_fail "partition: isolated member $old still leads: $(isolated_status)"
-if in_ns "$(ns "$old")" timeout 10 "$CTL" --endpoints="$(addr_of "$old")" --timeout_ms=2000 \
+if in_ns "$(ns "$old")" timeout 10 "$CTL" "${CLIENT_TLS[@]}" --endpoints="$(addr_of "$old")" --timeout_ms=2000 \
     --rpc_timeout_ms=1000 put mh-isolated x >/dev/null 2>&1; then
   step_fail "partition: the isolated member $old acknowledged a write"
 fi
