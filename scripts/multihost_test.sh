@@ -561,13 +561,15 @@ if in_ns "$(ns "$old")" timeout 10 "$CTL" "${CLIENT_TLS[@]}" --endpoints="$(addr
   step_fail "partition: the isolated member $old acknowledged a write"
 fi
 ip link set "$(veth "$old")" up
+up_ns=$(date +%s%N)
 wait_for 30 local_value_is "$old" mh-part-5 p5 ||
   step_fail "partition: member $old did not catch up within 30s of the link coming back"
+rejoin_ms=$((($(date +%s%N) - up_ns) / 1000000))
 wait_leader "$ALL_EPS" 20 || step_fail "partition: no agreed leader after the link came back"
 if ctl --endpoints="$ALL_EPS" --timeout_ms=5000 get mh-isolated >/dev/null 2>&1; then
   step_fail "partition: the write refused by the isolated member exists"
 fi
-pass "partition: member $old cut off, member $new took 5 writes, $old stepped down, rejoined and caught up"
+pass "partition: member $old cut off, member $new took 5 writes, $old stepped down, rejoined and caught up ${rejoin_ms} ms after the link came back"
 
 # ---------------------------------------------------------------- shutdown
 
