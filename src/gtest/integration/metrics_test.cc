@@ -163,6 +163,62 @@ TEST_F(Integration, MetricsEndpointOfEveryMember) {
   EXPECT_EQ(r.status, 405) << r.raw;
 }
 
+// The snapshot counters: a follower that was down while the others wrote
+// and compacted their logs past it gets the leader's snapshot.
+TEST_F(Integration, MetricsCountSnapshots) {
+  std::vector<std::string> flags = FastTimeoutFlags();
+  flags.push_back("--snapshot_entries=200");
+  flags.push_back("--segment_bytes=4096");  // small segments: compaction removes files
+  cluster_ = std::make_unique<ProcessCluster>(3, flags);
+  cluster_->EnableMetrics();
+  std::string error;
+  ASSERT_TRUE(cluster_->StartAll(&error)) << error;
+  const uint64_t leader = cluster_->WaitForLeader(15000 * kTimeScale, &error);
+  ASSERT_NE(leader, 0u) << error;
+  const int lagging = leader == 3 ? 2 : 3;
+  cluster().Kill(lagging);
+
+  constexpr int kWrites = 700;
+  std::vector<std::pair<std::string, std::string>> kvs;
+  for (int i = 0; i < kWrites; ++i) kvs.emplace_back("snap-" + std::to_string(i), "v");
+  auto client = cluster().NewClient();
+  std::vector<std::string> errors;
+  ASSERT_EQ(PutAll(*client, kvs, 8, &errors).size(), kvs.size()) << JoinLines(errors);
+  // The leader's log no longer holds what the lagging member needs.
+  Scrape l;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        l = ScrapeMember(cluster(), static_cast<int>(leader));
+        return l.ok && l.Get("raftkv_snapshots_taken_total") >= 1 &&
+               l.Get("raftkv_first_log_index") > 100;
+      },
+      20000 * kTimeScale, 100))
+      << l.error << " snapshots taken " << l.Get("raftkv_snapshots_taken_total")
+      << ", first log index " << l.Get("raftkv_first_log_index");
+  EXPECT_EQ(l.Get("raftkv_snapshots_installed_total"), 0);
+
+  ASSERT_TRUE(cluster().Restart(lagging));
+  Scrape f;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        f = ScrapeMember(cluster(), lagging);
+        return f.ok && f.Get("raftkv_applied_index") >= kWrites &&
+               f.Get("raftkv_snapshots_installed_total") >= 1;
+      },
+      30000 * kTimeScale, 100))
+      << f.error << " applied " << f.Get("raftkv_applied_index") << ", installed "
+      << f.Get("raftkv_snapshots_installed_total");
+  EXPECT_GE(f.Get("raftkv_snapshot_index"), 100);
+  // Sent by whoever led then (the same leader unless an election happened).
+  double sent = 0;
+  for (int i = 1; i <= 3; ++i) {
+    const Scrape s = ScrapeMember(cluster(), i);
+    ASSERT_TRUE(s.ok) << s.error;
+    sent += s.Get("raftkv_snapshots_sent_total");
+  }
+  EXPECT_GE(sent, 1);
+}
+
 TEST_F(Integration, MetricsFlagErrors) {
   cluster_ = std::make_unique<ProcessCluster>(1);
   const std::string scratch = cluster().NodeDir(1);
