@@ -76,7 +76,9 @@ class NodeMetrics : public SyncObserver {
   std::atomic<uint64_t> applied_entries{0};
   // Snapshots written by this member (automatic or raftkvctl snapshot).
   std::atomic<uint64_t> snapshots_taken{0};
-  // InstallSnapshot transfers this member (leader) started to a follower.
+  // InstallSnapshot sends this member's core asked for as leader (a repeat
+  // while the transfer to that peer runs is dropped by PeerClient but
+  // counted here).
   std::atomic<uint64_t> snapshots_sent{0};
   // Leader snapshots this member (follower) installed.
   std::atomic<uint64_t> snapshots_installed{0};

@@ -96,7 +96,8 @@ std::string RenderNodeMetrics(const NodeStatus& st, const NodeMetrics& m,
   w.Family("raftkv_snapshots_taken_total", "counter", "Snapshots written by this member.");
   w.Sample("raftkv_snapshots_taken_total", Load(m.snapshots_taken));
   w.Family("raftkv_snapshots_sent_total", "counter",
-           "InstallSnapshot transfers to a follower started by this member as leader.");
+           "InstallSnapshot sends this member decided on as leader (a follower needed compacted "
+           "entries; a repeat while the transfer to that peer still runs counts again).");
   w.Sample("raftkv_snapshots_sent_total", Load(m.snapshots_sent));
   w.Family("raftkv_snapshots_installed_total", "counter",
            "Snapshots received from a leader and installed by this member.");
