@@ -153,7 +153,11 @@ struct Periodic {
     timer.async_wait([this](const boost::system::error_code& ec) {
       if (ec) return;  // cancelled by Stop()
       (*task)();
-      timer.expires_at(timer.expiry() + interval);
+      // After a stall (a stopped process, an overloaded machine) skip the
+      // missed runs rather than catching up in a burst.
+      const auto next = timer.expiry() + interval;
+      const auto now = asio::steady_timer::clock_type::now();
+      timer.expires_at(next > now ? next : now + interval);
       Arm();
     });
   }
