@@ -553,6 +553,9 @@ std::string ValidateConfig(const BenchConfig& c) {
   if (c.inflight < 1) return "--inflight must be at least 1";
   if (c.timeout_ms < 1) return "--write_timeout_ms must be at least 1";
   if (c.batch_ops < 1) return "--batch_ops must be at least 1";
+  if (c.metrics_port_base < 0 || c.metrics_port_base + 1 + c.followers > 65535) {
+    return "--metrics_port_base must be 0 (off) or leave room for one port per member below 65536";
+  }
   KeySpace ks(c.requests, c.key_len, c.value_len, 0);
   if (!ks.error().empty()) return ks.error();
   if (!c.target.empty()) {
@@ -605,6 +608,14 @@ ScenarioReport RunScenario(Scenario scenario, const BenchConfig& config) {
   Progress(config, "starting a local cluster of " + std::to_string(members) +
                        " raftkv-server processes");
   integration::ProcessCluster cluster(members, config.server_flags);
+  if (config.metrics_port_base != 0) {
+    cluster.EnableMetrics(config.metrics_port_base);
+    std::string urls;
+    for (int i = 1; i <= members; ++i) {
+      urls += " http://127.0.0.1:" + std::to_string(cluster.MetricsPort(i)) + "/metrics";
+    }
+    Progress(config, "metrics of members 1.." + std::to_string(members) + ":" + urls);
+  }
   std::string error;
   if (!cluster.StartAll(&error)) {
     r.setup_error = "cannot start the local cluster: " + error;

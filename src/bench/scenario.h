@@ -43,6 +43,8 @@ struct BenchConfig {
   int inflight = 256;
   int timeout_ms = 5000;  // deadline of every request
   std::vector<std::string> server_flags;  // extra flags for the local servers
+  // Local servers serve Prometheus metrics: member i at port base + i (0: off).
+  int metrics_port_base = 0;
   uint64_t verify_sample = 0;  // 0: verify every acknowledged write
   uint64_t seed = 0;           // keys, values, verification sample
   bool quiet = false;          // no progress lines on stderr

@@ -295,6 +295,7 @@ RaftNode::RaftNode(const NodeOptions& options, Recovered r)
   snapshot_index_ = r.base.index;
   snapshot_term_ = r.base.term;
   log_bytes_after_compaction_ = log_->SizeBytes();
+  log_->set_sync_observer(&metrics_);
 }
 
 RaftNode::~RaftNode() {
@@ -417,6 +418,7 @@ void RaftNode::Propose(std::string command, Clock::time_point deadline, OutcomeC
     } else {
       raft::ProposeResult r = core_.Propose(std::move(command));
       if (r.accepted) {
+        metrics_.proposals.fetch_add(1, std::memory_order_relaxed);
         pending_writes_.emplace(r.index, PendingWrite{r.term, deadline, std::move(done)});
         wake_.notify_one();
         return;
@@ -431,6 +433,7 @@ void RaftNode::Propose(std::string command, Clock::time_point deadline, OutcomeC
     }
   }
   refusal.not_applied = true;  // never proposed
+  metrics_.proposals_refused.fetch_add(1, std::memory_order_relaxed);
   done(std::move(refusal));
 }
 
@@ -554,6 +557,9 @@ void RaftNode::StepRequest(raft::Message request, ReplyCallback reply) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stopping_) {
+      if (request.type == raft::MessageType::kAppend && request.append.entries_size() > 0) {
+        metrics_.append_entries_received.Observe(request.append.entries_size());
+      }
       request.rpc_id = next_rpc_id_++;
       pending_replies_.emplace(request.rpc_id, std::move(reply));
       core_.Step(request);
@@ -710,6 +716,10 @@ void RaftNode::IoLoop() {
         rd = core_.GetReady();
         have_ready = true;
       }
+      if (core_.leader_id() != 0 && core_.leader_id() != last_leader_seen_) {
+        last_leader_seen_ = core_.leader_id();
+        metrics_.leader_changes.fetch_add(1, std::memory_order_relaxed);
+      }
     }
     if (finished) FinishSnapshot(std::move(*finished));
     if (have_ready) {
@@ -732,6 +742,11 @@ void RaftNode::ProcessReady(raft::Ready& rd, std::vector<std::function<void()>>*
   // 1. The leader's AppendEntries go out before its own fsync, so followers
   //    write in parallel with the leader.
   for (raft::Message& m : rd.messages) {
+    if (m.type == raft::MessageType::kAppend && m.append.entries_size() > 0) {
+      metrics_.append_entries_sent.Observe(m.append.entries_size());
+    } else if (m.type == raft::MessageType::kSnapshot) {
+      metrics_.snapshots_sent.fetch_add(1, std::memory_order_relaxed);
+    }
     if (raft::MessagesBeforePersist(m)) sender_->Send(std::move(m));
   }
   // 2. Persist: hard state first (term/vote before any vote is answered),
@@ -836,6 +851,7 @@ void RaftNode::InstallSnapshot(const raft::SnapshotRef& snap,
     ReleaseReads(completions);
   }
   log_bytes_after_compaction_ = log_->SizeBytes();
+  metrics_.snapshots_installed.fetch_add(1, std::memory_order_relaxed);
   LOG(INFO) << "member " << options_.id << " installed the leader's snapshot " << path << " (index "
             << snap.index << ", term " << snap.term << ", " << state_machine_->Size()
             << " keys, configuration " << raft::DescribeMembership(snap.config) << ") in "
@@ -854,6 +870,7 @@ void RaftNode::ApplyPending(std::vector<std::function<void()>>* completions) {
     results.push_back(std::move(r));
   }
   if (results.empty()) return;
+  metrics_.applied_entries.fetch_add(results.size(), std::memory_order_relaxed);
   const std::deque<Entry>& committed = unapplied_;
   const uint64_t last = unapplied_[results.size() - 1].index();
   std::lock_guard<std::mutex> lock(mu_);
@@ -1008,6 +1025,7 @@ void RaftNode::FinishSnapshot(SnapshotResult result) {
     return;
   }
   if (!result.written) return;
+  metrics_.snapshots_taken.fetch_add(1, std::memory_order_relaxed);
   LOG(INFO) << "member " << options_.id << " took snapshot " << result.info.path << ": index "
             << result.info.last_index << ", term " << result.info.last_term << ", "
             << result.info.bytes << " bytes, capture " << static_cast<int64_t>(result.capture_ms)

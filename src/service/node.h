@@ -41,6 +41,7 @@
 
 #include "raft/raft.h"
 #include "service/cluster_config.h"
+#include "service/metrics.h"
 #include "storage/hard_state.h"
 #include "storage/kv_state_machine.h"
 #include "storage/log_store.h"
@@ -204,6 +205,8 @@ class RaftNode {
   std::string AddressOf(uint64_t id) const;
 
   NodeStatus GetStatus() const;
+  // Counters and histograms (the /metrics endpoint); safe from any thread.
+  const NodeMetrics& metrics() const { return metrics_; }
   const KvStateMachine& state_machine() const { return *state_machine_; }
   uint64_t id() const { return options_.id; }
   const ClusterConfig& cluster() const { return options_.cluster; }
@@ -266,6 +269,7 @@ class RaftNode {
   void CheckTransfers(std::vector<std::function<void()>>* completions);  // requires mu_
 
   const NodeOptions options_;
+  NodeMetrics metrics_;  // before log_: it observes the log's syncs
   std::unique_ptr<SegmentedLog> log_;                // used by the I/O loop only
   std::unique_ptr<HardStateFile> hard_state_file_;  // used by the I/O loop only
   // Written by the I/O loop only (Apply, Restore); read by any thread.
@@ -336,6 +340,7 @@ class RaftNode {
   // that cannot shrink (segments are removed whole) does not cause a
   // snapshot per entry.
   uint64_t log_bytes_after_compaction_ = 0;
+  uint64_t last_leader_seen_ = 0;  // I/O loop only: counts metrics_.leader_changes
 
   std::thread io_thread_;
   std::thread tick_thread_;

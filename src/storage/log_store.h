@@ -29,6 +29,7 @@
 // This class does no internal locking: one thread (the node's I/O loop) calls it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -88,6 +89,15 @@ class LogStore {
   virtual uint64_t SizeBytes() const = 0;
 };
 
+// Told how long each Sync() that reached the disk took (metrics: the fsync
+// latency histogram). Called on the thread calling Sync(); must be cheap and
+// must not call back into the log.
+class SyncObserver {
+ public:
+  virtual ~SyncObserver() = default;
+  virtual void OnSync(std::chrono::nanoseconds elapsed) = 0;
+};
+
 struct SegmentedLogOptions {
   // A new segment file is started once the current one reaches this size.
   uint64_t max_segment_bytes = 64ull << 20;
@@ -116,6 +126,11 @@ class SegmentedLog : public LogStore {
 
   // Number of segment files (for tests and status).
   size_t SegmentCount() const;
+  // Reports the duration of every Sync() that synced something (the segment's
+  // fdatasync and, when files were created or removed, the directory's
+  // fsync; a Sync() with nothing to sync is not reported). nullptr: none.
+  // `observer` must outlive the log.
+  void set_sync_observer(SyncObserver* observer);
 
  private:
   struct Impl;

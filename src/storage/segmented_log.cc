@@ -291,6 +291,8 @@ struct SegmentedLog::Impl {
   // Reused serialization buffer for Append().
   std::string buffer;
 
+  SyncObserver* sync_observer = nullptr;  // see set_sync_observer()
+
   uint64_t LastIndex() const { return first_index + locations.size() - 1; }
 
   Status Fail(Status s) {
@@ -407,6 +409,16 @@ struct SegmentedLog::Impl {
 
   Status Sync() {
     if (!failure.ok()) return failure;
+    if (!current_dirty && !dir_dirty) return Status::OK();
+    const auto start = std::chrono::steady_clock::now();
+    Status s = SyncFiles();
+    if (s.ok() && sync_observer != nullptr) {
+      sync_observer->OnSync(std::chrono::steady_clock::now() - start);
+    }
+    return s;
+  }
+
+  Status SyncFiles() {
     if (current_dirty) {
       Status s = current.DataSync();
       if (!s.ok()) return Fail(s);
@@ -659,6 +671,7 @@ SegmentedLog::~SegmentedLog() = default;
 
 Status SegmentedLog::Append(const std::vector<Entry>& entries) { return impl_->Append(entries); }
 Status SegmentedLog::Sync() { return impl_->Sync(); }
+void SegmentedLog::set_sync_observer(SyncObserver* observer) { impl_->sync_observer = observer; }
 uint64_t SegmentedLog::LastIndex() const { return impl_->LastIndex(); }
 Status SegmentedLog::CompactPrefix(uint64_t index) { return impl_->CompactPrefix(index); }
 Status SegmentedLog::Reset(uint64_t next_index) { return impl_->Reset(next_index); }

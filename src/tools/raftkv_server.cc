@@ -29,6 +29,7 @@ DECLARE_string(tls_ca_file);  // client/security.cc
 #include "service/cluster_config.h"
 #include "service/flag_files.h"
 #include "service/grpc_server.h"
+#include "service/metrics_endpoint.h"
 #include "service/node.h"
 #include "service/tls_check.h"
 #include "service/peer_client.h"
@@ -99,6 +100,12 @@ DEFINE_bool(enable_test_faults, false,
             "Serve the Testing.SetFaults RPC, which cuts links to chosen peers (fault tests and "
             "scripts/chaos.sh only; never in production: anyone reaching the client port could "
             "partition the node).");
+DEFINE_int32(metrics_port, 0,
+             "Serve Prometheus metrics at http://<--metrics_address>:<port>/metrics (text format "
+             "0.0.4; see doc/metrics.md); 0 = no metrics endpoint.");
+DEFINE_string(metrics_address, "0.0.0.0",
+              "IP address (IPv4 or IPv6 literal) the metrics endpoint listens on, e.g. 127.0.0.1 "
+              "to serve the local host only.");
 
 DEFINE_bool(client_cert_required, false,
             "With TLS: every caller, client or peer, must present a certificate signed by "
@@ -226,6 +233,10 @@ int main(int argc, char** argv) {
                 "newest is damaged), got " + std::to_string(FLAGS_snapshots_kept));
   }
   if (FLAGS_snapshot_timeout_ms < 1000) return Fail("--snapshot_timeout_ms must be >= 1000");
+  if (FLAGS_metrics_port < 0 || FLAGS_metrics_port > 65535) {
+    return Fail("--metrics_port must be 0 (off) or a TCP port 1..65535, got " +
+                std::to_string(FLAGS_metrics_port));
+  }
   if (FLAGS_snapshot_entries == 0 && FLAGS_snapshot_log_bytes == 0) {
     LOG(WARNING) << "--snapshot_entries=0 and --snapshot_log_bytes=0: no automatic snapshots; "
                     "the log grows until a snapshot is taken with raftkvctl";
@@ -380,6 +391,18 @@ int main(int argc, char** argv) {
   server_options.auth = auth.get();
   raftkv::AdminServiceImpl admin(raw_node, FLAGS_max_request_timeout_ms, auth.get());
   server_options.admin_service = &admin;
+  // Metrics first: a port that cannot be bound stops the start-up before
+  // this member serves anything.
+  std::unique_ptr<raftkv::MetricsEndpoint> metrics;
+  if (FLAGS_metrics_port != 0) {
+    metrics = std::make_unique<raftkv::MetricsEndpoint>(raw_node, FLAGS_metrics_address,
+                                                        FLAGS_metrics_port);
+    s = metrics->Start();
+    if (!s.ok()) {
+      return Fail("--metrics_port=" + std::to_string(FLAGS_metrics_port) +
+                  " --metrics_address=" + FLAGS_metrics_address + ": " + s.message());
+    }
+  }
   raftkv::GrpcServer server(server_options, raw_node);
   s = server.Start();
   if (!s.ok()) return Fail(s.message());
@@ -394,6 +417,7 @@ int main(int argc, char** argv) {
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   LOG(INFO) << "signal " << signal_number << ": shutting down";
+  if (metrics) metrics->Stop();  // before the node it reads
   if (FLAGS_shutdown_transfer_ms > 0) HandOverLeadership(raw_node, FLAGS_shutdown_transfer_ms);
   server.Shutdown(500);
   node->Stop();

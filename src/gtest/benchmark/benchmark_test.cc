@@ -54,6 +54,9 @@ DEFINE_string(json_out, "", "Write the reports of all scenario runs as a JSON ar
 DEFINE_string(server_flags, "",
               "Extra raftkv-server flags for the local cluster, whitespace separated "
               "(e.g. \"--server_cq_num=1 --max_inflight_appends=16\").");
+DEFINE_int32(metrics_port_base, 0,
+             "Local cluster only: member i serves Prometheus metrics at "
+             "http://127.0.0.1:<base + i>/metrics (doc/metrics.md); 0 = no metrics endpoint.");
 DEFINE_uint64(verify_sample, 0,
               "After Write: 0 = read back every acknowledged write; N = a random sample of N of "
               "them. Read and Echo always check every answer.");
@@ -98,6 +101,7 @@ BenchConfig ConfigFromFlags() {
   c.inflight = FLAGS_inflight;
   c.timeout_ms = FLAGS_write_timeout_ms;
   c.server_flags = SplitFlags(FLAGS_server_flags);
+  c.metrics_port_base = FLAGS_metrics_port_base;
   c.verify_sample = FLAGS_verify_sample;
   c.keep_cluster_dir = FLAGS_keep_cluster_dir;
   c.sessions = FLAGS_sessions;

@@ -376,6 +376,7 @@ int ProcessCluster::AddNode(std::vector<std::string> node_flags) {
   nd.port = ports.empty() ? 0 : ports[0];
   nd.joiner = true;
   nd.flags = std::move(node_flags);
+  nd.metrics_port = NextMetricsPort(nd.id);
   nodes_.push_back(std::move(nd));
   const int i = size();
   std::filesystem::create_directories(LogDir(i));
@@ -390,6 +391,21 @@ void ProcessCluster::SetNodeFlags(int i, std::vector<std::string> flags) {
 }
 
 void ProcessCluster::MarkRemoved(int i, bool removed) { node(i).removed = removed; }
+
+void ProcessCluster::EnableMetrics(int base) {
+  metrics_enabled_ = true;
+  metrics_port_base_ = base;
+  for (Node& nd : nodes_) nd.metrics_port = NextMetricsPort(nd.id);
+}
+
+int ProcessCluster::NextMetricsPort(int id) {
+  if (!metrics_enabled_) return 0;
+  if (metrics_port_base_ != 0) return metrics_port_base_ + id;
+  const std::vector<int> ports = PickFreePorts(1);
+  return ports.empty() ? 0 : ports[0];
+}
+
+int ProcessCluster::MetricsPort(int i) const { return node(i).metrics_port; }
 
 bool ProcessCluster::IsRemoved(int i) const { return node(i).removed; }
 
@@ -429,6 +445,10 @@ bool ProcessCluster::Start(int i, const std::vector<std::string>& more_flags) {
       "--logbufsecs=0",  // glog: flush every line (we read the logs, and SIGKILL)
   };
   if (nd.joiner) plan.args.push_back("--join");
+  if (nd.metrics_port != 0) {
+    plan.args.push_back("--metrics_address=127.0.0.1");
+    plan.args.push_back("--metrics_port=" + std::to_string(nd.metrics_port));
+  }
   plan.args.insert(plan.args.end(), extra_flags_.begin(), extra_flags_.end());
   plan.args.insert(plan.args.end(), nd.flags.begin(), nd.flags.end());
   plan.args.insert(plan.args.end(), more_flags.begin(), more_flags.end());

@@ -108,6 +108,15 @@ class ProcessCluster {
   void MarkRemoved(int i, bool removed = true);
   bool IsRemoved(int i) const;
 
+  // Prometheus metrics (doc/metrics.md): from now on every start of member
+  // i (members added later too) passes --metrics_address=127.0.0.1
+  // --metrics_port=MetricsPort(i). With base 0 the ports are free ones
+  // picked like the gRPC ports; else member i gets base + i (fixed ports a
+  // person can curl, e.g. raftkv-bench --metrics_port_base).
+  void EnableMetrics(int base = 0);
+  // Member i's metrics port; 0 when metrics are not enabled.
+  int MetricsPort(int i) const;
+
   // Starts every member. Returns false (and fills *error) if one exits at
   // once.
   bool StartAll(std::string* error = nullptr);
@@ -216,17 +225,22 @@ class ProcessCluster {
     bool joiner = false;   // added by AddNode: starts with --join
     bool removed = false;  // MarkRemoved
     std::vector<std::string> flags;  // SetNodeFlags / AddNode
+    int metrics_port = 0;            // EnableMetrics
   };
   Node& node(int i);
   const Node& node(int i) const;
   // Reaps member i without blocking; true if it has exited (pid reset).
   bool Reap(int i, bool block);
+  // The metrics port for member `id` (EnableMetrics), 0 if not enabled.
+  int NextMetricsPort(int id);
 
   std::string dir_;
   std::vector<std::string> extra_flags_;
   std::vector<Node> nodes_;
   uint64_t last_leader_term_ = 0;
   bool keep_dir_ = false;
+  bool metrics_enabled_ = false;
+  int metrics_port_base_ = 0;
 };
 
 // A uint64 seed for random test choices: $RAFTKV_TEST_SEED if set, else

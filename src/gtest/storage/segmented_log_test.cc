@@ -1069,3 +1069,39 @@ TEST(MemoryLogStoreTest, AppendTruncateAndReject) {
 
 }  // namespace
 }  // namespace raftkv
+
+namespace raftkv {
+namespace {
+
+// The metrics' fsync histogram: one report per Sync() that synced
+// something, none for a Sync() with nothing to do.
+TEST_F(SegmentedLogTest, SyncObserverSeesEverySyncThatReachedTheDisk) {
+  struct Recorder : SyncObserver {
+    void OnSync(std::chrono::nanoseconds elapsed) override {
+      ++calls;
+      if (elapsed.count() <= 0) ++non_positive;
+    }
+    int calls = 0;
+    int non_positive = 0;
+  } recorder;
+  options_.max_segment_bytes = 200;  // a few entries per segment: new files, directory syncs
+  Reopen();
+  log_->set_sync_observer(&recorder);
+  ASSERT_TRUE(log_->Sync().ok());
+  EXPECT_EQ(recorder.calls, 0) << "nothing to sync";
+  for (uint64_t i = 1; i <= 20; ++i) AppendAndSync({MakeEntry(i, 1)});
+  EXPECT_EQ(recorder.calls, 20);
+  EXPECT_EQ(recorder.non_positive, 0);
+  ASSERT_TRUE(log_->Sync().ok());
+  EXPECT_EQ(recorder.calls, 20);
+  // Group commit: many appends, one sync, one report.
+  ASSERT_TRUE(log_->Append(MakeEntries(21, 10)).ok());
+  ASSERT_TRUE(log_->Sync().ok());
+  EXPECT_EQ(recorder.calls, 21);
+  log_->set_sync_observer(nullptr);
+  AppendAndSync({MakeEntry(31, 1)});
+  EXPECT_EQ(recorder.calls, 21);
+}
+
+}  // namespace
+}  // namespace raftkv

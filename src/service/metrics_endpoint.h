@@ -1,0 +1,49 @@
+// The /metrics endpoint of raftkv-server (--metrics_port, --metrics_address):
+// the node's state (RaftNode::GetStatus(), the same snapshot the Admin
+// service's ListMembers and the KV Status RPC report) and its counters
+// (RaftNode::metrics()) in the Prometheus text format, served by an
+// HttpServer. Metric names and meanings: doc/metrics.md.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "service/http_server.h"
+#include "service/metrics.h"
+#include "service/node.h"
+
+namespace raftkv {
+
+// The Content-Type of the text exposition format.
+inline constexpr char kMetricsContentType[] = "text/plain; version=0.0.4";
+
+// Renders one scrape. `proposals_per_second`: the server-side rate gauge.
+// Per-peer series (raftkv_peer_*) are exported by the leader only, one per
+// other member of the configuration; a follower or candidate exports none
+// (it has no replication progress to report), so a query over them shows
+// the current leader's view.
+std::string RenderNodeMetrics(const NodeStatus& status, const NodeMetrics& metrics,
+                              double proposals_per_second);
+
+class MetricsEndpoint {
+ public:
+  // `node` must outlive Stop().
+  MetricsEndpoint(RaftNode* node, const std::string& address, int port);
+  ~MetricsEndpoint() { Stop(); }
+
+  Status Start();
+  void Stop() { server_.Stop(); }
+  int port() const { return server_.port(); }
+
+  // Window of the raftkv_proposals_per_second gauge, sampled every second.
+  static constexpr std::chrono::seconds kRateWindow{5};
+
+ private:
+  RaftNode* const node_;
+  const std::string address_;
+  HttpServer server_;
+  RateWindow proposal_rate_{kRateWindow};  // the server's thread only
+};
+
+}  // namespace raftkv
