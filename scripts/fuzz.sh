@@ -10,6 +10,7 @@
 #     --seconds N      fuzzing time per target (default 20)
 #     --build-dir DIR  build directory (default build-fuzz, relative to the repo)
 #     target ...       only these targets (default: all)
+#   RAFTKV_WERROR=ON   warnings as errors (scripts/test.sh sets it; default OFF)
 set -euo pipefail
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ALL_TARGETS=(fuzz_log_recovery fuzz_hard_state fuzz_state_machine fuzz_kv_requests fuzz_raft_step)
@@ -23,7 +24,7 @@ while [[ $# -gt 0 ]]; do
     --seconds=*) seconds=${1#*=}; shift ;;
     --build-dir) build_dir=$2; shift 2 ;;
     --build-dir=*) build_dir=${1#*=}; shift ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -44,7 +45,8 @@ done
 
 echo "fuzz.sh: building the fuzz targets in $build_dir"
 CC=clang CXX=clang++ cmake -S "$REPO_ROOT" -B "$build_dir" -G Ninja \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRAFTKV_FUZZ=ON -DRAFTKV_BUILD_TESTS=OFF >/dev/null
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRAFTKV_FUZZ=ON -DRAFTKV_BUILD_TESTS=OFF \
+  -DRAFTKV_WERROR="${RAFTKV_WERROR:-OFF}" >/dev/null
 ninja -C "$build_dir" -j"${RAFTKV_FUZZ_JOBS:-2}" "${targets[@]}"
 
 failed=0

@@ -9,7 +9,8 @@ set -euo pipefail
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev libboost-dev
+  libabsl-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
+  libboost-dev  # Boost.Asio (header-only): the metrics endpoint's HTTP server
   libtcmalloc-minimal4  # allocator of raftkv-server / raftkv-bench (CMakeLists.txt, RAFTKV_TCMALLOC)
   python3 python3-matplotlib
   clang libclang-rt-dev  # scripts/fuzz.sh: libFuzzer and the sanitizer runtimes
@@ -56,18 +57,19 @@ case "$(uname -s)" in
     else
       echo "install-deps: no apt-get here; install the equivalents of:"
       echo "  ${APT_PACKAGES[*]}"
-      echo "or use vcpkg:"
-      echo "  vcpkg install grpc protobuf abseil gflags glog gtest boost-headers"
+      echo "or use vcpkg (manifest: vcpkg.json; doc/building.md):"
+      echo "  cmake --preset <preset> -DCMAKE_TOOLCHAIN_FILE=\$VCPKG_ROOT/scripts/buildsystems/vcpkg.cmake"
     fi
     ;;
   Darwin)
     echo "install-deps: on macOS, install the dependencies with Homebrew:"
-    echo "  brew install cmake ninja grpc protobuf abseil gflags glog googletest boost"
+    echo "  brew install cmake ninja grpc protobuf abseil gflags glog googletest"
+    echo "then: cmake --preset macos-brew (doc/building.md)"
     ;;
   *)
-    echo "install-deps: on this system ($(uname -s)), install the dependencies with vcpkg:"
-    echo "  vcpkg install grpc protobuf abseil gflags glog gtest boost-headers"
-    echo "and configure with -DCMAKE_TOOLCHAIN_FILE=<vcpkg>/scripts/buildsystems/vcpkg.cmake"
+    echo "install-deps: on this system ($(uname -s)), use vcpkg in manifest mode (vcpkg.json):"
+    echo "  set VCPKG_ROOT to a vcpkg checkout, then: cmake --preset vcpkg-windows"
+    echo "(doc/building.md)"
     ;;
 esac
 exit 0

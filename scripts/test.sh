@@ -5,9 +5,12 @@
 # crash-durability loops, a ~2-minute linearizability-checked chaos run, the
 # cluster.sh acceptance test), then the libFuzzer targets for a bounded time
 # (clang build in ./build-fuzz). Exits non-zero on any failure.
+# Both builds (GCC and the clang fuzz build) treat warnings as errors.
 #   RAFTKV_FUZZ_SECONDS  fuzzing time per target (default 20; 0 skips fuzzing)
+#   RAFTKV_WERROR        warnings as errors (default ON here; OFF to relax)
 set -euo pipefail
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export RAFTKV_WERROR=${RAFTKV_WERROR:-ON}
 "$REPO_ROOT/scripts/install-deps.sh"
 "$REPO_ROOT/scripts/build.sh"
 BUILD_DIR=${RAFTKV_BUILD_DIR:-$REPO_ROOT/build}

@@ -29,7 +29,7 @@ int DecimalDigits(uint64_t v) {
 }  // namespace
 
 KeySpace::KeySpace(uint64_t count, int key_len, int value_len, uint64_t seed)
-    : count_(count), key_len_(key_len), value_len_(value_len), seed_(seed) {
+    : key_len_(key_len), value_len_(value_len), seed_(seed) {
   digits_ = DecimalDigits(count == 0 ? 0 : count - 1);
   if (key_len < 1) {
     error_ = "--key_len must be at least 1";

@@ -34,7 +34,6 @@ class KeySpace {
   int value_len() const { return value_len_; }
 
  private:
-  uint64_t count_;
   int key_len_;
   int value_len_;
   uint64_t seed_;

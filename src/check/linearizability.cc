@@ -1001,7 +1001,11 @@ bool ParseOutcome(const std::string& s, Outcome* outcome) {
 bool OperationFromFields(const std::vector<std::pair<std::string, JsonValue>>& fields,
                          Operation* op, std::string* error) {
   bool has_key = false, has_type = false;
-  for (const auto& [name, value] : fields) {
+  for (const auto& field : fields) {
+    // Not a structured binding: C++17 lambdas cannot capture those (clang
+    // rejects `want` below; C++20 allows it).
+    const std::string& name = field.first;
+    const JsonValue& value = field.second;
     using Kind = JsonValue::Kind;
     auto want = [&](Kind kind, const char* what) {
       if (value.kind == kind) return true;

@@ -1,9 +1,5 @@
 #include "service/node.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -33,23 +29,6 @@ Outcome Failure(grpc::StatusCode code, const std::string& message) {
 double MillisSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
-
-// Closes the LOCK file descriptor unless released (Open's error paths).
-class FdGuard {
- public:
-  explicit FdGuard(int fd) : fd_(fd) {}
-  ~FdGuard() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int release() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_;
-};
 
 // The cluster file as a configuration: every member a voter, in id order.
 MembershipConfig BootstrapConfig(const ClusterConfig& cluster) {
@@ -122,14 +101,14 @@ Status RaftNode::Open(const NodeOptions& options, std::unique_ptr<RaftNode>* nod
   if (ec) return Status::IOError("cannot create data directory " + options.data_dir + ": " + ec.message());
 
   const std::string lock_path = options.data_dir + "/LOCK";
-  const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT, 0644);
-  if (lock_fd < 0) return Status::IOError("cannot open " + lock_path);
-  if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    ::close(lock_fd);
+  file::FileLock lock;  // handed to the node on success
+  bool held_elsewhere = false;
+  Status ls = file::FileLock::Acquire(lock_path, &lock, &held_elsewhere);
+  if (!ls.ok()) return Status::IOError("cannot lock " + lock_path + ": " + ls.message());
+  if (held_elsewhere) {
     return Status::IOError("data directory " + options.data_dir +
                            " is in use by another raftkv-server (" + lock_path + " is locked)");
   }
-  FdGuard lock_guard(lock_fd);  // released to the node on success
 
   Recovered r;
   r.hard_state_file = std::make_unique<HardStateFile>(options.data_dir + "/hardstate");
@@ -279,7 +258,7 @@ Status RaftNode::Open(const NodeOptions& options, std::unique_ptr<RaftNode>* nod
             << r.hard_state.vote << ", snapshot index " << r.base.index << ", "
             << r.entries.size() << " log entries after it";
   node->reset(new RaftNode(options, std::move(r)));
-  (*node)->lock_fd_ = lock_guard.release();
+  (*node)->lock_ = std::move(lock);
   return Status::OK();
 }
 
@@ -300,7 +279,7 @@ RaftNode::RaftNode(const NodeOptions& options, Recovered r)
 
 RaftNode::~RaftNode() {
   Stop();
-  if (lock_fd_ >= 0) ::close(lock_fd_);
+  lock_.Unlock();
 }
 
 void RaftNode::Start(PeerSender* sender) {

@@ -42,6 +42,7 @@
 #include "raft/raft.h"
 #include "service/cluster_config.h"
 #include "service/metrics.h"
+#include "storage/file_util.h"
 #include "storage/hard_state.h"
 #include "storage/kv_state_machine.h"
 #include "storage/log_store.h"
@@ -344,7 +345,7 @@ class RaftNode {
 
   std::thread io_thread_;
   std::thread tick_thread_;
-  int lock_fd_ = -1;  // flock on <data_dir>/LOCK: one server per data directory
+  file::FileLock lock_;  // on <data_dir>/LOCK: one server per data directory
 };
 
 }  // namespace raftkv

@@ -1,14 +1,38 @@
-// POSIX implementation of storage/file_util.h (Linux, macOS, the BSDs).
-// Directory-level calls go through std::filesystem, which is portable; only
-// descriptor-based I/O and durability calls are POSIX. A Windows port needs
-// a second implementation of the File class and SyncDir() only.
+// The platform file layer of storage/file_util.h. Two implementations of the
+// descriptor-based calls (File, FileLock, SyncDir, Rename): POSIX (Linux,
+// macOS, the BSDs) and Win32. The directory-level calls (CreateDirs,
+// ListFiles, Remove, paths) go through std::filesystem, which is portable.
+//
+// Durability per platform (doc/building.md, "Portable builds"):
+//   Linux    fdatasync / fsync; directories fsync'ed after entries change.
+//   macOS    fcntl(F_FULLFSYNC): fsync() only hands the data to the drive,
+//            whose cache may lose it on power loss. File systems without
+//            F_FULLFSYNC (some network and FUSE mounts) fail it with ENOTSUP
+//            or EINVAL: fsync is the best they offer. Other errors (EIO) are
+//            reported, never retried as fsync (which could then succeed on
+//            pages the failed flush already dropped).
+//   Windows  FlushFileBuffers; renames with MOVEFILE_WRITE_THROUGH; no
+//            directory sync (see SyncDir).
 #include "storage/file_util.h"
 
+#ifdef _WIN32
+#ifndef WIN32_LEAN_AND_MEAN
+#define WIN32_LEAN_AND_MEAN
+#endif
+#ifndef NOMINMAX
+#define NOMINMAX
+#endif
+#include <windows.h>
+#else
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#endif
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <filesystem>
 #include <system_error>
 #include <utility>
@@ -17,11 +41,6 @@ namespace raftkv::file {
 namespace {
 
 namespace fs = std::filesystem;
-
-Status ErrnoStatus(const std::string& what, const std::string& path, int err) {
-  return Status::IOError(what + " " + path + ": " +
-                         std::error_code(err, std::generic_category()).message());
-}
 
 Status ErrorCodeStatus(const std::string& what, const std::string& path,
                        const std::error_code& ec) {
@@ -33,16 +52,225 @@ Status ErrorCodeStatus(const std::string& what, const std::string& path,
 File::~File() { Close(); }
 
 File::File(File&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
+    : handle_(std::exchange(other.handle_, kClosed)), path_(std::move(other.path_)) {}
 
 File& File::operator=(File&& other) noexcept {
   if (this != &other) {
     Close();
-    fd_ = std::exchange(other.fd_, -1);
+    handle_ = std::exchange(other.handle_, kClosed);
     path_ = std::move(other.path_);
   }
   return *this;
 }
+
+Status File::ReadAll(std::string* contents) const {
+  uint64_t size = 0;
+  Status s = Size(&size);
+  if (!s.ok()) return s;
+  // ReadAt stops early only at the end of the file (it shrank under us).
+  return ReadAt(0, static_cast<size_t>(size), contents);
+}
+
+#ifdef _WIN32
+// ---- Win32 ----
+// Paths are converted to UTF-16 by std::filesystem::path, exactly as the
+// std::filesystem calls above and below convert them, so both kinds of call
+// see the same file for the same std::string. Handles are synchronous (no
+// FILE_FLAG_OVERLAPPED): an OVERLAPPED passed to ReadFile/WriteFile only
+// carries the offset, like pread/pwrite, and the call completes before
+// returning.
+namespace {
+
+Status WinStatus(const std::string& what, const std::string& path, DWORD err) {
+  // system_category() formats Win32 error codes (FormatMessage).
+  return ErrorCodeStatus(what, path, std::error_code(static_cast<int>(err), std::system_category()));
+}
+
+OVERLAPPED At(uint64_t offset) {
+  OVERLAPPED ov{};
+  ov.Offset = static_cast<DWORD>(offset);
+  ov.OffsetHigh = static_cast<DWORD>(offset >> 32);
+  return ov;
+}
+
+// ReadFile/WriteFile take a DWORD count: larger requests go in chunks.
+constexpr size_t kMaxChunk = size_t{1} << 30;
+
+}  // namespace
+
+Status File::Open(const std::string& path, OpenMode mode, File* out, bool* not_found) {
+  out->Close();
+  if (not_found != nullptr) *not_found = false;
+  DWORD access = GENERIC_READ | GENERIC_WRITE;
+  DWORD disposition = OPEN_EXISTING;
+  switch (mode) {
+    case OpenMode::kReadOnly: access = GENERIC_READ; break;
+    case OpenMode::kReadWrite: break;
+    case OpenMode::kCreateTruncate: disposition = CREATE_ALWAYS; break;
+  }
+  // FILE_SHARE_DELETE: like POSIX, a file may be renamed or removed while
+  // open (e.g. an old snapshot being streamed to a follower). No security
+  // attributes: the handle is not inherited by child processes (O_CLOEXEC).
+  HANDLE h = ::CreateFileW(fs::path(path).c_str(), access,
+                           FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, nullptr,
+                           disposition, FILE_ATTRIBUTE_NORMAL, nullptr);
+  if (h == INVALID_HANDLE_VALUE) {
+    const DWORD err = ::GetLastError();
+    if ((err == ERROR_FILE_NOT_FOUND || err == ERROR_PATH_NOT_FOUND) && not_found != nullptr) {
+      *not_found = true;
+      return Status::OK();
+    }
+    return WinStatus("open", path, err);
+  }
+  out->handle_ = h;
+  out->path_ = path;
+  return Status::OK();
+}
+
+Status File::Size(uint64_t* size) const {
+  LARGE_INTEGER li;
+  if (!::GetFileSizeEx(handle_, &li)) return WinStatus("size of", path_, ::GetLastError());
+  *size = static_cast<uint64_t>(li.QuadPart);
+  return Status::OK();
+}
+
+Status File::ReadAt(uint64_t offset, size_t n, std::string* out) const {
+  out->resize(n);
+  size_t done = 0;
+  while (done < n) {
+    OVERLAPPED ov = At(offset + done);
+    DWORD got = 0;
+    if (!::ReadFile(handle_, &(*out)[done], static_cast<DWORD>(std::min(n - done, kMaxChunk)),
+                    &got, &ov)) {
+      const DWORD err = ::GetLastError();
+      // A synchronous handle read with an OVERLAPPED offset at or past the
+      // end of the file fails with ERROR_HANDLE_EOF (not TRUE with 0 bytes,
+      // as without an OVERLAPPED): the end of the file, like pread's 0.
+      if (err == ERROR_HANDLE_EOF) break;
+      return WinStatus("read", path_, err);
+    }
+    if (got == 0) break;  // end of file
+    done += got;
+  }
+  out->resize(done);
+  return Status::OK();
+}
+
+Status File::WriteAt(const void* data, size_t n, uint64_t offset) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    OVERLAPPED ov = At(offset);
+    DWORD wrote = 0;
+    if (!::WriteFile(handle_, p, static_cast<DWORD>(std::min(n, kMaxChunk)), &wrote, &ov)) {
+      return WinStatus("write", path_, ::GetLastError());
+    }
+    p += wrote;
+    n -= wrote;
+    offset += wrote;
+  }
+  return Status::OK();
+}
+
+Status File::Truncate(uint64_t size) {
+  FILE_END_OF_FILE_INFO info{};
+  info.EndOfFile.QuadPart = static_cast<LONGLONG>(size);
+  if (!::SetFileInformationByHandle(handle_, FileEndOfFileInfo, &info, sizeof(info))) {
+    return WinStatus("truncate", path_, ::GetLastError());
+  }
+  return Status::OK();
+}
+
+// FlushFileBuffers writes the file's data and metadata and flushes the
+// drive's cache; Win32 has no data-only variant.
+Status File::DataSync() { return Sync(); }
+
+Status File::Sync() {
+  if (!::FlushFileBuffers(handle_)) return WinStatus("FlushFileBuffers", path_, ::GetLastError());
+  return Status::OK();
+}
+
+Status File::Close() {
+  if (handle_ == kClosed) return Status::OK();
+  HANDLE h = std::exchange(handle_, kClosed);
+  if (!::CloseHandle(h)) return WinStatus("close", path_, ::GetLastError());
+  return Status::OK();
+}
+
+Status FileLock::Acquire(const std::string& path, FileLock* out, bool* held_elsewhere) {
+  out->Unlock();
+  *held_elsewhere = false;
+  File f;
+  HANDLE h = ::CreateFileW(fs::path(path).c_str(), GENERIC_READ | GENERIC_WRITE,
+                           FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, nullptr,
+                           OPEN_ALWAYS, FILE_ATTRIBUTE_NORMAL, nullptr);
+  if (h == INVALID_HANDLE_VALUE) return WinStatus("open", path, ::GetLastError());
+  f.handle_ = h;
+  f.path_ = path;
+  // Locks the first byte (a lock may extend past the end of the file).
+  OVERLAPPED ov = At(0);
+  if (!::LockFileEx(h, LOCKFILE_EXCLUSIVE_LOCK | LOCKFILE_FAIL_IMMEDIATELY, 0, 1, 0, &ov)) {
+    const DWORD err = ::GetLastError();
+    if (err == ERROR_LOCK_VIOLATION) {
+      *held_elsewhere = true;
+      return Status::OK();
+    }
+    return WinStatus("lock", path, err);
+  }
+  out->file_ = std::move(f);
+  return Status::OK();
+}
+
+// Windows cannot flush a directory: FlushFileBuffers needs a handle opened
+// for writing, which a directory handle cannot be. None is needed: NTFS
+// journals directory entries as metadata, which FlushFileBuffers on the file
+// itself commits, and renames use MOVEFILE_WRITE_THROUGH (Rename below).
+// LevelDB's and RocksDB's Windows ports make the same choice.
+Status SyncDir(const std::string& /*dir*/) { return Status::OK(); }
+
+Status Rename(const std::string& from, const std::string& to) {
+  // MOVEFILE_WRITE_THROUGH: returns only once the rename is on disk, which
+  // takes the place of the directory sync POSIX needs after rename().
+  if (!::MoveFileExW(fs::path(from).c_str(), fs::path(to).c_str(),
+                     MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH)) {
+    return WinStatus("rename " + from + " to", to, ::GetLastError());
+  }
+  return Status::OK();
+}
+
+#else
+// ---- POSIX ----
+namespace {
+
+Status ErrnoStatus(const std::string& what, const std::string& path, int err) {
+  return ErrorCodeStatus(what, path, std::error_code(err, std::generic_category()));
+}
+
+// The strongest flush of `fd` the platform offers (fdatasync only if
+// `data_only` and Linux); returns 0 or -1 with errno set.
+int FlushCall(int fd, bool data_only) {
+#if defined(__APPLE__)
+  (void)data_only;
+  if (::fcntl(fd, F_FULLFSYNC) == 0) return 0;
+  // See the file comment: only "not supported here" falls back to fsync.
+  if (errno != ENOTSUP && errno != EINVAL) return -1;
+  return ::fsync(fd);
+#elif defined(__linux__)
+  return data_only ? ::fdatasync(fd) : ::fsync(fd);
+#else
+  (void)data_only;
+  return ::fsync(fd);
+#endif
+}
+
+// The name of FlushCall in errors.
+constexpr const char* kFlushName =
+#if defined(__APPLE__)
+    "F_FULLFSYNC";
+#else
+    "fsync";
+#endif
+
+}  // namespace
 
 Status File::Open(const std::string& path, OpenMode mode, File* out, bool* not_found) {
   out->Close();
@@ -64,34 +292,15 @@ Status File::Open(const std::string& path, OpenMode mode, File* out, bool* not_f
     }
     return ErrnoStatus("open", path, errno);
   }
-  out->fd_ = fd;
+  out->handle_ = fd;
   out->path_ = path;
   return Status::OK();
 }
 
 Status File::Size(uint64_t* size) const {
   struct stat st;
-  if (::fstat(fd_, &st) != 0) return ErrnoStatus("fstat", path_, errno);
+  if (::fstat(handle_, &st) != 0) return ErrnoStatus("fstat", path_, errno);
   *size = static_cast<uint64_t>(st.st_size);
-  return Status::OK();
-}
-
-Status File::ReadAll(std::string* contents) const {
-  uint64_t size = 0;
-  Status s = Size(&size);
-  if (!s.ok()) return s;
-  contents->resize(size);
-  uint64_t done = 0;
-  while (done < size) {
-    ssize_t n = ::pread(fd_, &(*contents)[done], size - done, static_cast<off_t>(done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus("read", path_, errno);
-    }
-    if (n == 0) break;  // shrank under us
-    done += static_cast<uint64_t>(n);
-  }
-  contents->resize(done);
   return Status::OK();
 }
 
@@ -99,7 +308,7 @@ Status File::ReadAt(uint64_t offset, size_t n, std::string* out) const {
   out->resize(n);
   size_t done = 0;
   while (done < n) {
-    ssize_t r = ::pread(fd_, &(*out)[done], n - done, static_cast<off_t>(offset + done));
+    ssize_t r = ::pread(handle_, &(*out)[done], n - done, static_cast<off_t>(offset + done));
     if (r < 0) {
       if (errno == EINTR) continue;
       return ErrnoStatus("read", path_, errno);
@@ -114,7 +323,7 @@ Status File::ReadAt(uint64_t offset, size_t n, std::string* out) const {
 Status File::WriteAt(const void* data, size_t n, uint64_t offset) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
-    ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
+    ssize_t w = ::pwrite(handle_, p, n, static_cast<off_t>(offset));
     if (w < 0) {
       if (errno == EINTR) continue;
       return ErrnoStatus("write", path_, errno);
@@ -129,38 +338,57 @@ Status File::WriteAt(const void* data, size_t n, uint64_t offset) {
 Status File::Truncate(uint64_t size) {
   int r;
   do {
-    r = ::ftruncate(fd_, static_cast<off_t>(size));
+    r = ::ftruncate(handle_, static_cast<off_t>(size));
   } while (r != 0 && errno == EINTR);
   if (r != 0) return ErrnoStatus("ftruncate", path_, errno);
   return Status::OK();
 }
 
 Status File::DataSync() {
-#if defined(__APPLE__)
-  if (::fcntl(fd_, F_FULLFSYNC) == 0) return Status::OK();
-  // Not supported by every file system (e.g. network mounts): fall back.
-  if (::fsync(fd_) != 0) return ErrnoStatus("fsync", path_, errno);
-#elif defined(__linux__)
-  if (::fdatasync(fd_) != 0) return ErrnoStatus("fdatasync", path_, errno);
+#if defined(__linux__)
+  if (FlushCall(handle_, /*data_only=*/true) != 0) return ErrnoStatus("fdatasync", path_, errno);
 #else
-  if (::fsync(fd_) != 0) return ErrnoStatus("fsync", path_, errno);
+  if (FlushCall(handle_, /*data_only=*/true) != 0) return ErrnoStatus(kFlushName, path_, errno);
 #endif
   return Status::OK();
 }
 
 Status File::Sync() {
-#if defined(__APPLE__)
-  if (::fcntl(fd_, F_FULLFSYNC) == 0) return Status::OK();
-#endif
-  if (::fsync(fd_) != 0) return ErrnoStatus("fsync", path_, errno);
+  if (FlushCall(handle_, /*data_only=*/false) != 0) return ErrnoStatus(kFlushName, path_, errno);
   return Status::OK();
 }
 
 Status File::Close() {
-  if (fd_ < 0) return Status::OK();
-  int fd = std::exchange(fd_, -1);
+  if (handle_ == kClosed) return Status::OK();
+  int fd = std::exchange(handle_, kClosed);
   // Never retry close() on EINTR: the descriptor is released either way.
   if (::close(fd) != 0 && errno != EINTR) return ErrnoStatus("close", path_, errno);
+  return Status::OK();
+}
+
+Status FileLock::Acquire(const std::string& path, FileLock* out, bool* held_elsewhere) {
+  out->Unlock();
+  *held_elsewhere = false;
+  File f;
+  int fd;
+  do {
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return ErrnoStatus("open", path, errno);
+  f.handle_ = fd;
+  f.path_ = path;
+  int r;
+  do {
+    r = ::flock(fd, LOCK_EX | LOCK_NB);
+  } while (r != 0 && errno == EINTR);
+  if (r != 0) {
+    if (errno == EWOULDBLOCK) {
+      *held_elsewhere = true;
+      return Status::OK();
+    }
+    return ErrnoStatus("flock", path, errno);
+  }
+  out->file_ = std::move(f);
   return Status::OK();
 }
 
@@ -175,10 +403,23 @@ Status SyncDir(const std::string& dir) {
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) return ErrnoStatus("open directory", dir, errno);
   Status s;
-  if (::fsync(fd) != 0) s = ErrnoStatus("fsync directory", dir, errno);
+  if (FlushCall(fd, /*data_only=*/false) != 0) {
+    s = ErrnoStatus(std::string(kFlushName) + " directory", dir, errno);
+  }
   ::close(fd);
   return s;
 }
+
+Status Rename(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    return ErrnoStatus("rename " + from + " to", to, errno);
+  }
+  return Status::OK();
+}
+
+#endif  // _WIN32
+
+// ---- portable (std::filesystem) ----
 
 Status CreateDirs(const std::string& dir, bool* created) {
   std::error_code ec;
@@ -199,13 +440,6 @@ Status ListFiles(const std::string& dir, std::vector<std::string>* names) {
     if (it->is_regular_file(type_ec)) names->push_back(it->path().filename().string());
   }
   if (ec) return ErrorCodeStatus("list directory", dir, ec);
-  return Status::OK();
-}
-
-Status Rename(const std::string& from, const std::string& to) {
-  std::error_code ec;
-  fs::rename(from, to, ec);
-  if (ec) return ErrorCodeStatus("rename " + from + " to", to, ec);
   return Status::OK();
 }
 

@@ -301,15 +301,15 @@ struct SegmentedLog::Impl {
     return s;
   }
 
-  // Starts a new segment whose first record will hold `first_index`.
-  Status StartSegment(uint64_t first_index) {
+  // Starts a new segment whose first record will hold `segment_first`.
+  Status StartSegment(uint64_t segment_first) {
     if (current.is_open() && current_dirty) {
       // Complete the old segment on disk before the next one exists.
       Status s = current.DataSync();
       if (!s.ok()) return Fail(s);
       current_dirty = false;
     }
-    Segment segment{first_index, file::JoinPath(dir, SegmentFileName(first_index)), 0};
+    Segment segment{segment_first, file::JoinPath(dir, SegmentFileName(segment_first)), 0};
     file::File f;
     Status s = file::File::Open(segment.path, file::OpenMode::kCreateTruncate, &f);
     if (!s.ok()) return s;

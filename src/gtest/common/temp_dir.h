@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <string>
 
 namespace raftkv::testing_util {
@@ -18,9 +19,21 @@ class TempDir {
  public:
   explicit TempDir(const std::string& tag = "test") {
     std::string pattern = ::testing::TempDir() + "raftkv_" + tag + "_XXXXXX";
+#ifdef _WIN32
+    // No mkdtemp: create_directory is the atomic "made it, not there before".
+    std::random_device rd;
+    bool made = false;
+    for (int attempt = 0; attempt < 100 && !made; ++attempt) {
+      path_ = pattern.substr(0, pattern.size() - 6) + std::to_string(rd() % 1000000);
+      std::error_code ec;
+      made = std::filesystem::create_directory(path_, ec);
+    }
+    EXPECT_TRUE(made) << "cannot create a directory like " << pattern;
+#else
     char* made = ::mkdtemp(pattern.data());
     EXPECT_NE(made, nullptr) << "mkdtemp " << pattern;
     path_ = pattern;
+#endif
   }
   ~TempDir() {
     std::error_code ec;

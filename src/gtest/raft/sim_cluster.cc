@@ -14,7 +14,14 @@ namespace {
 // process (so even a crash names the seed and the last events).
 SimCluster* g_active = nullptr;
 
-[[noreturn]] void OnGlogFailure() {
+// GNU noreturn, not [[noreturn]]: glog's logging_fail_func_t carries it under
+// __GNUC__, and clang makes it part of the function type (no conversion).
+#if defined(__GNUC__)
+__attribute__((noreturn))
+#else
+[[noreturn]]
+#endif
+void OnGlogFailure() {
   if (g_active != nullptr) {
     std::fprintf(stderr, "\n==== core CHECK failed inside the simulation ====\n%s\n",
                  g_active->Report().c_str());
