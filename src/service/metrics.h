@@ -121,6 +121,12 @@ class ExpositionWriter {
   void Family(const std::string& name, const std::string& type, const std::string& help);
   void Sample(const std::string& name, const Labels& labels, double value);
   void Sample(const std::string& name, double value) { Sample(name, {}, value); }
+  // A family with one unlabelled sample.
+  void Single(const std::string& name, const std::string& type, const std::string& help,
+              double value) {
+    Family(name, type, help);
+    Sample(name, value);
+  }
   // <name>_bucket{...,le="..."} (cumulative, ending with +Inf), <name>_sum
   // and <name>_count.
   void HistogramSamples(const std::string& name, const Labels& labels,

@@ -18,35 +18,42 @@ std::string RenderNodeMetrics(const NodeStatus& st, const NodeMetrics& m,
                               double proposals_per_second) {
   ExpositionWriter w;
   // ---- state (gauges, from GetStatus) ----
-  w.Family("raftkv_member_id", "gauge", "Raft id of this member.");
-  w.Sample("raftkv_member_id", D(st.id));
+  w.Single("raftkv_member_id", "gauge",
+           "Raft id of this member.",
+           D(st.id));
   w.Family("raftkv_role", "gauge",
            "1 for the role this member has now, 0 for the others.");
   for (raft::Role role : {raft::Role::kFollower, raft::Role::kPreCandidate,
                           raft::Role::kCandidate, raft::Role::kLeader}) {
     w.Sample("raftkv_role", {{"role", raft::RoleName(role)}}, st.role == role ? 1 : 0);
   }
-  w.Family("raftkv_term", "gauge", "Current Raft term of this member.");
-  w.Sample("raftkv_term", D(st.term));
-  w.Family("raftkv_leader_id", "gauge", "Id of the leader this member knows of (0: none).");
-  w.Sample("raftkv_leader_id", D(st.leader_id));
-  w.Family("raftkv_commit_index", "gauge", "Highest log index known to be committed.");
-  w.Sample("raftkv_commit_index", D(st.commit_index));
-  w.Family("raftkv_applied_index", "gauge",
-           "Highest log index applied to this member's state machine.");
-  w.Sample("raftkv_applied_index", D(st.applied_index));
-  w.Family("raftkv_last_log_index", "gauge", "Index of the last entry in this member's log.");
-  w.Sample("raftkv_last_log_index", D(st.last_log_index));
-  w.Family("raftkv_durable_index", "gauge",
-           "Index of the last log entry synced to disk on this member.");
-  w.Sample("raftkv_durable_index", D(st.durable_index));
-  w.Family("raftkv_first_log_index", "gauge",
-           "Index of the first entry in the in-memory log (earlier ones are in a snapshot).");
-  w.Sample("raftkv_first_log_index", D(st.first_log_index));
-  w.Family("raftkv_snapshot_index", "gauge", "Last index covered by the newest snapshot (0: none).");
-  w.Sample("raftkv_snapshot_index", D(st.snapshot_index));
-  w.Family("raftkv_sessions", "gauge", "Client sessions in the state machine.");
-  w.Sample("raftkv_sessions", D(st.sessions));
+  w.Single("raftkv_term", "gauge",
+           "Current Raft term of this member.",
+           D(st.term));
+  w.Single("raftkv_leader_id", "gauge",
+           "Id of the leader this member knows of (0: none).",
+           D(st.leader_id));
+  w.Single("raftkv_commit_index", "gauge",
+           "Highest log index known to be committed.",
+           D(st.commit_index));
+  w.Single("raftkv_applied_index", "gauge",
+           "Highest log index applied to this member's state machine.",
+           D(st.applied_index));
+  w.Single("raftkv_last_log_index", "gauge",
+           "Index of the last entry in this member's log.",
+           D(st.last_log_index));
+  w.Single("raftkv_durable_index", "gauge",
+           "Index of the last log entry synced to disk on this member.",
+           D(st.durable_index));
+  w.Single("raftkv_first_log_index", "gauge",
+           "Index of the first entry in the in-memory log (earlier ones are in a snapshot).",
+           D(st.first_log_index));
+  w.Single("raftkv_snapshot_index", "gauge",
+           "Last index covered by the newest snapshot (0: none).",
+           D(st.snapshot_index));
+  w.Single("raftkv_sessions", "gauge",
+           "Client sessions in the state machine.",
+           D(st.sessions));
   uint64_t voters = 0, learners = 0;
   for (const MemberInfo& mi : st.members) (mi.voter ? voters : learners)++;
   w.Family("raftkv_config_members", "gauge",
@@ -75,33 +82,34 @@ std::string RenderNodeMetrics(const NodeStatus& st, const NodeMetrics& m,
   }
 
   // ---- counters ----
-  w.Family("raftkv_proposals_total", "counter",
-           "Client commands this member accepted into its log as leader.");
-  w.Sample("raftkv_proposals_total", Load(m.proposals));
-  w.Family("raftkv_proposals_refused_total", "counter",
-           "Proposals refused (not leader, leadership transfer, shutting down).");
-  w.Sample("raftkv_proposals_refused_total", Load(m.proposals_refused));
-  w.Family("raftkv_proposals_per_second", "gauge",
+  w.Single("raftkv_proposals_total", "counter",
+           "Client commands this member accepted into its log as leader.",
+           Load(m.proposals));
+  w.Single("raftkv_proposals_refused_total", "counter",
+           "Proposals refused (not leader, leadership transfer, shutting down).",
+           Load(m.proposals_refused));
+  w.Single("raftkv_proposals_per_second", "gauge",
            "Proposals accepted per second over the last " +
                std::to_string(MetricsEndpoint::kRateWindow.count()) +
                " s, computed by the server (rate(raftkv_proposals_total[...]) is the same from "
-               "Prometheus).");
-  w.Sample("raftkv_proposals_per_second", proposals_per_second);
-  w.Family("raftkv_applied_entries_total", "counter",
-           "Committed log entries applied to the state machine on this member.");
-  w.Sample("raftkv_applied_entries_total", Load(m.applied_entries));
-  w.Family("raftkv_leader_changes_total", "counter",
-           "Times this member saw the leader change to another member.");
-  w.Sample("raftkv_leader_changes_total", Load(m.leader_changes));
-  w.Family("raftkv_snapshots_taken_total", "counter", "Snapshots written by this member.");
-  w.Sample("raftkv_snapshots_taken_total", Load(m.snapshots_taken));
-  w.Family("raftkv_snapshots_sent_total", "counter",
+               "Prometheus).",
+           proposals_per_second);
+  w.Single("raftkv_applied_entries_total", "counter",
+           "Committed log entries applied to the state machine on this member.",
+           Load(m.applied_entries));
+  w.Single("raftkv_leader_changes_total", "counter",
+           "Times this member saw the leader change to another member.",
+           Load(m.leader_changes));
+  w.Single("raftkv_snapshots_taken_total", "counter",
+           "Snapshots written by this member.",
+           Load(m.snapshots_taken));
+  w.Single("raftkv_snapshots_sent_total", "counter",
            "InstallSnapshot sends this member decided on as leader (a follower needed compacted "
-           "entries; a repeat while the transfer to that peer still runs counts again).");
-  w.Sample("raftkv_snapshots_sent_total", Load(m.snapshots_sent));
-  w.Family("raftkv_snapshots_installed_total", "counter",
-           "Snapshots received from a leader and installed by this member.");
-  w.Sample("raftkv_snapshots_installed_total", Load(m.snapshots_installed));
+           "entries; a repeat while the transfer to that peer still runs counts again).",
+           Load(m.snapshots_sent));
+  w.Single("raftkv_snapshots_installed_total", "counter",
+           "Snapshots received from a leader and installed by this member.",
+           Load(m.snapshots_installed));
 
   // ---- histograms ----
   w.Family("raftkv_log_fsync_duration_seconds", "histogram",
