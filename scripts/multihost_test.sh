@@ -33,7 +33,8 @@
 # key, the peer methods are limited to node certificates
 # (--peer_cert_allowed_names), and the clients (raftkvctl, raftkv-bench) use
 # --tls_ca_file.
-# Environment: RAFTKV_BIN_DIR (default <repo>/build), RAFTKV_MULTIHOST_KEEP=1
+# Environment: RAFTKV_BIN_DIR (default <repo>/build), RAFTKV_MULTIHOST_PARTITION_HOLD
+# (seconds the partition lasts beyond its checks, default 0), RAFTKV_MULTIHOST_KEEP=1
 # keeps the work directory (it is always kept on failure).
 # Everything it creates is named rkvmh<pid>-...; a trap removes the namespaces,
 # veths and bridge and kills the servers on any exit. Leftovers of a run that
@@ -560,6 +561,9 @@ if in_ns "$(ns "$old")" timeout 10 "$CTL" "${CLIENT_TLS[@]}" --endpoints="$(addr
     --rpc_timeout_ms=1000 put mh-isolated x >/dev/null 2>&1; then
   step_fail "partition: the isolated member $old acknowledged a write"
 fi
+# RAFTKV_MULTIHOST_PARTITION_HOLD=S keeps the link down S seconds more (a
+# longer partition: TCP retransmission back-off grows with it).
+sleep "${RAFTKV_MULTIHOST_PARTITION_HOLD:-0}"
 ip link set "$(veth "$old")" up
 up_ns=$(date +%s%N)
 wait_for 30 local_value_is "$old" mh-part-5 p5 ||
