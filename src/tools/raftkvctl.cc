@@ -146,6 +146,12 @@ int Usage(const std::string& error) {
 int RpcError(const grpc::Status& s) {
   std::cerr << "error: " << raftkv::StatusCodeName(s.error_code()) << ": "
             << s.error_message() << "\n";
+  // A server with TLS closes a plaintext connection at once.
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE && !raftkv::ProcessChannelSecurity()->tls() &&
+      s.error_message().find("Socket closed") != std::string::npos) {
+    std::cerr << "hint: the connection was closed at once; if the servers use TLS, pass "
+                 "--tls_ca_file (doc/deployment.md#tls)\n";
+  }
   return kExitError;
 }
 

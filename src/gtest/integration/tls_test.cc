@@ -274,6 +274,12 @@ TEST_F(Tls, ClientCertificateRequiredAndBearerToken) {
     r = RunToCompletion(CtlBinary(), args, dir_.path(), 15000);
     EXPECT_TRUE(r.exited && r.exit_code == 2) << r.output;
     EXPECT_NE(r.output.find("--token_file: cannot read"), std::string::npos) << r.output;
+    // Plaintext: refused, with a hint about TLS.
+    r = RunToCompletion(CtlBinary(), {"--endpoints=" + target, "--timeout_ms=2000", "get", "ctl"},
+                        dir_.path(), 15000);
+    EXPECT_TRUE(r.exited && r.exit_code == 1) << r.output;
+    EXPECT_NE(r.output.find("if the servers use TLS, pass --tls_ca_file"), std::string::npos)
+        << r.output;
   }
   // The members replicate to each other (certificates, no token needed).
   auto client = cluster().NewClient();
