@@ -80,7 +80,7 @@ grpc::Status DisruptiveVote(Raft::Stub* stub, uint64_t to, uint64_t term) {
   req.set_last_log_term(term + 99);
   RequestVoteResponse resp;
   grpc::ClientContext ctx;
-  SetDeadline(&ctx, 3000);
+  SetDeadline(&ctx, 3000 * kTimeScale);
   return stub->RequestVote(&ctx, req, &resp);
 }
 
@@ -92,7 +92,7 @@ grpc::Status DisruptiveAppend(Raft::Stub* stub, uint64_t to, uint64_t term) {
   req.set_leader_commit(1u << 30);
   AppendEntriesResponse resp;
   grpc::ClientContext ctx;
-  SetDeadline(&ctx, 3000);
+  SetDeadline(&ctx, 3000 * kTimeScale);
   return stub->AppendEntries(&ctx, req, &resp);
 }
 
@@ -102,7 +102,7 @@ grpc::Status Put(KV::Stub* stub, const std::string& key, int deadline_ms = 3000)
   req.set_value("v");
   PutResponse resp;
   grpc::ClientContext ctx;
-  SetDeadline(&ctx, deadline_ms);
+  SetDeadline(&ctx, deadline_ms * kTimeScale);
   return stub->Put(&ctx, req, &resp);
 }
 
@@ -132,7 +132,7 @@ class Tls : public Integration {
     }
     std::string error;
     ASSERT_TRUE(cluster_->StartAll(&error)) << error;
-    *leader = cluster_->WaitForLeader(20000, &error);
+    *leader = cluster_->WaitForLeader(20000 * kTimeScale, &error);
     ASSERT_NE(*leader, 0u) << error;
   }
 
@@ -181,7 +181,7 @@ TEST_F(Tls, MutualTlsOnPeerMethodsKeepsOutsidersFromDisturbingTheCluster) {
     const auto start = Steady::now();
     grpc::Status s = DisruptiveVote(stub.get(), leader, term);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << Code(s) << " " << s.error_message();
-    EXPECT_LT(ElapsedMs(start), 3000) << "a refused handshake should fail the call, not time out";
+    EXPECT_LT(ElapsedMs(start), 3000 * kTimeScale) << "a refused handshake should fail the call, not time out";
   }
   // 4. Plaintext to the TLS port: fails cleanly (no hang, no crash).
   {
@@ -189,7 +189,7 @@ TEST_F(Tls, MutualTlsOnPeerMethodsKeepsOutsidersFromDisturbingTheCluster) {
     const auto start = Steady::now();
     grpc::Status s = DisruptiveVote(stub.get(), leader, term);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << Code(s) << " " << s.error_message();
-    EXPECT_LT(ElapsedMs(start), 3000);
+    EXPECT_LT(ElapsedMs(start), 3000 * kTimeScale);
     s = Put(KvStub(target, std::make_shared<ChannelSecurity>()).get(), "plaintext");
     EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << Code(s);
   }
@@ -202,7 +202,7 @@ TEST_F(Tls, MutualTlsOnPeerMethodsKeepsOutsidersFromDisturbingTheCluster) {
   // Nobody was disturbed: same leader, same term, every member alive, and
   // the cluster still replicates (the members' own certificates work).
   std::string error;
-  EXPECT_EQ(cluster().WaitForLeader(5000, &error), leader) << error;
+  EXPECT_EQ(cluster().WaitForLeader(5000 * kTimeScale, &error), leader) << error;
   EXPECT_EQ(cluster().last_leader_term(), term);
   for (int i = 1; i <= 3; ++i) EXPECT_TRUE(cluster().IsRunning(i)) << "member " << i;
   ASSERT_TRUE(client->Put("after", "attacks").ok());
@@ -236,7 +236,7 @@ TEST_F(Tls, ClientCertificateRequiredAndBearerToken) {
     EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << "token '" << token << "'";
     AdminClientOptions admin_options;
     admin_options.endpoints = {target};
-    admin_options.timeout_ms = 2000;
+    admin_options.timeout_ms = 2000 * kTimeScale;
     admin_options.security = sec;
     AdminClient admin(admin_options);
     ListMembersResponse members;
@@ -259,24 +259,24 @@ TEST_F(Tls, ClientCertificateRequiredAndBearerToken) {
     const std::vector<std::string> tls = {
         "--endpoints=" + target, "--tls_ca_file=" + certs_.ca(),
         "--tls_cert_file=" + certs_.crt("ops"), "--tls_key_file=" + certs_.key("ops"),
-        "--timeout_ms=3000"};
+        "--timeout_ms=" + std::to_string(3000 * kTimeScale)};
     std::vector<std::string> args = tls;
     args.insert(args.end(), {"--token_file=" + token_file, "put", "ctl", "ok"});
-    RunResult r = RunToCompletion(CtlBinary(), args, dir_.path(), 15000);
+    RunResult r = RunToCompletion(CtlBinary(), args, dir_.path(), 15000 * kTimeScale);
     EXPECT_TRUE(r.exited && r.exit_code == 0) << r.output;
     args = tls;
     args.insert(args.end(), {"put", "ctl", "no-token"});
-    r = RunToCompletion(CtlBinary(), args, dir_.path(), 15000);
+    r = RunToCompletion(CtlBinary(), args, dir_.path(), 15000 * kTimeScale);
     EXPECT_TRUE(r.exited && r.exit_code == 1) << r.output;
     EXPECT_NE(r.output.find("UNAUTHENTICATED"), std::string::npos) << r.output;
     args = tls;
     args.insert(args.end(), {"--token_file=" + dir_.Join("no-such-token"), "get", "ctl"});
-    r = RunToCompletion(CtlBinary(), args, dir_.path(), 15000);
+    r = RunToCompletion(CtlBinary(), args, dir_.path(), 15000 * kTimeScale);
     EXPECT_TRUE(r.exited && r.exit_code == 2) << r.output;
     EXPECT_NE(r.output.find("--token_file: cannot read"), std::string::npos) << r.output;
     // Plaintext: refused, with a hint about TLS.
     r = RunToCompletion(CtlBinary(), {"--endpoints=" + target, "--timeout_ms=2000", "get", "ctl"},
-                        dir_.path(), 15000);
+                        dir_.path(), 15000 * kTimeScale);
     EXPECT_TRUE(r.exited && r.exit_code == 1) << r.output;
     EXPECT_NE(r.output.find("if the servers use TLS, pass --tls_ca_file"), std::string::npos)
         << r.output;
@@ -290,7 +290,7 @@ TEST_F(Tls, ClientCertificateRequiredAndBearerToken) {
     bool found = false;
     EXPECT_TRUE(WaitUntil([&] {
       return c->Get("x", &value, &found, /*stale=*/true).ok() && found && value == "y";
-    }, 5000)) << "member " << i;
+    }, 5000 * kTimeScale)) << "member " << i;
   }
 }
 
@@ -364,7 +364,7 @@ TEST_F(Tls, GarbageBytesOnTlsAndPlaintextPortsDoNotStallTheServer) {
     for (int i = 1; i <= 3; ++i) AttackPort(cluster().Port(i));
     const auto start = Steady::now();
     ASSERT_TRUE(client->Put("after", "2").ok());
-    EXPECT_LT(ElapsedMs(start), 3000);
+    EXPECT_LT(ElapsedMs(start), 3000 * kTimeScale);
     // An oversized message is refused by gRPC's limit, not read into memory.
     grpc::Status s;
     {
@@ -374,7 +374,7 @@ TEST_F(Tls, GarbageBytesOnTlsAndPlaintextPortsDoNotStallTheServer) {
       req.set_value(std::string(16 << 20, 'b'));  // > twice the largest legitimate message
       PutResponse resp;
       grpc::ClientContext ctx;
-      SetDeadline(&ctx, 10000);
+      SetDeadline(&ctx, 10000 * kTimeScale);
       s = stub->Put(&ctx, req, &resp);
     }
     EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << Code(s) << " " << s.error_message();
@@ -382,7 +382,7 @@ TEST_F(Tls, GarbageBytesOnTlsAndPlaintextPortsDoNotStallTheServer) {
       if (fd >= 0) ::close(fd);
     }
     std::string error;
-    EXPECT_EQ(cluster().WaitForLeader(5000, &error), leader) << error;
+    EXPECT_EQ(cluster().WaitForLeader(5000 * kTimeScale, &error), leader) << error;
     EXPECT_EQ(cluster().last_leader_term(), term);
     for (int i = 1; i <= 3; ++i) EXPECT_TRUE(cluster().IsRunning(i)) << "member " << i;
     std::string value;
@@ -455,7 +455,7 @@ TEST_F(Tls, BadSecurityConfigurationStopsTheServerWithAClearError) {
                                      "--data_dir=" + dir + "/data" + std::to_string(n),
                                      "--log_dir=" + dir};
     args.insert(args.end(), cases[n].flags.begin(), cases[n].flags.end());
-    RunResult r = RunToCompletion(ServerBinary(), args, dir, 15000);
+    RunResult r = RunToCompletion(ServerBinary(), args, dir, 15000 * kTimeScale);
     EXPECT_TRUE(r.exited) << "case " << n << " (timed out: " << r.timed_out << ")\n" << r.output;
     EXPECT_EQ(r.exit_code, 2) << "case " << n << ":\n" << r.output;
     EXPECT_NE(r.output.find(cases[n].expected), std::string::npos)
