@@ -94,13 +94,17 @@ double RateWindow::PerSecond() const {
 // ExpositionWriter
 // ---------------------------------------------------------------------------
 
-std::string ExpositionWriter::EscapeLabelValue(const std::string& value) {
+namespace {
+
+// Backslash and newline escaped, and the double quote too if `quote`: the
+// exposition format's rules for label values (quoted) and HELP text.
+std::string Escape(const std::string& text, bool quote) {
   std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
+  out.reserve(text.size());
+  for (char c : text) {
     if (c == '\\') {
       out += "\\\\";
-    } else if (c == '"') {
+    } else if (quote && c == '"') {
       out += "\\\"";
     } else if (c == '\n') {
       out += "\\n";
@@ -111,19 +115,14 @@ std::string ExpositionWriter::EscapeLabelValue(const std::string& value) {
   return out;
 }
 
+}  // namespace
+
+std::string ExpositionWriter::EscapeLabelValue(const std::string& value) {
+  return Escape(value, /*quote=*/true);
+}
+
 std::string ExpositionWriter::EscapeHelp(const std::string& help) {
-  std::string out;
-  out.reserve(help.size());
-  for (char c : help) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
+  return Escape(help, /*quote=*/false);
 }
 
 std::string ExpositionWriter::FormatValue(double value) {
