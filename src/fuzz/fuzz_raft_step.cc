@@ -28,6 +28,10 @@
 //  * a restart builds a new core from that snapshot (SnapshotRef
 //    constructor) and the stored entries after it; a crash may also happen
 //    in the middle of persisting a Ready (kOpCrashInReady);
+//  * durability before sending: the messages a Ready lets go ahead of its
+//    write (Ready::SendBeforePersist) are AppendEntries whose term is already
+//    durable; every other message leaves after the write, with its term, a
+//    vote request's self-vote and a granted vote durable;
 //  * the state machine: a KvStateMachine while the node's state starts at
 //    index 0; after a snapshot (whose data the harness does not have) only
 //    the applied index and term are tracked.
@@ -950,8 +954,37 @@ class Harness {
     sm_.reset();
   }
 
+  // Durability before sending: a message leaves only with state that is
+  // durable when it leaves. `durable` is the hard state on disk at that
+  // moment (before the Ready's write for the messages sent ahead of it).
+  void CheckSendable(const Message& m, const HardState& durable, bool ahead_of_write) {
+    const bool pre_vote = (m.type == MessageType::kVote && m.vote.pre_vote()) ||
+                          (m.type == MessageType::kVoteResp && m.vote_resp.pre_vote());
+    FUZZ_ASSERT(pre_vote || m.Term() <= durable.term,
+                "%s leaves %s with term %" PRIu64 " while the durable term is %" PRIu64,
+                m.DebugString().c_str(), ahead_of_write ? "ahead of the write" : "after the write",
+                m.Term(), durable.term);
+    if (m.type == MessageType::kVote && !m.vote.pre_vote()) {
+      FUZZ_ASSERT(durable.term == m.vote.term() && durable.vote == kSelf,
+                  "%s asks for votes before its own vote is durable (%" PRIu64 "/%" PRIu64 ")",
+                  m.DebugString().c_str(), durable.term, durable.vote);
+    }
+    if (m.type == MessageType::kVoteResp && !m.vote_resp.pre_vote() && m.vote_resp.granted()) {
+      FUZZ_ASSERT(durable.term == m.vote_resp.term() && durable.vote == m.to,
+                  "%s grants a vote that is not durable (%" PRIu64 "/%" PRIu64 ")",
+                  m.DebugString().c_str(), durable.term, durable.vote);
+    }
+    if (ahead_of_write) {
+      FUZZ_ASSERT(m.type == MessageType::kAppend, "%s may not leave ahead of the write",
+                  m.DebugString().c_str());
+    }
+  }
+
   void Ready() {
     raft::Ready rd = raft_->GetReady();
+    for (const Message& m : rd.messages) {
+      if (rd.SendBeforePersist(m)) CheckSendable(m, hard_state_, /*ahead_of_write=*/true);
+    }
     if (rd.snapshot) {
       TRACE("ready: snapshot %s", Describe(*rd.snapshot).c_str());
       FUZZ_ASSERT(pending_install_ && SameRef(*rd.snapshot, *pending_install_),
@@ -995,6 +1028,7 @@ class Harness {
     for (const Message& m : rd.messages) {
       TRACE("ready: send %s rpc %" PRIu64, m.DebugString().c_str(), m.rpc_id);
       FUZZ_ASSERT(m.from == kSelf, "message from %" PRIu64, m.from);
+      if (!rd.SendBeforePersist(m)) CheckSendable(m, hard_state_, /*ahead_of_write=*/false);
       FUZZ_ASSERT(no_answer_.count(m.rpc_id) == 0, "reply to a TimeoutNow: %s",
                   m.DebugString().c_str());
       if (m.IsResponse()) {
@@ -1095,6 +1129,10 @@ class Harness {
   void CrashInReady(int stage) {
     raft::Ready rd = raft_->GetReady();
     TRACE("crash after persisting %d part(s)", stage);
+    // What went out ahead of the write is out, whatever the crash loses.
+    for (const Message& m : rd.messages) {
+      if (rd.SendBeforePersist(m)) CheckSendable(m, hard_state_, /*ahead_of_write=*/true);
+    }
     if (stage >= 1 && rd.snapshot) {
       InstallSnapshot(*rd.snapshot);
     }

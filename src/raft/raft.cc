@@ -19,8 +19,6 @@ const char* RoleName(Role role) {
   return "?";
 }
 
-bool MessagesBeforePersist(const Message& m) { return m.type == MessageType::kAppend; }
-
 Raft::Raft(const Config& config, const HardState& hard_state, std::vector<Entry> log)
     : Raft(config, hard_state, SnapshotRef{}, std::move(log)) {}
 

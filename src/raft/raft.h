@@ -8,9 +8,9 @@
 //
 // The caller's loop (see service/node.h):
 //   Ready rd = raft.GetReady();
-//   send rd.messages with MessagesBeforePersist() true (leader appends)
+//   send the rd.messages for which rd.SendBeforePersist() is true
 //   persist rd.hard_state (if set) and rd.entries   (fsync)
-//   send the other messages (responses and votes: only after persisting)
+//   send the other messages (responses, votes: only after persisting)
 //   raft.Advance(rd);                 // the core may now count its own log
 //   apply rd.committed, answer rd.reads once applied >= read index
 //
@@ -114,13 +114,21 @@ struct Ready {
     return !snapshot && !config && !hard_state && entries.empty() && messages.empty() && committed.empty() &&
            reads.empty() && failed_reads.empty();
   }
-};
 
-// True for messages that may be sent before the Ready's entries and hard
-// state are durable: a leader's AppendEntries (Raft thesis 10.2.1: the leader
-// may write to its disk in parallel with replicating). All other messages
-// (responses, votes) reflect state that must be durable first.
-bool MessagesBeforePersist(const Message& m);
+  // True for the messages of this Ready that may be sent before its entries
+  // and hard state are durable: a leader's AppendEntries (Raft thesis
+  // 10.2.1: a leader writes to its disk in parallel with replicating), and
+  // only when this Ready does not change the hard state. The rule behind it:
+  // no message may carry a term (or a vote, or an acknowledgement) before
+  // that state is durable. A leader elected inside one step (a single voter
+  // counts its own vote) would otherwise send entries of a term it forgets
+  // if it crashes now, win that term again after the restart and write
+  // other entries at the same indexes and term. Every other message
+  // (responses, vote requests) reflects state that must be durable first.
+  bool SendBeforePersist(const Message& m) const {
+    return m.type == MessageType::kAppend && !hard_state.has_value();
+  }
+};
 
 struct ProposeResult {
   bool accepted = false;  // false: not leader, or `error` says why

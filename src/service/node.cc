@@ -719,14 +719,15 @@ void RaftNode::ProcessReady(raft::Ready& rd, std::vector<std::function<void()>>*
   // 0'. A snapshot from the leader replaces the state before anything else.
   if (rd.snapshot) InstallSnapshot(*rd.snapshot, completions);
   // 1. The leader's AppendEntries go out before its own fsync, so followers
-  //    write in parallel with the leader.
+  //    write in parallel with the leader (unless this Ready changes the
+  //    term: see Ready::SendBeforePersist).
   for (raft::Message& m : rd.messages) {
     if (m.type == raft::MessageType::kAppend && m.append.entries_size() > 0) {
       metrics_.append_entries_sent.Observe(m.append.entries_size());
     } else if (m.type == raft::MessageType::kSnapshot) {
       metrics_.snapshots_sent.fetch_add(1, std::memory_order_relaxed);
     }
-    if (raft::MessagesBeforePersist(m)) sender_->Send(std::move(m));
+    if (rd.SendBeforePersist(m)) sender_->Send(std::move(m));
   }
   // 2. Persist: hard state first (term/vote before any vote is answered),
   //    then the entries with a single fsync for the whole batch.
@@ -743,7 +744,7 @@ void RaftNode::ProcessReady(raft::Ready& rd, std::vector<std::function<void()>>*
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const raft::Message& m : rd.messages) {
-      if (raft::MessagesBeforePersist(m) || !m.IsResponse()) continue;
+      if (rd.SendBeforePersist(m) || !m.IsResponse()) continue;
       auto it = pending_replies_.find(m.rpc_id);
       if (it == pending_replies_.end()) continue;
       replies.emplace_back(std::move(it->second), &m);
@@ -754,7 +755,7 @@ void RaftNode::ProcessReady(raft::Ready& rd, std::vector<std::function<void()>>*
   for (auto& [reply, m] : replies) reply(m);
   replies.clear();
   for (raft::Message& m : rd.messages) {
-    if (!raft::MessagesBeforePersist(m) && !m.IsResponse()) sender_->Send(std::move(m));
+    if (!rd.SendBeforePersist(m) && !m.IsResponse()) sender_->Send(std::move(m));
   }
   // 4. Apply and answer clients.
   for (Entry& e : rd.committed) unapplied_.push_back(std::move(e));

@@ -151,7 +151,7 @@ TEST(RaftCoreTest, VoteForUpToDateLogIsGrantedAndDurableFirst) {
   ASSERT_TRUE(rd.hard_state.has_value()) << "the vote must be in the Ready's hard state";
   EXPECT_EQ(rd.hard_state->term, 6u);
   EXPECT_EQ(rd.hard_state->vote, 3u);
-  EXPECT_FALSE(MessagesBeforePersist(resp)) << "a vote may only be sent once durable";
+  EXPECT_FALSE(rd.SendBeforePersist(resp)) << "a vote may only be sent once durable";
   // A second candidate of the same term is refused.
   r->Step(VoteRequest(2, 6, 3, 5, false, 22));
   Message second = OnlyResponse(*r, 22);

@@ -684,6 +684,8 @@ void SimCluster::TickAll() {
     Node& n = nodes_[id];
     if (!n.core) continue;
     n.core->Tick();
+    if (after_tick) after_tick(id);
+    if (!n.core) continue;
     ProcessReady(n);
     AfterStep();
   }
@@ -1014,9 +1016,9 @@ void SimCluster::ProcessReady(Node& n) {
     std::vector<bool> sent(rd.messages.size(), false);
     for (size_t i = 0; i < rd.messages.size(); ++i) {
       const Message& m = rd.messages[i];
-      if (!MessagesBeforePersist(m)) continue;
+      if (!rd.SendBeforePersist(m)) continue;
       if (m.IsResponse()) {
-        Violation("MessagesBeforePersist() is true for a response: " + Describe(m));
+        Violation("SendBeforePersist() is true for a response: " + Describe(m));
       }
       sent[i] = true;
       Send(n, m, true);
@@ -1202,6 +1204,36 @@ void SimCluster::ValidateOutgoing(Node& n, const Message& m, bool before_persist
   if (m.to == n.id || nodes_.count(m.to) == 0) {
     Violation("node " + U(n.id) + " sends a message to " + U(m.to) + ": " + Describe(m));
     return;
+  }
+  // Durability before sending: a message never carries state this node could
+  // forget in a crash. Its term is durable (pre-vote messages carry a
+  // prospective term and promise nothing); a vote request carries a durable
+  // self-vote and a granted vote a durable vote for the candidate.
+  const bool pre_vote = (m.type == MessageType::kVote && m.vote.pre_vote()) ||
+                        (m.type == MessageType::kVoteResp && m.vote_resp.pre_vote());
+  if (!pre_vote && m.Term() > n.hs.term) {
+    Violation("node " + U(n.id) + " sends a message of term " + U(m.Term()) +
+              " before that term is durable (durable term " + U(n.hs.term) + ")" +
+              (before_persist ? " ahead of its write" : "") + ": " + Describe(m));
+  }
+  if (m.type == MessageType::kVote && !m.vote.pre_vote() &&
+      (n.hs.term != m.vote.term() || n.hs.vote != n.id)) {
+    Violation("node " + U(n.id) + " asks for votes in term " + U(m.vote.term()) +
+              " before its own vote is durable (durable " + U(n.hs.term) + "/" + U(n.hs.vote) +
+              "): " + Describe(m));
+  }
+  if (m.type == MessageType::kVoteResp && !m.vote_resp.pre_vote() && m.vote_resp.granted() &&
+      (n.hs.term != m.vote_resp.term() || n.hs.vote != m.to)) {
+    Violation("node " + U(n.id) + " grants its vote in term " + U(m.vote_resp.term()) + " to " +
+              U(m.to) + " before the vote is durable (durable " + U(n.hs.term) + "/" +
+              U(n.hs.vote) + "): " + Describe(m));
+  }
+  if (m.type == MessageType::kSnapshotResp && m.snapshot_resp.success() &&
+      m.snapshot_resp.term() == n.hs.term &&
+      m.snapshot_resp.match_index() > std::max(DurableLast(n), n.base.index)) {
+    Violation("node " + U(n.id) + " acknowledges a snapshot up to " +
+              U(m.snapshot_resp.match_index()) + " but its durable state ends at " +
+              U(std::max(DurableLast(n), n.base.index)) + ": " + Describe(m));
   }
   switch (m.type) {
     case MessageType::kAppend: {

@@ -349,6 +349,10 @@ class SimCluster {
 
   // Called for every message just before it is stepped into its destination.
   std::function<void(const Envelope&)> on_deliver;
+  // Called right after a node's Tick(), before its Ready is taken: in
+  // raftkv-server a client call can reach the core between the ticker's
+  // Tick() and the I/O loop's next GetReady(). Tests use core(node) here.
+  std::function<void(uint64_t node)> after_tick;
   // Called for every message a node sends (after the sim's checks); returning
   // true swallows it: it never reaches the network. Scripted tests use this
   // to hold messages back and Inject() them later.
