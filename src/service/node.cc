@@ -96,9 +96,10 @@ Status RaftNode::Open(const NodeOptions& options, std::unique_ptr<RaftNode>* nod
                                    "fallback when the newest is damaged), got " +
                                    std::to_string(options.snapshots_kept));
   }
-  std::error_code ec;
-  std::filesystem::create_directories(options.data_dir, ec);
-  if (ec) return Status::IOError("cannot create data directory " + options.data_dir + ": " + ec.message());
+  // Durably: a data directory whose entry in its parent is lost on power
+  // loss takes the member's vote and log with it.
+  Status ds = file::CreateDirsDurably(options.data_dir);
+  if (!ds.ok()) return Status::IOError("cannot create data directory " + options.data_dir + ": " + ds.message());
 
   const std::string lock_path = options.data_dir + "/LOCK";
   file::FileLock lock;  // handed to the node on success

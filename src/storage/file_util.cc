@@ -31,6 +31,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
@@ -47,20 +48,128 @@ Status ErrorCodeStatus(const std::string& what, const std::string& path,
   return Status::IOError(what + " " + path + ": " + ec.message());
 }
 
+// The interposer installed by SetInterposer (tests only; nullptr otherwise).
+std::atomic<Interposer*> g_interposer{nullptr};
+
 }  // namespace
+
+// The system calls behind SyncDir, Rename, CreateDirs and Remove (below,
+// per platform); the public functions hand them to the interposer, if any.
+Status SyncDirImpl(const std::string& dir);
+Status RenameImpl(const std::string& from, const std::string& to);
+Status CreateDirsImpl(const std::string& dir, bool* created);
+Status RemoveImpl(const std::string& path);
+
+void SetInterposer(Interposer* interposer) { g_interposer.store(interposer); }
 
 File::~File() { Close(); }
 
 File::File(File&& other) noexcept
-    : handle_(std::exchange(other.handle_, kClosed)), path_(std::move(other.path_)) {}
+    : handle_(std::exchange(other.handle_, kClosed)),
+      path_(std::move(other.path_)),
+      interposed_id_(std::exchange(other.interposed_id_, 0)) {}
 
 File& File::operator=(File&& other) noexcept {
   if (this != &other) {
     Close();
     handle_ = std::exchange(other.handle_, kClosed);
     path_ = std::move(other.path_);
+    interposed_id_ = std::exchange(other.interposed_id_, 0);
   }
   return *this;
+}
+
+// ---- the interposed entry points (see Interposer in file_util.h) ----
+
+Status File::Open(const std::string& path, OpenMode mode, File* out, bool* not_found) {
+  Interposer* ip = g_interposer.load();
+  if (ip == nullptr || mode == OpenMode::kReadOnly) return OpenImpl(path, mode, out, not_found);
+  out->Close();  // outside the interposer (Close may report to it)
+  uint64_t id = 0;
+  Status s = ip->Open(path, mode, [&] { return OpenImpl(path, mode, out, not_found); }, &id);
+  if (s.ok() && out->is_open()) out->interposed_id_ = id;
+  return s;
+}
+
+Status File::WriteAt(const void* data, size_t n, uint64_t offset) {
+  Interposer* ip = g_interposer.load();
+  if (ip == nullptr || interposed_id_ == 0) return WriteAtImpl(data, n, offset);
+  return ip->WriteAt(interposed_id_, *this, offset, n, [&] { return WriteAtImpl(data, n, offset); });
+}
+
+Status File::Truncate(uint64_t size) {
+  Interposer* ip = g_interposer.load();
+  if (ip == nullptr || interposed_id_ == 0) return TruncateImpl(size);
+  return ip->Truncate(interposed_id_, *this, size, [&] { return TruncateImpl(size); });
+}
+
+Status File::DataSync() {
+  Interposer* ip = g_interposer.load();
+  if (ip == nullptr || interposed_id_ == 0) return DataSyncImpl();
+  return ip->Sync(interposed_id_, *this, [&] { return DataSyncImpl(); });
+}
+
+Status File::Sync() {
+  Interposer* ip = g_interposer.load();
+  if (ip == nullptr || interposed_id_ == 0) return SyncImpl();
+  return ip->Sync(interposed_id_, *this, [&] { return SyncImpl(); });
+}
+
+Status File::Close() {
+  const uint64_t id = std::exchange(interposed_id_, 0);
+  Status s = CloseImpl();
+  if (id != 0) {
+    if (Interposer* ip = g_interposer.load()) ip->Closed(id);
+  }
+  return s;
+}
+
+Status SyncDir(const std::string& dir) {
+  Interposer* ip = g_interposer.load();
+  if (ip == nullptr) return SyncDirImpl(dir);
+  return ip->SyncDir(dir, [&] { return SyncDirImpl(dir); });
+}
+
+Status Rename(const std::string& from, const std::string& to) {
+  Interposer* ip = g_interposer.load();
+  if (ip == nullptr) return RenameImpl(from, to);
+  return ip->Rename(from, to, [&] { return RenameImpl(from, to); });
+}
+
+Status CreateDirs(const std::string& dir, bool* created) {
+  Interposer* ip = g_interposer.load();
+  if (ip == nullptr) return CreateDirsImpl(dir, created);
+  return ip->CreateDirs(dir, [&] { return CreateDirsImpl(dir, created); });
+}
+
+Status CreateDirsDurably(const std::string& dir) {
+  // The missing levels, outermost first.
+  std::vector<fs::path> missing;
+  std::error_code ec;
+  for (fs::path level = fs::path(dir).lexically_normal(); !level.empty() && !fs::exists(level, ec);
+       level = level.parent_path()) {
+    if (level.filename().empty()) {  // "a/b/" -> "a/b"
+      level = level.parent_path();
+      if (level.empty() || fs::exists(level, ec)) break;
+    }
+    missing.push_back(level);
+    if (level == level.parent_path()) break;
+  }
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    bool created = false;
+    Status s = CreateDirs(it->string(), &created);
+    if (!s.ok()) return s;
+    if (!created) continue;  // made by someone else meanwhile
+    s = SyncDir(DirName(it->string()));
+    if (!s.ok()) return s;
+  }
+  return Status::OK();
+}
+
+Status Remove(const std::string& path) {
+  Interposer* ip = g_interposer.load();
+  if (ip == nullptr) return RemoveImpl(path);
+  return ip->Remove(path, [&] { return RemoveImpl(path); });
 }
 
 Status File::ReadAll(std::string* contents) const {
@@ -98,7 +207,7 @@ constexpr size_t kMaxChunk = size_t{1} << 30;
 
 }  // namespace
 
-Status File::Open(const std::string& path, OpenMode mode, File* out, bool* not_found) {
+Status File::OpenImpl(const std::string& path, OpenMode mode, File* out, bool* not_found) {
   out->Close();
   if (not_found != nullptr) *not_found = false;
   DWORD access = GENERIC_READ | GENERIC_WRITE;
@@ -156,7 +265,7 @@ Status File::ReadAt(uint64_t offset, size_t n, std::string* out) const {
   return Status::OK();
 }
 
-Status File::WriteAt(const void* data, size_t n, uint64_t offset) {
+Status File::WriteAtImpl(const void* data, size_t n, uint64_t offset) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
     OVERLAPPED ov = At(offset);
@@ -171,7 +280,7 @@ Status File::WriteAt(const void* data, size_t n, uint64_t offset) {
   return Status::OK();
 }
 
-Status File::Truncate(uint64_t size) {
+Status File::TruncateImpl(uint64_t size) {
   FILE_END_OF_FILE_INFO info{};
   info.EndOfFile.QuadPart = static_cast<LONGLONG>(size);
   if (!::SetFileInformationByHandle(handle_, FileEndOfFileInfo, &info, sizeof(info))) {
@@ -182,14 +291,14 @@ Status File::Truncate(uint64_t size) {
 
 // FlushFileBuffers writes the file's data and metadata and flushes the
 // drive's cache; Win32 has no data-only variant.
-Status File::DataSync() { return Sync(); }
+Status File::DataSyncImpl() { return SyncImpl(); }
 
-Status File::Sync() {
+Status File::SyncImpl() {
   if (!::FlushFileBuffers(handle_)) return WinStatus("FlushFileBuffers", path_, ::GetLastError());
   return Status::OK();
 }
 
-Status File::Close() {
+Status File::CloseImpl() {
   if (handle_ == kClosed) return Status::OK();
   HANDLE h = std::exchange(handle_, kClosed);
   if (!::CloseHandle(h)) return WinStatus("close", path_, ::GetLastError());
@@ -225,9 +334,9 @@ Status FileLock::Acquire(const std::string& path, FileLock* out, bool* held_else
 // journals directory entries as metadata, which FlushFileBuffers on the file
 // itself commits, and renames use MOVEFILE_WRITE_THROUGH (Rename below).
 // LevelDB's and RocksDB's Windows ports make the same choice.
-Status SyncDir(const std::string& /*dir*/) { return Status::OK(); }
+Status SyncDirImpl(const std::string& /*dir*/) { return Status::OK(); }
 
-Status Rename(const std::string& from, const std::string& to) {
+Status RenameImpl(const std::string& from, const std::string& to) {
   // MOVEFILE_WRITE_THROUGH: returns only once the rename is on disk, which
   // takes the place of the directory sync POSIX needs after rename().
   if (!::MoveFileExW(fs::path(from).c_str(), fs::path(to).c_str(),
@@ -272,7 +381,7 @@ constexpr const char* kFlushName =
 
 }  // namespace
 
-Status File::Open(const std::string& path, OpenMode mode, File* out, bool* not_found) {
+Status File::OpenImpl(const std::string& path, OpenMode mode, File* out, bool* not_found) {
   out->Close();
   if (not_found != nullptr) *not_found = false;
   int flags = O_CLOEXEC;
@@ -320,7 +429,7 @@ Status File::ReadAt(uint64_t offset, size_t n, std::string* out) const {
   return Status::OK();
 }
 
-Status File::WriteAt(const void* data, size_t n, uint64_t offset) {
+Status File::WriteAtImpl(const void* data, size_t n, uint64_t offset) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
     ssize_t w = ::pwrite(handle_, p, n, static_cast<off_t>(offset));
@@ -335,7 +444,7 @@ Status File::WriteAt(const void* data, size_t n, uint64_t offset) {
   return Status::OK();
 }
 
-Status File::Truncate(uint64_t size) {
+Status File::TruncateImpl(uint64_t size) {
   int r;
   do {
     r = ::ftruncate(handle_, static_cast<off_t>(size));
@@ -344,7 +453,7 @@ Status File::Truncate(uint64_t size) {
   return Status::OK();
 }
 
-Status File::DataSync() {
+Status File::DataSyncImpl() {
 #if defined(__linux__)
   if (FlushCall(handle_, /*data_only=*/true) != 0) return ErrnoStatus("fdatasync", path_, errno);
 #else
@@ -353,12 +462,12 @@ Status File::DataSync() {
   return Status::OK();
 }
 
-Status File::Sync() {
+Status File::SyncImpl() {
   if (FlushCall(handle_, /*data_only=*/false) != 0) return ErrnoStatus(kFlushName, path_, errno);
   return Status::OK();
 }
 
-Status File::Close() {
+Status File::CloseImpl() {
   if (handle_ == kClosed) return Status::OK();
   int fd = std::exchange(handle_, kClosed);
   // Never retry close() on EINTR: the descriptor is released either way.
@@ -392,7 +501,7 @@ Status FileLock::Acquire(const std::string& path, FileLock* out, bool* held_else
   return Status::OK();
 }
 
-Status SyncDir(const std::string& dir) {
+Status SyncDirImpl(const std::string& dir) {
   int fd;
   do {
     fd = ::open(dir.c_str(), O_RDONLY | O_CLOEXEC
@@ -410,7 +519,7 @@ Status SyncDir(const std::string& dir) {
   return s;
 }
 
-Status Rename(const std::string& from, const std::string& to) {
+Status RenameImpl(const std::string& from, const std::string& to) {
   if (::rename(from.c_str(), to.c_str()) != 0) {
     return ErrnoStatus("rename " + from + " to", to, errno);
   }
@@ -421,7 +530,7 @@ Status Rename(const std::string& from, const std::string& to) {
 
 // ---- portable (std::filesystem) ----
 
-Status CreateDirs(const std::string& dir, bool* created) {
+Status CreateDirsImpl(const std::string& dir, bool* created) {
   std::error_code ec;
   bool made = fs::create_directories(dir, ec);
   if (ec) return ErrorCodeStatus("create directory", dir, ec);
@@ -443,7 +552,7 @@ Status ListFiles(const std::string& dir, std::vector<std::string>* names) {
   return Status::OK();
 }
 
-Status Remove(const std::string& path) {
+Status RemoveImpl(const std::string& path) {
   std::error_code ec;
   fs::remove(path, ec);
   if (ec) return ErrorCodeStatus("remove", path, ec);

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -70,11 +71,52 @@ class File {
   using Handle = int;  // a file descriptor
   static constexpr Handle kClosed = -1;
 #endif
+  static Status OpenImpl(const std::string& path, OpenMode mode, File* out, bool* not_found);
+  Status WriteAtImpl(const void* data, size_t n, uint64_t offset);
+  Status TruncateImpl(uint64_t size);
+  Status DataSyncImpl();
+  Status SyncImpl();
+  Status CloseImpl();
+
   Handle handle_ = kClosed;
   std::string path_;  // the path it was opened with, for messages
+  // The id an Interposer gave this file when it was opened (0: none).
+  uint64_t interposed_id_ = 0;
 
   friend class FileLock;
 };
+
+// Test-only: an Interposer sees every call of this file layer that changes
+// files: writes, truncations and syncs of files opened for writing, their
+// creation, directory syncs, directory creation, renames and removals.
+// Power-loss tests install one (src/gtest/common/fault_fs.h) that records
+// what each call changed and what it made durable, and on a simulated power
+// cut keeps only the durable part. Each method receives the real operation
+// as `op` and must run it exactly once (or, for a sync it chooses to skip,
+// not at all) and return its result. Reads and read-only opens are not
+// interposed. No interposer is installed outside tests: each call then costs
+// one atomic load.
+class Interposer {
+ public:
+  using Op = std::function<Status()>;
+  virtual ~Interposer() = default;
+  // File::Open in kReadWrite or kCreateTruncate mode. On success the File
+  // keeps *file_id and passes it to the calls below.
+  virtual Status Open(const std::string& path, OpenMode mode, const Op& op, uint64_t* file_id) = 0;
+  virtual Status WriteAt(uint64_t file_id, const File& file, uint64_t offset, size_t n,
+                         const Op& op) = 0;
+  virtual Status Truncate(uint64_t file_id, const File& file, uint64_t size, const Op& op) = 0;
+  // File::DataSync and File::Sync.
+  virtual Status Sync(uint64_t file_id, const File& file, const Op& op) = 0;
+  virtual void Closed(uint64_t file_id) = 0;
+  virtual Status SyncDir(const std::string& dir, const Op& op) = 0;
+  virtual Status CreateDirs(const std::string& dir, const Op& op) = 0;
+  virtual Status Rename(const std::string& from, const std::string& to, const Op& op) = 0;
+  virtual Status Remove(const std::string& path, const Op& op) = 0;
+};
+// Installs `interposer` for the whole process (nullptr removes it). Files
+// opened before it was installed are not interposed.
+void SetInterposer(Interposer* interposer);
 
 // An exclusive lock on a file (created if missing), held until the FileLock
 // is destroyed or Unlock()ed: the one-server-per-data-directory LOCK file.
@@ -100,6 +142,10 @@ Status SyncDir(const std::string& dir);
 // Creates `dir` and any missing parents; OK if it already exists. Sets
 // *created (if non-null) to whether anything was created.
 Status CreateDirs(const std::string& dir, bool* created = nullptr);
+// CreateDirs, and then makes each directory it created durable in its
+// parent (SyncDir of the parent after each level): a directory created
+// without that may vanish on power loss with everything synced inside it.
+Status CreateDirsDurably(const std::string& dir);
 // Names (not paths) of the regular files in `dir`, unsorted.
 Status ListFiles(const std::string& dir, std::vector<std::string>* names);
 // Atomically replaces `to` with `from` (rename; MoveFileExW with

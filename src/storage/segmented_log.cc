@@ -650,13 +650,8 @@ Status SegmentedLog::Open(const std::string& dir, const SegmentedLogOptions& opt
   while (impl->dir.size() > 1 && impl->dir.back() == '/') impl->dir.pop_back();
   impl->options = options;
 
-  bool created = false;
-  Status s = file::CreateDirs(impl->dir, &created);
+  Status s = file::CreateDirsDurably(impl->dir);
   if (!s.ok()) return s;
-  if (created) {
-    s = file::SyncDir(file::DirName(impl->dir));
-    if (!s.ok()) return s;
-  }
   s = impl->Recover(recovery);
   if (!s.ok()) {
     recovery->entries.clear();

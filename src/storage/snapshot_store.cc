@@ -98,7 +98,7 @@ bool SnapshotStore::ParseFileName(const std::string& name, uint64_t* last_index,
 // ---- SnapshotStore ----
 
 Status SnapshotStore::Open(const std::string& dir, std::unique_ptr<SnapshotStore>* out) {
-  Status s = file::CreateDirs(dir);
+  Status s = file::CreateDirsDurably(dir);
   if (!s.ok()) return s;
   std::vector<std::string> names;
   s = file::ListFiles(dir, &names);
