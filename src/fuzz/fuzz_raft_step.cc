@@ -964,13 +964,16 @@ class Harness {
                 "%s leaves %s with term %" PRIu64 " while the durable term is %" PRIu64,
                 m.DebugString().c_str(), ahead_of_write ? "ahead of the write" : "after the write",
                 m.Term(), durable.term);
+    // (A durable term above the message's is enough: this member can never
+    // vote in that term again.)
     if (m.type == MessageType::kVote && !m.vote.pre_vote()) {
-      FUZZ_ASSERT(durable.term == m.vote.term() && durable.vote == kSelf,
+      FUZZ_ASSERT(durable.term > m.vote.term() || (durable.term == m.vote.term() && durable.vote == kSelf),
                   "%s asks for votes before its own vote is durable (%" PRIu64 "/%" PRIu64 ")",
                   m.DebugString().c_str(), durable.term, durable.vote);
     }
     if (m.type == MessageType::kVoteResp && !m.vote_resp.pre_vote() && m.vote_resp.granted()) {
-      FUZZ_ASSERT(durable.term == m.vote_resp.term() && durable.vote == m.to,
+      FUZZ_ASSERT(durable.term > m.vote_resp.term() ||
+                      (durable.term == m.vote_resp.term() && durable.vote == m.to),
                   "%s grants a vote that is not durable (%" PRIu64 "/%" PRIu64 ")",
                   m.DebugString().c_str(), durable.term, durable.vote);
     }

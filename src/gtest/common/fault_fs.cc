@@ -74,12 +74,9 @@ bool FaultFs::SyncDropped(bool dir_sync, const std::string& path) const {
   if (drop_kind_ == "snapshot-file") return !dir_sync && parent == "snap";
   if (drop_kind_ == "snapshot-dir") return dir_sync && name == "snap";
   if (drop_kind_ == "data-dir") return dir_sync && IsDataDir(path);
+  // Any other directory: the one a data directory was created in.
   if (drop_kind_ == "parent-dir") {
-    if (!dir_sync) return false;
-    std::error_code ec;
-    for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
-      if (it->is_directory(ec) && IsDataDir(it->path().string())) return true;
-    }
+    return dir_sync && name != "log" && name != "snap" && !IsDataDir(path);
   }
   return false;
 }
@@ -170,10 +167,28 @@ void FaultFs::CountOp(const std::string& path) {
     return;
   }
   capture_countdown_.reset();
+  captured_ = CaptureLocked(capture_dir_);
+}
+
+bool FaultFs::DurablyLinked(const std::string& dir) {
+  for (std::string level = dir; level != root_ && Under(level, root_); level = Parent(level)) {
+    auto parent = dirs_.find(Parent(level));
+    if (parent == dirs_.end()) continue;  // untracked: as on disk
+    auto e = parent->second.durable.find(BaseName(level));
+    if (e == parent->second.durable.end() || !e->second.is_dir) return false;
+  }
+  return true;
+}
+
+FaultFs::Image FaultFs::CaptureLocked(const std::string& dir) {
   Image image;
-  image.root = capture_dir_;
-  CollectDurable(capture_dir_, &image);
-  captured_ = std::move(image);
+  image.root = dir;
+  if (!DurablyLinked(dir)) {
+    image.exists = false;
+    return image;
+  }
+  CollectDurable(dir, &image);
+  return image;
 }
 
 void FaultFs::CollectDurable(const std::string& dir, Image* image) {
@@ -205,10 +220,7 @@ void FaultFs::CollectDurable(const std::string& dir, Image* image) {
 
 FaultFs::Image FaultFs::Capture(const std::string& dir) {
   std::lock_guard<std::mutex> lock(mu_);
-  Image image;
-  image.root = Normal(dir);
-  CollectDurable(image.root, &image);
-  return image;
+  return CaptureLocked(Normal(dir));
 }
 
 void FaultFs::CaptureBeforeOp(const std::string& dir, uint64_t k) {
@@ -229,7 +241,17 @@ std::optional<FaultFs::Image> FaultFs::TakeCaptured() {
 void FaultFs::Restore(const Image& image) {
   std::lock_guard<std::mutex> lock(mu_);
   std::error_code ec;
-  for (fs::directory_iterator di(image.root, ec), end; !ec && di != end; di.increment(ec)) {
+  if (!image.exists) {
+    // The directory itself did not survive.
+    fs::remove_all(image.root, ec);
+    CHECK(!ec) << "cannot remove " << image.root << ": " << ec.message();
+    if (image.root != root_) {
+      auto parent = dirs_.find(Parent(image.root));
+      if (parent != dirs_.end()) parent->second.current.erase(BaseName(image.root));
+    }
+  }
+  for (fs::directory_iterator di(image.root, ec); image.exists && !ec && di != fs::directory_iterator();
+       di.increment(ec)) {
     std::error_code rm;
     fs::remove_all(di->path(), rm);
     CHECK(!rm) << "cannot remove " << di->path() << ": " << rm.message();

@@ -55,6 +55,9 @@ class FaultFs : public file::Interposer {
   // bytes) and directory under it.
   struct Image {
     std::string root;
+    // False when `root` itself would not survive: its entry (or an
+    // ancestor's, below the FaultFs root) was never made durable.
+    bool exists = true;
     std::map<std::string, std::string> files;
     std::set<std::string> dirs;
   };
@@ -158,6 +161,10 @@ class FaultFs : public file::Interposer {
   std::string CurrentBytes(const Inode& inode) const;
   std::string DurableBytes(const Inode& inode) const;
   void CollectDurable(const std::string& dir, Image* image);
+  // Whether `dir` (under the root) has a durable entry in every directory
+  // from the root down to it.
+  bool DurablyLinked(const std::string& dir);
+  Image CaptureLocked(const std::string& dir);
   void CountOp(const std::string& path);  // captures when the countdown ends
   bool SyncDropped(bool dir_sync, const std::string& path) const;
   Status RunSync(const Op& op) const;

@@ -1208,7 +1208,8 @@ void SimCluster::ValidateOutgoing(Node& n, const Message& m, bool before_persist
   // Durability before sending: a message never carries state this node could
   // forget in a crash. Its term is durable (pre-vote messages carry a
   // prospective term and promise nothing); a vote request carries a durable
-  // self-vote and a granted vote a durable vote for the candidate.
+  // self-vote and a granted vote a durable vote for the candidate (or the
+  // node is durably in a later term, where it can never vote in that one).
   const bool pre_vote = (m.type == MessageType::kVote && m.vote.pre_vote()) ||
                         (m.type == MessageType::kVoteResp && m.vote_resp.pre_vote());
   if (!pre_vote && m.Term() > n.hs.term) {
@@ -1216,14 +1217,14 @@ void SimCluster::ValidateOutgoing(Node& n, const Message& m, bool before_persist
               " before that term is durable (durable term " + U(n.hs.term) + ")" +
               (before_persist ? " ahead of its write" : "") + ": " + Describe(m));
   }
-  if (m.type == MessageType::kVote && !m.vote.pre_vote() &&
+  if (m.type == MessageType::kVote && !m.vote.pre_vote() && n.hs.term <= m.vote.term() &&
       (n.hs.term != m.vote.term() || n.hs.vote != n.id)) {
     Violation("node " + U(n.id) + " asks for votes in term " + U(m.vote.term()) +
               " before its own vote is durable (durable " + U(n.hs.term) + "/" + U(n.hs.vote) +
               "): " + Describe(m));
   }
   if (m.type == MessageType::kVoteResp && !m.vote_resp.pre_vote() && m.vote_resp.granted() &&
-      (n.hs.term != m.vote_resp.term() || n.hs.vote != m.to)) {
+      n.hs.term <= m.vote_resp.term() && (n.hs.term != m.vote_resp.term() || n.hs.vote != m.to)) {
     Violation("node " + U(n.id) + " grants its vote in term " + U(m.vote_resp.term()) + " to " +
               U(m.to) + " before the vote is durable (durable " + U(n.hs.term) + "/" +
               U(n.hs.vote) + "): " + Describe(m));
