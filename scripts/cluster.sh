@@ -4,7 +4,8 @@
 #   cluster.sh start N     start nodes 1..N, wait for a leader, print ENDPOINTS=...
 #   cluster.sh kill I      SIGKILL node I (no-op if it is not running)
 #   cluster.sh restart I   start node I again on its existing data
-#   cluster.sh stop        SIGTERM every node, SIGKILL what is left after 5 s
+#   cluster.sh stop        SIGTERM the followers, then the leader (so it does not
+#                          try to hand leadership over); SIGKILL what is left after 5 s
 #   cluster.sh status [..] raftkvctl status over all nodes (extra args passed on)
 #   cluster.sh add I       start a new, empty node I (> N) with --join, add it as a learner,
 #                          promote it to voter once caught up, print the member list
@@ -210,13 +211,18 @@ status_json() {
     status --json 2>/dev/null || true
 }
 
-# Sends signal $1 to every running node, waits up to STOP_TIMEOUT_S for them to
-# exit, SIGKILLs the rest and removes the pid files.
+# Sends signal $1 to the running nodes among $2 (node numbers; default:
+# every node), waits up to STOP_TIMEOUT_S for them to exit, SIGKILLs the rest
+# and removes their pid files. Prints how many were running.
 stop_nodes() {
-  local sig=$1 f pid
-  local pids=()
+  local sig=$1 only=${2:-} f pid i
+  local pids=() files=()
   for f in "$DATA"/node*/pid; do
     [[ -f $f ]] || continue
+    i=${f%/pid}
+    i=${i##*/node}
+    if [[ -n $only ]] && ! in_list "$i" "$only"; then continue; fi
+    files+=("$f")
     pid=$(cat "$f")
     if pid_alive "$pid"; then
       kill "-$sig" "$pid" 2>/dev/null || true
@@ -237,7 +243,7 @@ stop_nodes() {
     fi
     sleep 0.1
   done
-  rm -f "$DATA"/node*/pid
+  rm -f ${files[@]+"${files[@]}"}
   echo "${#pids[@]}"
 }
 
@@ -455,9 +461,27 @@ cmd_stop() {
     note "no cluster in $DATA"
     return 0
   fi
-  local n
-  n=$(stop_nodes TERM)
-  note "stopped $n node(s)"
+  # The followers first, then the leader: a leader stopped with its
+  # followers would spend up to --shutdown_transfer_ms handing leadership to
+  # a member that is stopping too; alone, it finds no voter to hand over to.
+  local leader="" n=0 m followers=""
+  if [[ -f $DATA/cluster.env ]]; then
+    load_env
+    if [[ -x $BIN_DIR/raftkvctl ]]; then
+      leader=$(status_json "$(endpoints)" | grep '"role": "leader"' | head -n1 |
+        sed -E 's/.*"id": ([0-9]+).*/\1/')
+    fi
+    [[ -z $leader ]] || followers=$(without "$leader" "$NODES")
+  fi
+  if [[ -n $followers ]]; then
+    m=$(stop_nodes TERM "$(without "$leader" "$NODES")")
+    n=$((n + m))
+    # The leader notices its followers are gone at its next heartbeat.
+    sleep 0.3
+  fi
+  m=$(stop_nodes TERM)
+  n=$((n + m))
+  note "stopped $n node(s)${leader:+ (the leader, node $leader, last)}"
 }
 
 cmd_status() {

@@ -116,7 +116,14 @@ echo "membership: node 4 added and promoted, node 1 removed, snapshot taken"
 
 # Sanitized builds: stop gracefully (LeakSanitizer runs at exit) and fail on
 # any sanitizer report (ASan, LSan, UBSan, TSan) in the servers' output.
-"$CLUSTER" stop >/dev/null 2>&1 || true
+# `cluster.sh stop` stops the followers first, so the leader does not try to
+# hand leadership to a member that is stopping too.
+stop_out=$("$CLUSTER" stop 2>&1) || fail "cluster.sh stop: $stop_out"
+case $stop_out in *"(the leader, node "*", last)"*) ;; *) fail "cluster.sh stop printed '$stop_out'" ;; esac
+if grep -h "leader shutting down: leadership transfer" "$RAFTKV_DATA"/node*/logs/*INFO* 2>/dev/null; then
+  fail "the leader tried to hand leadership over while the whole cluster stopped"
+fi
+echo "stop: followers first, the leader last without a handover"
 if grep -n -A40 -E 'ERROR: (Address|Leak|Thread)Sanitizer|WARNING: ThreadSanitizer|: runtime error: ' \
     "$RAFTKV_DATA"/node*/server.out >&2; then
   fail "sanitizer reports in the server output (above)"

@@ -35,7 +35,8 @@ std::string AddressOf(const ListMembersResponse& resp, uint64_t id) {
 
 }  // namespace
 
-AdminClient::AdminClient(AdminClientOptions options) : options_(std::move(options)) {}
+AdminClient::AdminClient(AdminClientOptions options)
+    : options_(std::move(options)), retry_seeds_(options_.retry_seed) {}
 AdminClient::~AdminClient() = default;
 
 Admin::Stub* AdminClient::StubFor(const std::string& address) {
@@ -71,7 +72,8 @@ grpc::Status AdminClient::ListMembers(ListMembersResponse* out, bool* from_leade
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no endpoints given");
   }
   const auto rpc_timeout = std::chrono::milliseconds(std::max(1, options_.rpc_timeout_ms));
-  RetryLoop loop(options_.endpoints, last_leader(), std::chrono::milliseconds(options_.timeout_ms));
+  RetryLoop loop(options_.endpoints, last_leader(), std::chrono::milliseconds(options_.timeout_ms),
+                 retry_seeds_.Next());
   bool have_view = false;
   ListMembersResponse view;
   std::string view_from;
@@ -131,7 +133,8 @@ grpc::Status AdminClient::CallLeader(const char* name, Method<Req, Resp> method,
   if (options_.endpoints.empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no endpoints given");
   }
-  RetryLoop loop(options_.endpoints, last_leader(), std::chrono::milliseconds(options_.timeout_ms));
+  RetryLoop loop(options_.endpoints, last_leader(), std::chrono::milliseconds(options_.timeout_ms),
+                 retry_seeds_.Next());
   grpc::Status last(grpc::StatusCode::DEADLINE_EXCEEDED, "no attempt made");
   while (loop.Start()) {
     const std::string target = loop.target();

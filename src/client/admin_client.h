@@ -10,7 +10,7 @@
 //       (invalid change, another change pending, learner not caught up,
 //       transfer refused): returned at once;
 //   UNAVAILABLE (no leader yet, connection refused, leadership lost): retried
-//       at the next endpoint after a short back-off (50 ms doubling to 400 ms);
+//       at the next endpoint after a short back-off (jittered: 50 to 400 ms, client/retry_loop.h);
 //   anything else: returned at once;
 // until timeout_ms has elapsed. One attempt of a change may use the whole
 // remaining budget (it waits for a commit or an election).
@@ -31,6 +31,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "client/retry_loop.h"
 #include "client/security.h"
 #include "raftkv.grpc.pb.h"
 
@@ -42,6 +43,8 @@ struct AdminClientOptions {
   int rpc_timeout_ms = 2000;           // one ListMembers / status attempt
   // TLS and token; null = the process-wide setting (client/security.h).
   std::shared_ptr<const ChannelSecurity> security;
+  // Seeds the jittered back-off between retries; 0: random.
+  uint64_t retry_seed = 0;
 };
 
 class AdminClient {
@@ -95,6 +98,7 @@ class AdminClient {
   void SetLeader(const std::string& address);
 
   const AdminClientOptions options_;
+  RetrySeeds retry_seeds_;  // one back-off seed per call
   mutable std::mutex mu_;
   std::string leader_;                                         // guarded by mu_
   std::map<std::string, std::unique_ptr<Admin::Stub>> stubs_;  // guarded by mu_

@@ -129,7 +129,8 @@ bool ParseEndpointList(const std::string& csv, std::vector<std::string>* endpoin
   return true;
 }
 
-KvClient::KvClient(ClientOptions options) : options_(std::move(options)) {
+KvClient::KvClient(ClientOptions options)
+    : options_(std::move(options)), retry_seeds_(options_.retry_seed) {
   if (options_.endpoints.empty()) {
     config_error_ = "no endpoints configured";
   }
@@ -262,7 +263,7 @@ grpc::Status KvClient::Call(const char* name, RpcMethod<Req, Resp> method,
   // A known leader first (when following the leader), then the endpoints in
   // turn, or the leader a refusal names.
   RetryLoop loop(options_.endpoints, follow_leader ? LeaderHint() : std::string(),
-                 std::chrono::milliseconds(options_.timeout_ms));
+                 std::chrono::milliseconds(options_.timeout_ms), retry_seeds_.Next());
   grpc::Status last(grpc::StatusCode::DEADLINE_EXCEEDED, "no attempt made");
   while (loop.Start()) {
     const std::string target = loop.target();

@@ -9,7 +9,7 @@
 //       else at the next configured endpoint;
 //   UNAVAILABLE (no leader yet, connection refused, leadership lost) or
 //   DEADLINE_EXCEEDED of one attempt: retried at the next endpoint after a
-//       short back-off (50 ms doubling up to 400 ms);
+//       short jittered back-off (50 to 400 ms, client/retry_loop.h);
 //   any other error (INVALID_ARGUMENT, ...): returned at once;
 // until ClientOptions::timeout_ms has elapsed, after which the last error is
 // returned with the list of endpoints tried appended to its message.
@@ -49,6 +49,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "client/retry_loop.h"
 #include "client/security.h"
 #include "raftkv.grpc.pb.h"
 #include "raftkv.pb.h"
@@ -78,6 +79,9 @@ struct ClientOptions {
   // TLS and token of the channels; null = the process-wide setting
   // (client/security.h: the --tls_* and --token_file flags).
   std::shared_ptr<const ChannelSecurity> security;
+  // Seeds the jittered back-off between retries (client/retry_loop.h);
+  // 0: random, so that clients that fail together do not retry in step.
+  uint64_t retry_seed = 0;
 };
 
 // The canonical name of a gRPC status code, e.g. "FAILED_PRECONDITION".
@@ -189,6 +193,7 @@ class KvClient {
 
   const ClientOptions options_;
   std::string config_error_;  // non-empty if options_.endpoints is unusable
+  RetrySeeds retry_seeds_;    // one back-off seed per call
 
   mutable std::mutex mu_;
   std::string leader_;                                    // guarded by mu_

@@ -11,24 +11,56 @@
 #include <grpcpp/client_context.h>
 #include <grpcpp/support/status.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace raftkv {
 
+// The sleeps between retries: decorrelated jitter ("Exponential Backoff And
+// Jitter", AWS Architecture Blog, 2015). Each sleep is drawn uniformly from
+// [kMin, 3 x the previous one] and capped at kMax, so the clients that lost
+// their leader at the same moment retry spread over the window instead of
+// in step, and never sooner than kMin. Deterministic for a seed.
+class JitteredBackoff {
+ public:
+  static constexpr std::chrono::milliseconds kMin{50};
+  static constexpr std::chrono::milliseconds kMax{400};
+  explicit JitteredBackoff(uint64_t seed);
+  // The next sleep, in [kMin, kMax].
+  std::chrono::milliseconds Next();
+
+ private:
+  uint64_t state_;  // splitmix64
+  std::chrono::milliseconds previous_ = kMin;
+};
+
+// The seeds of one client's retry loops: one per call, from the client's own
+// seed (random unless ClientOptions::retry_seed fixes it). Thread-safe.
+class RetrySeeds {
+ public:
+  // 0: a random seed.
+  explicit RetrySeeds(uint64_t client_seed = 0);
+  uint64_t Next();
+
+ private:
+  uint64_t base_;
+  std::atomic<uint64_t> calls_{0};
+};
+
 class RetryLoop {
  public:
   using Clock = std::chrono::steady_clock;
-  static constexpr std::chrono::milliseconds kInitialBackoff{50};
-  static constexpr std::chrono::milliseconds kMaxBackoff{400};
 
   // `endpoints` must not be empty and must outlive the loop. `leader`, if
   // not empty, is tried first; "next" after it is the endpoint following it
-  // in the list (the first one if it is not in the list).
+  // in the list (the first one if it is not in the list). `jitter_seed`
+  // seeds the back-off (RetrySeeds::Next() of the client).
   RetryLoop(const std::vector<std::string>& endpoints, const std::string& leader,
-            std::chrono::milliseconds timeout);
+            std::chrono::milliseconds timeout, uint64_t jitter_seed = 0);
 
   // Starts an attempt: false once the deadline has passed (the first attempt
   // always starts). Records the target as tried.
@@ -46,7 +78,7 @@ class RetryLoop {
   // Counts an attempt that went on without sleeping; true once every
   // endpoint had its turn since the last back-off.
   bool RoundDone() { return ++immediate_ > endpoints_.size(); }
-  // Sleeps the back-off (doubling up to kMaxBackoff, at most until the
+  // Sleeps the next jittered back-off (JitteredBackoff, at most until the
   // deadline). False if no time is left.
   bool Backoff();
 
@@ -62,7 +94,7 @@ class RetryLoop {
   size_t cursor_ = 0;
   std::string target_;
   std::vector<std::string> tried_;
-  std::chrono::milliseconds backoff_ = kInitialBackoff;
+  JitteredBackoff backoff_;
   size_t immediate_ = 0;
   int attempts_ = 0;
 };

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -71,6 +73,73 @@ TEST(RetryLoopTest, StopsAtTheDeadlineAndSaysWhatWasTried) {
   RetryLoop none(eps, "", milliseconds(0));
   EXPECT_TRUE(none.Start());
   EXPECT_FALSE(none.Start());
+}
+
+
+// Decorrelated jitter: within [50, 400] ms, never growing by more than 3x,
+// reproducible for a seed, different across seeds.
+TEST(JitteredBackoffTest, StaysWithinTheLimitsAndIsReproducible) {
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    JitteredBackoff a(seed);
+    JitteredBackoff b(seed);
+    milliseconds previous = JitteredBackoff::kMin;
+    for (int i = 0; i < 20; ++i) {
+      const milliseconds d = a.Next();
+      EXPECT_EQ(d, b.Next()) << "seed " << seed;
+      EXPECT_GE(d, JitteredBackoff::kMin);
+      EXPECT_LE(d, JitteredBackoff::kMax);
+      EXPECT_LE(d.count(), 3 * previous.count());
+      previous = d;
+    }
+  }
+}
+
+// 1000 clients lose their leader at the same moment: the times of their
+// first three retries are spread over the window instead of falling on the
+// same instants (what a fixed 50/100/200 ms schedule did: all 1000 at 50 ms,
+// 150 ms, 350 ms).
+TEST(JitteredBackoffTest, ClientsThatFailTogetherDoNotRetryInStep) {
+  constexpr int kClients = 1000;
+  RetrySeeds seeds(12345);  // fixed: the test must not depend on chance
+  std::vector<std::vector<int64_t>> at(3);
+  for (int c = 0; c < kClients; ++c) {
+    JitteredBackoff b(seeds.Next());
+    int64_t t = 0;
+    for (int k = 0; k < 3; ++k) {
+      t += b.Next().count();
+      at[static_cast<size_t>(k)].push_back(t);
+    }
+  }
+  for (int k = 0; k < 3; ++k) {
+    std::vector<int64_t>& v = at[static_cast<size_t>(k)];
+    std::sort(v.begin(), v.end());
+    // No 10 ms slot holds more than a fifth of the clients (a uniform draw
+    // over 100 ms puts about a tenth in each).
+    std::map<int64_t, int> slots;
+    for (int64_t t : v) ++slots[t / 10];
+    int busiest = 0;
+    for (const auto& [slot, n] : slots) busiest = std::max(busiest, n);
+    EXPECT_LT(busiest, kClients / 5) << "retry " << k + 1;
+    // The middle 80% of the clients spread over at least 60 ms.
+    EXPECT_GE(v[kClients * 9 / 10] - v[kClients / 10], 60) << "retry " << k + 1;
+  }
+  // The first retry is uniform over [50, 150]: its mean is near 100.
+  double mean = 0;
+  for (int64_t t : at[0]) mean += static_cast<double>(t);
+  mean /= kClients;
+  EXPECT_NEAR(mean, 100.0, 6.0);
+}
+
+// Each call of one client gets its own seed; two clients with random seeds
+// do not share their sequences.
+TEST(JitteredBackoffTest, SeedsDifferPerCallAndPerClient) {
+  RetrySeeds one(42);
+  RetrySeeds same(42);
+  EXPECT_EQ(one.Next(), same.Next());
+  EXPECT_NE(one.Next(), one.Next());
+  RetrySeeds a;
+  RetrySeeds b;
+  EXPECT_NE(a.Next(), b.Next());
 }
 
 }  // namespace
