@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -332,32 +333,32 @@ Status FaultFs::Open(const std::string& raw_path, file::OpenMode mode, const Op&
   return s;
 }
 
-Status FaultFs::WriteAt(uint64_t file_id, const file::File& file, uint64_t offset, size_t n,
-                        const Op& op) {
+Status FaultFs::Change(uint64_t file_id, const file::File& file, uint64_t* counter,
+                       const std::function<std::pair<uint64_t, uint64_t>(uint64_t)>& range,
+                       const Op& op) {
   std::lock_guard<std::mutex> lock(mu_);
   Inode& inode = inodes_.at(file_id);
   CountOp(inode.path);
-  ++counts_.writes;
+  ++*counter;
   uint64_t size = 0;
   Status s = file.Size(&size);
   if (!s.ok()) return s;
   MarkDirty(inode, size);
-  SaveRange(inode, file, offset, offset + n);
+  const auto [from, to] = range(size);
+  SaveRange(inode, file, from, to);
   return op();
+}
+
+Status FaultFs::WriteAt(uint64_t file_id, const file::File& file, uint64_t offset, size_t n,
+                        const Op& op) {
+  return Change(file_id, file, &counts_.writes,
+                [&](uint64_t) { return std::make_pair(offset, offset + n); }, op);
 }
 
 Status FaultFs::Truncate(uint64_t file_id, const file::File& file, uint64_t new_size,
                          const Op& op) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Inode& inode = inodes_.at(file_id);
-  CountOp(inode.path);
-  ++counts_.truncates;
-  uint64_t size = 0;
-  Status s = file.Size(&size);
-  if (!s.ok()) return s;
-  MarkDirty(inode, size);
-  if (new_size < size) SaveRange(inode, file, new_size, size);
-  return op();
+  return Change(file_id, file, &counts_.truncates,
+                [&](uint64_t size) { return std::make_pair(std::min(new_size, size), size); }, op);
 }
 
 Status FaultFs::Sync(uint64_t file_id, const file::File& file, const Op& op) {

@@ -37,6 +37,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -158,6 +159,10 @@ class FaultFs : public file::Interposer {
   // Before a change of [offset, end) of a file: keeps the bytes it replaces.
   void SaveRange(Inode& inode, const file::File& file, uint64_t offset, uint64_t end);
   void MarkDirty(Inode& inode, uint64_t current_size);
+  // A write or truncation of a file: counts it in *counter and keeps the
+  // durable bytes of range(current size) that it replaces, then runs op.
+  Status Change(uint64_t file_id, const file::File& file, uint64_t* counter,
+                const std::function<std::pair<uint64_t, uint64_t>(uint64_t)>& range, const Op& op);
   std::string CurrentBytes(const Inode& inode) const;
   std::string DurableBytes(const Inode& inode) const;
   void CollectDurable(const std::string& dir, Image* image);

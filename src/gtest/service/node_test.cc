@@ -24,6 +24,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing_util::FakePeers;
+using testing_util::PutCommand;
 using testing_util::TempDir;
 using testing_util::WaitFor;
 
@@ -45,14 +46,6 @@ NodeOptions Options(const std::string& dir, int members = 1, uint64_t id = 1) {
   options.election_ticks = 5;
   options.heartbeat_ticks = 1;
   return options;
-}
-
-std::string PutCommand(const std::string& key, const std::string& value) {
-  Command cmd;
-  cmd.set_op(Command::PUT);
-  cmd.set_key(key);
-  cmd.set_value(value);
-  return cmd.SerializeAsString();
 }
 
 std::string DeleteCommand(const std::string& key) {

@@ -35,16 +35,9 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing_util::FaultFs;
+using testing_util::PutCommand;
 using testing_util::TempDir;
 using testing_util::WaitFor;
-
-std::string PutCommand(const std::string& key, const std::string& value) {
-  Command cmd;
-  cmd.set_op(Command::PUT);
-  cmd.set_key(key);
-  cmd.set_value(value);
-  return cmd.SerializeAsString();
-}
 
 // An in-memory network between RaftNodes: one delivery thread, so a node's
 // I/O loop never steps another node. A member that is down (powered off)

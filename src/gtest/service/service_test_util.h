@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "gtest/common/temp_dir.h"
+#include "raftkv.pb.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -23,6 +24,15 @@ inline ::testing::AssertionResult ContainsFormat(const char* haystack_expr, cons
   return ::testing::AssertionFailure() << haystack_expr << " (\"" << haystack
                                        << "\") does not contain " << needle_expr << " (\""
                                        << needle << "\")";
+}
+
+// A serialized PUT command (the data of a log entry).
+inline std::string PutCommand(const std::string& key, const std::string& value) {
+  Command cmd;
+  cmd.set_op(Command::PUT);
+  cmd.set_key(key);
+  cmd.set_value(value);
+  return cmd.SerializeAsString();
 }
 
 // Polls `condition` every millisecond until it holds or `timeout` passes.

@@ -449,20 +449,27 @@ uint64_t LoadNewest(const std::string& dir) {
   return result.meta.last_index;
 }
 
+// The check of an operation that replaces snapshot `before` by `after`: the
+// newest intact snapshot is one of them, and `after` once it returned.
+std::function<void(const std::string&, const PowerRun&)> BeforeOrAfter(uint64_t before,
+                                                                          uint64_t after) {
+  return [before, after](const std::string& dir, const PowerRun& run) {
+    const uint64_t index = LoadNewest(dir);
+    if (run.Acked(0)) {
+      EXPECT_EQ(index, after) << "the snapshot was lost after the call returned";
+    } else {
+      EXPECT_TRUE(index == before || index == after) << index;
+    }
+  };
+}
+
 TEST(PowerLossSnapshot, WriteAtEveryStep) {
   AtEveryStep([&](const std::string& dir) { WriteSnapshot(dir, 20, 1); },
               [&](const std::string& dir, const std::function<void()>& ack) {
                 WriteSnapshot(dir, 60, 2);
                 ack();
               },
-              [&](const std::string& dir, const PowerRun& run) {
-                const uint64_t index = LoadNewest(dir);
-                if (run.Acked(0)) {
-                  EXPECT_EQ(index, 60u) << "the written snapshot was lost";
-                } else {
-                  EXPECT_TRUE(index == 20 || index == 60) << index;
-                }
-              });
+              BeforeOrAfter(20, 60));
 }
 
 // The first snapshot into a new directory (snap/ is created by the store).
@@ -472,12 +479,7 @@ TEST(PowerLossSnapshot, FirstWriteAtEveryStep) {
                 WriteSnapshot(dir, 30, 1);
                 ack();
               },
-              [&](const std::string& dir, const PowerRun& run) {
-                const uint64_t index = LoadNewest(dir);
-                if (run.Acked(0)) {
-                  EXPECT_EQ(index, 30u) << "the written snapshot was lost";
-                }
-              });
+              BeforeOrAfter(0, 30));
 }
 
 // A follower receives the leader's snapshot file in chunks (InstallSnapshot).
@@ -499,14 +501,7 @@ TEST(PowerLossSnapshot, ReceiveAtEveryStep) {
                 ASSERT_TRUE(s.ok()) << s.ToString();
                 ack();
               },
-              [&](const std::string& dir, const PowerRun& run) {
-                const uint64_t index = LoadNewest(dir);
-                if (run.Acked(0)) {
-                  EXPECT_EQ(index, 50u) << "the received snapshot was lost";
-                } else {
-                  EXPECT_TRUE(index == 10 || index == 50) << index;
-                }
-              });
+              BeforeOrAfter(10, 50));
 }
 
 // Pruning deletes the oldest files: the two newest survive every cut.
