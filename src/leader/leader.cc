@@ -226,7 +226,7 @@ void Raft::LeaderTick() {
         if (pr.recent_active() && IsVoter(peer)) ++active;
         pr.set_recent_active(false);
       }
-      if (active < Quorum()) {
+      if (!IsMajority(active, VoterCount())) {
         LOG(WARNING) << "member " << config_.id << " steps down in term " << term_
                      << ": no contact with a majority for an election timeout";
         BecomeFollower(term_, 0);
@@ -455,9 +455,7 @@ bool Raft::MaybeAdvanceCommit() {
   for (const auto& [peer, pr] : progress_) {
     if (IsVoter(peer)) matches.push_back(pr.match());
   }
-  if (matches.size() < Quorum()) return false;
-  std::sort(matches.begin(), matches.end(), std::greater<uint64_t>());
-  const uint64_t quorum_match = matches[Quorum() - 1];
+  const uint64_t quorum_match = MajorityValue(std::move(matches), VoterCount());
   // Only entries of the current term are committed by counting replicas
   // (Raft 5.4.2); earlier entries commit with them.
   if (quorum_match > commit_ && TermAt(quorum_match) == term_) {
@@ -475,9 +473,8 @@ void Raft::AdvanceReadRounds() {
   for (const auto& [peer, round] : acked_round_) {
     if (IsVoter(peer)) rounds.push_back(round);
   }
-  if (rounds.size() < Quorum()) return;
-  std::sort(rounds.begin(), rounds.end(), std::greater<uint64_t>());
-  const uint64_t confirmed = rounds[Quorum() - 1];
+  if (!IsMajority(rounds.size(), VoterCount())) return;
+  const uint64_t confirmed = MajorityValue(std::move(rounds), VoterCount());
   while (!pending_reads_.empty() && pending_reads_.front().round <= confirmed) {
     ready_reads_.push_back(ReadState{pending_reads_.front().id, pending_reads_.front().index});
     pending_reads_.pop_front();

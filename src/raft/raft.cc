@@ -192,7 +192,7 @@ void Raft::StartElection(bool pre_vote) {
             << " for term " << (pre_vote ? term_ + 1 : term_) << " (last log " << last_index()
             << "/" << last_term() << ")";
   votes_granted_.insert(config_.id);
-  if (votes_granted_.size() >= Quorum()) {
+  if (TallyVotes(VoterCount(), votes_granted_.size(), 0) == VoteResult::kWon) {
     if (pre_vote) {
       StartElection(false);
     } else {
@@ -400,14 +400,19 @@ void Raft::HandleVoteResponse(const Message& m) {
   } else {
     votes_rejected_.insert(m.from);
   }
-  if (votes_granted_.size() >= Quorum()) {
-    if (role_ == Role::kPreCandidate) {
-      StartElection(false);
-    } else {
-      BecomeLeader();
-    }
-  } else if (votes_rejected_.size() >= Quorum()) {
-    BecomeFollower(term_, 0);
+  switch (TallyVotes(VoterCount(), votes_granted_.size(), votes_rejected_.size())) {
+    case VoteResult::kWon:
+      if (role_ == Role::kPreCandidate) {
+        StartElection(false);
+      } else {
+        BecomeLeader();
+      }
+      break;
+    case VoteResult::kLost:
+      BecomeFollower(term_, 0);
+      break;
+    case VoteResult::kPending:
+      break;
   }
 }
 

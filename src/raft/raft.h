@@ -30,6 +30,7 @@
 #include "leader/progress.h"
 #include "raft/membership.h"
 #include "raft/message.h"
+#include "raft/quorum.h"
 #include "raftkv.pb.h"
 #include "storage/hard_state.h"
 
@@ -241,7 +242,7 @@ class Raft {
   // and last index (no read_round, no conflict hints).
   void RejectAppend(const Message& m);
   void ResetElectionTimer();
-  size_t Quorum() const { return voters().size() / 2 + 1; }
+  size_t VoterCount() const { return voters().size(); }
   bool LogUpToDate(uint64_t last_index, uint64_t last_term) const;
   void AppendToLog(std::vector<Entry> entries);  // may truncate a suffix
   void FailPendingReads();
