@@ -39,6 +39,8 @@ namespace raftkv::raft {
 enum class Role { kFollower, kPreCandidate, kCandidate, kLeader };
 const char* RoleName(Role role);
 
+// The core's configuration. These defaults are the server's (raftkv-server's
+// flags and NodeOptions::core take them from here).
 struct Config {
   uint64_t id = 0;                 // this member's id (> 0)
   // The bootstrap configuration: in effect at log index 0, until the first
@@ -50,7 +52,8 @@ struct Config {
   std::vector<uint64_t> voters;
   // Election timeout is drawn uniformly from [election_ticks, 2*election_ticks).
   int election_ticks = 10;
-  int heartbeat_ticks = 1;
+  // Ticks between a leader's heartbeats (< election_ticks).
+  int heartbeat_ticks = 2;
   bool pre_vote = true;
   // A leader that has not heard from a majority within an election timeout
   // steps down (needed so that PreVote cannot be blocked by a stale leader).
@@ -63,10 +66,11 @@ struct Config {
   // A learner is promoted only when its match index is within this many
   // entries of the leader's last index.
   uint64_t promote_max_lag = 1000;
-  // Cluster time: a leader stamps every entry it creates with
+  // The length of a tick in milliseconds (the service ticks the core that
+  // often). Cluster time: a leader stamps every entry it creates with
   // Entry.cluster_time_ms = (its last entry's time when elected) + tick_ms *
-  // (ticks since). 0 leaves every entry at time 0.
-  int tick_ms = 0;
+  // (ticks since). 0 (tests of the core only) leaves every entry at time 0.
+  int tick_ms = 50;
 };
 
 // A linearizable read that may be served once the state machine has applied

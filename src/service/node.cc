@@ -55,17 +55,10 @@ std::string JoinList(const std::vector<std::string>& items) {
 }
 
 raft::Config CoreConfig(const NodeOptions& options) {
-  raft::Config config;
+  raft::Config config = options.core;
   config.id = options.id;
   config.bootstrap = BootstrapConfig(options.cluster);
   config.voters = options.cluster.Ids();
-  config.election_ticks = options.election_ticks;
-  config.heartbeat_ticks = options.heartbeat_ticks;
-  config.max_inflight_appends = options.max_inflight_appends;
-  config.max_append_entries = options.max_append_entries;
-  config.max_append_bytes = options.max_append_bytes;
-  config.tick_ms = options.tick_ms;
-  config.promote_max_lag = options.promote_max_lag;
   config.seed = std::random_device{}();
   return config;
 }
@@ -1084,7 +1077,7 @@ void RaftNode::ExpireDeadlines(std::vector<std::function<void()>>* completions) 
 }
 
 void RaftNode::TickLoop() {
-  const auto period = std::chrono::milliseconds(options_.tick_ms);
+  const auto period = std::chrono::milliseconds(options_.core.tick_ms);
   auto next = Clock::now() + period;
   std::vector<std::function<void()>> completions;
   for (;;) {

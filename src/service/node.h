@@ -56,12 +56,10 @@ struct NodeOptions {
   uint64_t id = 0;
   ClusterConfig cluster;
   std::string data_dir;
-  int tick_ms = 50;
-  int election_ticks = 10;
-  int heartbeat_ticks = 2;
-  size_t max_inflight_appends = 64;
-  size_t max_append_entries = 4096;
-  size_t max_append_bytes = 1 << 20;
+  // The consensus core's settings: timing (tick_ms is also the ticker's
+  // period), flow control, promote_max_lag. Its id, bootstrap, voters and
+  // seed are filled in by the node from the fields here.
+  raft::Config core;
   SegmentedLogOptions log;
   // A member not listed in `cluster` (a new server being added): it starts
   // without a vote, at `self_address`, and waits for the leader to replicate
@@ -77,7 +75,6 @@ struct NodeOptions {
   // Snapshot files kept (>= 2: the previous one is the fallback when the
   // newest is damaged; the log is kept back to the oldest kept snapshot).
   size_t snapshots_kept = 2;
-  uint64_t promote_max_lag = 1000;
 };
 
 // The result of a client call handled by the node.

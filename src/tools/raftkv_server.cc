@@ -48,10 +48,10 @@ DEFINE_int32(server_threads_per_cq, 1, "Threads polling each server completion q
 DEFINE_int32(peer_cq_num, 1, "Completion queues for this member's calls to its peers.");
 DEFINE_int32(peer_threads_per_cq, 1, "Threads polling each peer completion queue.");
 DEFINE_int32(calls_per_cq, 64, "Calls pre-posted per server completion queue for each busy method.");
-DEFINE_int32(tick_ms, 50, "Length of one logical clock tick in milliseconds.");
-DEFINE_int32(election_ticks, 10,
+DEFINE_int32(tick_ms, raftkv::raft::Config().tick_ms, "Length of one logical clock tick in milliseconds.");
+DEFINE_int32(election_ticks, raftkv::raft::Config().election_ticks,
              "Minimum election timeout in ticks; each timeout is drawn from [n, 2n) ticks.");
-DEFINE_int32(heartbeat_ticks, 2, "Ticks between leader heartbeats; must be < --election_ticks.");
+DEFINE_int32(heartbeat_ticks, raftkv::raft::Config().heartbeat_ticks, "Ticks between leader heartbeats; must be < --election_ticks.");
 DEFINE_uint64(max_key_bytes, 4096, "Largest key accepted; longer keys get INVALID_ARGUMENT.");
 DEFINE_uint64(max_value_bytes, 1 << 20, "Largest value accepted; longer values get INVALID_ARGUMENT.");
 DEFINE_uint64(max_batch_ops, 10000,
@@ -61,10 +61,10 @@ DEFINE_uint64(max_batch_bytes, 4 << 20,
               "Most key + value bytes in one KV.Batch call; more get INVALID_ARGUMENT.");
 DEFINE_int32(max_request_timeout_ms, 10000,
              "Server-side deadline for client calls with no deadline (or a later one).");
-DEFINE_uint64(max_inflight_appends, 64,
+DEFINE_uint64(max_inflight_appends, raftkv::raft::Config().max_inflight_appends,
               "AppendEntries calls in flight per follower (pipelining window).");
-DEFINE_uint64(max_append_entries, 4096, "Most entries in one AppendEntries.");
-DEFINE_uint64(max_append_bytes, 1 << 20, "Soft limit on the entry bytes in one AppendEntries.");
+DEFINE_uint64(max_append_entries, raftkv::raft::Config().max_append_entries, "Most entries in one AppendEntries.");
+DEFINE_uint64(max_append_bytes, raftkv::raft::Config().max_append_bytes, "Soft limit on the entry bytes in one AppendEntries.");
 DEFINE_int32(append_timeout_ms, 2000, "Deadline of one AppendEntries call to a peer.");
 DEFINE_int32(vote_timeout_ms, 1000, "Deadline of one RequestVote call to a peer.");
 DEFINE_uint64(segment_bytes, 64ull << 20, "Log segment size at which a new segment file starts.");
@@ -91,7 +91,7 @@ DEFINE_int32(shutdown_transfer_ms, 2000,
              "voter (leadership transfer) and waits for it at most this long before shutting down, "
              "so clients see a new leader at once instead of after an election timeout. "
              "0 = shut down without a transfer.");
-DEFINE_uint64(promote_max_lag, 1000,
+DEFINE_uint64(promote_max_lag, raftkv::raft::Config().promote_max_lag,
               "A learner is promoted to voter only when its log is within this many entries of "
               "the leader's.");
 DEFINE_int32(snapshot_timeout_ms, 10 * 60 * 1000,
@@ -324,19 +324,19 @@ int main(int argc, char** argv) {
   node_options.id = FLAGS_id;
   node_options.cluster = cluster;
   node_options.data_dir = FLAGS_data_dir;
-  node_options.tick_ms = FLAGS_tick_ms;
-  node_options.election_ticks = FLAGS_election_ticks;
-  node_options.heartbeat_ticks = FLAGS_heartbeat_ticks;
-  node_options.max_inflight_appends = FLAGS_max_inflight_appends;
-  node_options.max_append_entries = FLAGS_max_append_entries;
-  node_options.max_append_bytes = FLAGS_max_append_bytes;
+  node_options.core.tick_ms = FLAGS_tick_ms;
+  node_options.core.election_ticks = FLAGS_election_ticks;
+  node_options.core.heartbeat_ticks = FLAGS_heartbeat_ticks;
+  node_options.core.max_inflight_appends = FLAGS_max_inflight_appends;
+  node_options.core.max_append_entries = FLAGS_max_append_entries;
+  node_options.core.max_append_bytes = FLAGS_max_append_bytes;
+  node_options.core.promote_max_lag = FLAGS_promote_max_lag;
   node_options.log.max_segment_bytes = FLAGS_segment_bytes;
   node_options.join = FLAGS_join;
   node_options.self_address = self_address;
   node_options.snapshot_entries = FLAGS_snapshot_entries;
   node_options.snapshot_log_bytes = FLAGS_snapshot_log_bytes;
   node_options.snapshots_kept = FLAGS_snapshots_kept;
-  node_options.promote_max_lag = FLAGS_promote_max_lag;
 
   // Handle termination signals synchronously in main; every thread created
   // from here on inherits the blocked mask.

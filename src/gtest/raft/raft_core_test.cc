@@ -14,6 +14,8 @@ namespace {
 
 Config ThreeNodeConfig(uint64_t id) {
   Config c;
+  c.heartbeat_ticks = 1;  // these tests count heartbeats in ticks
+  c.tick_ms = 0;          // cluster time 0 unless a test sets it
   c.id = id;
   c.voters = {1, 2, 3};
   c.seed = 7;
@@ -204,6 +206,8 @@ TEST(RaftCoreTest, FollowerRefusesProposalsAndReads) {
 
 TEST(RaftCoreTest, SingleNodeElectsItselfAndCommits) {
   Config c;
+  c.heartbeat_ticks = 1;  // these tests count heartbeats in ticks
+  c.tick_ms = 0;          // cluster time 0 unless a test sets it
   c.id = 1;
   c.voters = {1};
   HardState hs;
@@ -505,6 +509,8 @@ TEST(RaftCoreTest, LeaderIgnoresAMatchIndexBeyondItsLog) {
 
 Raft ElectSingle(int tick_ms, std::vector<Entry> log) {
   Config c;
+  c.heartbeat_ticks = 1;  // these tests count heartbeats in ticks
+  c.tick_ms = 0;          // cluster time 0 unless a test sets it
   c.id = 1;
   c.voters = {1};
   c.tick_ms = tick_ms;

@@ -30,6 +30,8 @@ namespace {
 
 Config MemberConfigFor(uint64_t id, std::vector<uint64_t> voters = {1, 2, 3}) {
   Config c;
+  c.heartbeat_ticks = 1;  // these tests count heartbeats in ticks
+  c.tick_ms = 0;          // cluster time 0 unless a test sets it
   c.id = id;
   c.bootstrap = VotersConfig(voters);
   c.voters = voters;

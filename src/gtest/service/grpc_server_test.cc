@@ -83,9 +83,9 @@ class ServerTest : public ::testing::Test {
       no.cluster.members.push_back(Member{static_cast<uint64_t>(i), "127.0.0.1:" + std::to_string(i - 1)});
     }
     no.data_dir = dir_.path();
-    no.tick_ms = 5;
-    no.election_ticks = setup.election_ticks;
-    no.heartbeat_ticks = 1;
+    no.core.tick_ms = 5;
+    no.core.election_ticks = setup.election_ticks;
+    no.core.heartbeat_ticks = 1;
     Status s = RaftNode::Open(no, &node_);
     ASSERT_TRUE(s.ok()) << s.ToString();
 
@@ -615,8 +615,10 @@ TEST_F(ServerTest, ExpiredDeadlineAndTheServerKeepsWorking) {
     EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << StatusText(s);
   }
   {
+    // Already expired (a deadline of exactly "now" may still be ahead of the
+    // clock when the call starts, and a fast answer can then beat it).
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now());
+    ctx.set_deadline(std::chrono::system_clock::now() - 1ms);
     GetRequest req;
     req.set_key("late");
     GetResponse resp;

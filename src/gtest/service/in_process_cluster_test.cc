@@ -103,9 +103,9 @@ class InProcessClusterTest : public ::testing::Test {
     no.join = !listed;
     no.self_address = addresses_[i];
     no.data_dir = m.dir.path();
-    no.tick_ms = 5;
-    no.election_ticks = 10;
-    no.heartbeat_ticks = 1;
+    no.core.tick_ms = 5;
+    no.core.election_ticks = 10;
+    no.core.heartbeat_ticks = 1;
     no.snapshot_entries = snapshot_entries_;
     no.log.max_segment_bytes = segment_bytes_;
     Status s = RaftNode::Open(no, &m.node);

@@ -388,9 +388,9 @@ TEST(MetricsEndpointTest, SingleMemberNodeOverHttp) {
   options.id = 1;
   options.cluster.members.push_back(Member{1, "127.0.0.1:1"});
   options.data_dir = dir.path();
-  options.tick_ms = 5;
-  options.election_ticks = 5;
-  options.heartbeat_ticks = 1;
+  options.core.tick_ms = 5;
+  options.core.election_ticks = 5;
+  options.core.heartbeat_ticks = 1;
   std::unique_ptr<RaftNode> node;
   ASSERT_TRUE(RaftNode::Open(options, &node).ok());
   testing_util::FakePeers peers;

@@ -66,9 +66,9 @@ NodeOptions SingleOptions(const std::string& dir) {
   options.id = 1;
   options.cluster.members.push_back(Member{1, "127.0.0.1:2"});
   options.data_dir = dir;
-  options.tick_ms = 5;
-  options.election_ticks = 5;
-  options.heartbeat_ticks = 1;
+  options.core.tick_ms = 5;
+  options.core.election_ticks = 5;
+  options.core.heartbeat_ticks = 1;
   options.snapshot_entries = 0;  // only on demand unless a test says otherwise
   options.snapshot_log_bytes = 0;
   options.log.max_segment_bytes = 2048;  // many segments: compaction removes some

@@ -42,9 +42,9 @@ NodeOptions Options(const std::string& dir, int members = 1, uint64_t id = 1) {
   options.id = id;
   options.cluster = Cluster(members);
   options.data_dir = dir;
-  options.tick_ms = 5;
-  options.election_ticks = 5;
-  options.heartbeat_ticks = 1;
+  options.core.tick_ms = 5;
+  options.core.election_ticks = 5;
+  options.core.heartbeat_ticks = 1;
   return options;
 }
 

@@ -224,9 +224,9 @@ class PowerCluster {
     o.id = id;
     o.cluster = cluster_;
     o.data_dir = DataDir(id);
-    o.tick_ms = 5;
-    o.election_ticks = 10;
-    o.heartbeat_ticks = 1;
+    o.core.tick_ms = 5;
+    o.core.election_ticks = 10;
+    o.core.heartbeat_ticks = 1;
     o.snapshot_entries = 40;      // snapshots and log compaction during the run
     o.log.max_segment_bytes = 4096;  // segment rotation too
     std::unique_ptr<RaftNode> opened;
@@ -420,9 +420,9 @@ TEST(PowerLossNode, StartWritesSnapshotsAtEveryStep) {
     o.id = 1;
     o.cluster.members.push_back(Member{1, "local-1"});
     o.data_dir = root.path() + "/member1";
-    o.tick_ms = 2;
-    o.election_ticks = 3;
-    o.heartbeat_ticks = 1;
+    o.core.tick_ms = 2;
+    o.core.election_ticks = 3;
+    o.core.heartbeat_ticks = 1;
     o.snapshot_entries = 0;  // only when asked
     o.log.max_segment_bytes = 512;
     std::map<std::string, uint64_t> acked_at;  // key -> file calls made when acknowledged
