@@ -81,6 +81,10 @@ def parse_args():
     p.add_argument("--bench-args", default="",
                    help="extra raftkv-bench flags for every run, e.g. \"--conns=8\"")
     p.add_argument("--images-dir", default=os.path.join(REPO_ROOT, "doc", "images"))
+    p.add_argument("--image-prefix", default="",
+                   help="prefix of the plot file names (scripts/lan_bench.sh --sweep: \"lan_\")")
+    p.add_argument("--plot-note", default="",
+                   help="a line added to every plot title, e.g. the emulated network")
     p.add_argument("--doc", default=os.path.join(REPO_ROOT, "doc", "benchmark.md"))
     p.add_argument("--work-dir", default="",
                    help="where the per-run JSON and results.json go (default: a new "
@@ -203,7 +207,7 @@ def run_sweep(args):
             "machine": machine,
             "loadavg_start": os.getloadavg(), "argv": sys.argv[1:], "requests": args.requests,
             "reps": args.reps, "bench": args.bench, "bench_args": args.bench_args,
-            "verify_sample": args.verify_sample}
+            "verify_sample": args.verify_sample, "plot_note": args.plot_note}
     runs = []
     t0 = time.monotonic()
     n = 0
@@ -361,6 +365,8 @@ def plots(results, images_dir):
         plt.close(fig)
 
     note = "median of %d runs, bars: min–max; shared 2-core machine" % reps
+    if results["meta"].get("plot_note"):
+        note += "\n" + results["meta"]["plot_note"]
     vlens = sorted({r["point"]["value_len"] for r in select(runs, "value_len")})
     folls = sorted({r["point"]["followers"] for r in select(runs, "followers", scenario="Write")})
 
@@ -763,6 +769,7 @@ def write_doc(results, args, doc_path, images_dir):
     add("")
 
     L.extend(kept_block(doc_path, "notes"))
+    L.extend(kept_block(doc_path, "lan"))
     add("## Reading the results")
     add("")
     for para in reading(runs, base_w, base_e, base_r, vlens, folls, infl):
@@ -931,9 +938,13 @@ def ensure_matplotlib(tool="bench_sweep"):
 def main():
     args = parse_args()
     ensure_matplotlib()
+    for key in IMAGES:
+        IMAGES[key] = args.image_prefix + IMAGES[key]
     if args.from_json:
         with open(args.from_json) as f:
             results = json.load(f)
+        if args.plot_note:
+            results["meta"]["plot_note"] = args.plot_note
     else:
         results = run_sweep(args)
     plots(results, args.images_dir)
