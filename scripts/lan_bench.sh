@@ -32,8 +32,9 @@
 #
 # --sweep: the value-length and follower-count sweeps of scripts/bench_sweep.py
 # run on the emulated LAN (bench_sweep.py calls this script back with
-# --run-point as its raftkv-bench), plots to doc/images/lan_*.png. Last line:
-#   lan-sweep: runs=N failed=K images=<dir>/lan_*.png results=<results.json>
+# --run-point as its raftkv-bench), then on loopback, plots to
+# doc/images/lan_*.png (LAN and loopback Write lines). Last line:
+#   lan-sweep: runs=N failed=K loopback_runs=N loopback_failed=K images=... results=<dir>
 #
 # Needs root, iproute2 (ip, tc) and curl, exits 77 (SKIP) without them; needs
 # Go (PATH or /usr/local/go/bin) once, to build tools/lanproxy (cached in
@@ -68,6 +69,7 @@ REPS=3
 VERIFY_SAMPLE=200
 SWEEP=0
 CALIBRATE=1
+SWEEP_LOOPBACK=1
 CALIBRATION=""
 HALF_US=0
 JIT_US=0
@@ -108,9 +110,11 @@ Sweep mode:
   --sweep_followers=L  follower counts (default $SWEEP_FOLLOWERS)
   --sweep_value_lens=L value lengths (default $SWEEP_VALUE_LENS)
   --sweep_args="..."   more bench_sweep.py flags, e.g. "--reps=1 --requests=2000"
-  --sweep_dir=DIR      bench_sweep.py's work directory: per-run JSON, results.json and
-                       the generated page lan-benchmark.md (default: a new, kept
-                       /tmp/raftkv-lan-sweep-* directory)
+  --sweep_no_loopback  skip the same sweep on loopback (by default it runs after the
+                       LAN sweep, and the LAN plots show its Write line too)
+  --sweep_dir=DIR      where the sweeps keep their per-run JSON and results.json
+                       (DIR/lan, DIR/loopback) and the generated pages (default: a
+                       new, kept /tmp/raftkv-lan-sweep-* directory)
   --images_dir=DIR     where the plots go (default doc/images)
 Internal:
   --run-point ARGS...  used by bench_sweep.py as its raftkv-bench: starts a fresh
@@ -142,6 +146,7 @@ parse_args() {
       --verify_sample=*) VERIFY_SAMPLE=${1#*=} ;;
       --sweep) SWEEP=1 ;;
       --no_calibrate) CALIBRATE=0 ;;
+      --sweep_no_loopback) SWEEP_LOOPBACK=0 ;;
       --sweep_followers=*) SWEEP_FOLLOWERS=${1#*=} ;;
       --sweep_value_lens=*) SWEEP_VALUE_LENS=${1#*=} ;;
       --sweep_args=*) SWEEP_ARGS=${1#*=} ;;
@@ -424,11 +429,12 @@ set_toxics() {
   HALF_US=$1
 }
 
-# p50 in microseconds of Echo, one in flight, 1000 requests, from host $1 to
+# p50 in microseconds of Echo (64 B, so that --rate_mbit does not count),
+# one in flight, 1000 requests, from host $1 to
 # the single endpoint $2 (the leader must be behind it).
 echo_p50_us() {
   timeout 120 ip netns exec "$1" "$BENCH" --gtest_filter=Benchmark.Echo --target="$2" --requests=1000 \
-    --inflight=1 --conns=1 --value_len="$VALUE_LEN" --json_out="$WORK/calibrate.json" \
+    --inflight=1 --conns=1 --value_len=64 --json_out="$WORK/calibrate.json" \
     </dev/null >"$WORK/calibrate.out" 2>&1 || fail "Echo from $1 to $2 failed: $WORK/calibrate.out"
   python3 -c 'import json, sys; print(round(json.load(open(sys.argv[1]))[0]["latency_us"]["p50"]))' \
     "$WORK/calibrate.json"
@@ -744,10 +750,15 @@ print("lan: write_ops=%d loopback_ops=%d ratio=%.2f one_client_p50_ms=%.2f rtt_m
 EOF
 }
 
-# --sweep: bench_sweep.py with this script (--run-point) as its raftkv-bench.
+# --sweep: bench_sweep.py with this script (--run-point) as its raftkv-bench,
+# then (unless --sweep_no_loopback) the same sweep on loopback, then the LAN
+# plots drawn again with the loopback Write line beside them.
 run_sweep() {
-  local dir=${SWEEP_DIR:-$(mktemp -d /tmp/raftkv-lan-sweep-XXXXXX)} wrapper rc=0
-  mkdir -p "$dir"
+  local dir=${SWEEP_DIR:-$(mktemp -d /tmp/raftkv-lan-sweep-XXXXXX)} wrapper rc=0 note
+  local common=(--followers="$SWEEP_FOLLOWERS" --value-lens="$SWEEP_VALUE_LENS" --inflights=
+                --verify-sample="$VERIFY_SAMPLE")
+  note="emulated LAN: rtt $RTT_MS ms +/- $JITTER_MS ms, $RATE_MBIT Mbit/s per link"
+  mkdir -p "$dir/lan" "$dir/loopback"
   wrapper=$WORK/raftkv-bench-on-lan
   cat >"$wrapper" <<EOF
 #!/usr/bin/env bash
@@ -755,18 +766,34 @@ run_sweep() {
 RKVLAN_STATE=$WORK/state.env RAFTKV_BIN_DIR=$BIN_DIR RAFTKV_LANPROXY=$LANPROXY exec bash $SELF --run-point "\$@"
 EOF
   chmod +x "$wrapper"
+  say "sweep on the emulated LAN: $dir/lan"
   # shellcheck disable=SC2086  # --sweep_args is a list of flags
-  python3 "$REPO_ROOT/scripts/bench_sweep.py" --bench="$wrapper" --work-dir="$dir" \
-    --followers="$SWEEP_FOLLOWERS" --value-lens="$SWEEP_VALUE_LENS" --inflights= \
-    --image-prefix=lan_ --images-dir="$IMAGES_DIR" --doc="$dir/lan-benchmark.md" \
-    --plot-note="emulated LAN: rtt $RTT_MS ms +/- $JITTER_MS ms, $RATE_MBIT Mbit/s per link" \
-    --verify-sample="$VERIFY_SAMPLE" $SWEEP_ARGS >&2 || rc=$?
-  [[ -f $dir/results.json ]] || fail "bench_sweep.py wrote no results.json (exit $rc; directory $dir)"
-  python3 - "$dir/results.json" "$IMAGES_DIR" <<'EOF'
-import json, sys
-runs = json.load(open(sys.argv[1]))["runs"]
-print("lan-sweep: runs=%d failed=%d images=%s/lan_*.png results=%s" % (
-    len(runs), sum(1 for r in runs if not r["passed"]), sys.argv[2], sys.argv[1]))
+  python3 "$REPO_ROOT/scripts/bench_sweep.py" --bench="$wrapper" --work-dir="$dir/lan" "${common[@]}" \
+    --images-dir="$dir/lan/images" --doc="$dir/lan/lan-benchmark.md" --plot-note="$note" \
+    $SWEEP_ARGS >&2 || rc=$?
+  [[ -f $dir/lan/results.json ]] || fail "bench_sweep.py wrote no results.json (exit $rc; directory $dir/lan)"
+  local compare=()
+  if ((SWEEP_LOOPBACK)); then
+    say "the same sweep on loopback: $dir/loopback"
+    # shellcheck disable=SC2086
+    python3 "$REPO_ROOT/scripts/bench_sweep.py" --bench="$BENCH" --work-dir="$dir/loopback" "${common[@]}" \
+      --images-dir="$dir/loopback/images" --doc="$dir/loopback/benchmark.md" $SWEEP_ARGS >&2 || rc=$?
+    [[ -f $dir/loopback/results.json ]] &&
+      compare=(--compare-json="$dir/loopback/results.json" --compare-label="loopback, same sitting")
+  fi
+  python3 "$REPO_ROOT/scripts/bench_sweep.py" --from-json="$dir/lan/results.json" "${compare[@]}" \
+    --image-prefix=lan_ --images-dir="$IMAGES_DIR" --doc="$dir/lan-benchmark.md" --plot-note="$note" \
+    --series-label=LAN >&2 ||
+    fail "bench_sweep.py could not draw the plots"
+  python3 - "$dir" "$IMAGES_DIR" <<'EOF'
+import json, os, sys
+d = sys.argv[1]
+runs = json.load(open(os.path.join(d, "lan", "results.json")))["runs"]
+loop = os.path.join(d, "loopback", "results.json")
+lr = json.load(open(loop))["runs"] if os.path.exists(loop) else []
+print("lan-sweep: runs=%d failed=%d loopback_runs=%d loopback_failed=%d images=%s/lan_*.png "
+      "results=%s" % (len(runs), sum(1 for r in runs if not r["passed"]), len(lr),
+                      sum(1 for r in lr if not r["passed"]), sys.argv[2], d))
 EOF
   return "$rc"
 }
