@@ -67,6 +67,7 @@ INFLIGHT=256
 VALUE_LEN=64
 REPS=3
 VERIFY_SAMPLE=200
+BENCH_ARGS=""
 SWEEP=0
 CALIBRATE=1
 SWEEP_LOOPBACK=1
@@ -105,6 +106,8 @@ Default mode:
   --reps=N             repetitions, interleaved; medians are reported (default $REPS)
   --verify_sample=N    raftkv-bench --verify_sample of every Write run (default $VERIFY_SAMPLE;
                        0 = read back every write)
+  --bench_args="..."   more raftkv-bench flags for the Write runs, LAN and loopback alike
+                       (e.g. "--conns=16"; later flags win)
 Sweep mode:
   --sweep              run scripts/bench_sweep.py on the LAN instead (plots lan_*.png)
   --sweep_followers=L  follower counts (default $SWEEP_FOLLOWERS)
@@ -144,6 +147,7 @@ parse_args() {
       --value_len=*) VALUE_LEN=${1#*=} ;;
       --reps=*) REPS=${1#*=} ;;
       --verify_sample=*) VERIFY_SAMPLE=${1#*=} ;;
+      --bench_args=*) BENCH_ARGS=${1#*=} ;;
       --sweep) SWEEP=1 ;;
       --no_calibrate) CALIBRATE=0 ;;
       --sweep_no_loopback) SWEEP_LOOPBACK=0 ;;
@@ -381,9 +385,6 @@ start_proxies() {
   for ((i = 1; i <= HOSTS; i++)); do
     n=$(ns "$i")
     # (ip netns exec, not in_ns: $! must be the proxy itself, for kill and /proc.)
-    # GOMAXPROCS stays at its default (the cores): 16 was tried, so that
-    # threads asleep in nanosleep hold no P others need, and gave 2.6x fewer
-    # Echos/s through the delaying proxy at 256 in flight.
     ip netns exec "$n" "$LANPROXY" -host 127.0.0.1 -port "$API_PORT" \
       </dev/null >"$WORK/proxy$i.out" 2>&1 &
     PROXY_PIDS[$i]=$!
@@ -440,9 +441,9 @@ echo_p50_us() {
     "$WORK/calibrate.json"
 }
 
-# The toxics wait with nanosleep, but the kernel wakes the sleeping thread
-# late and the chunk is then handed to the goroutine that writes it: on this
-# VM each delayed crossing came out 50-130 us longer than asked. Measures the
+# The toxics wait on a high-resolution timer, but waking the waiting
+# goroutine and handing the chunk to the one that writes it take time: on
+# this VM each delayed crossing came out 40-130 us longer than asked. Measures the
 # round trip the delaying proxy adds to an unloaded call (Echo p50 through
 # <ip>:7001 minus through <ip>:7003, on the leader's host) and lowers the
 # toxics' latency by the excess, up to 3 times, until it is within 20 us
@@ -644,8 +645,10 @@ EOF
 # --inflight and 1), then the summary and the 'lan:' line.
 run_default() {
   local rep d w=(--gtest_filter=Benchmark.Write --value_len="$VALUE_LEN" --verify_sample="$VERIFY_SAMPLE")
-  local many=("${w[@]}" --requests="$REQUESTS" --inflight="$INFLIGHT")
-  local one=("${w[@]}" --requests="$REQUESTS_ONE" --inflight=1 --conns=1)
+  local extra=()
+  read -r -a extra <<<"$BENCH_ARGS"
+  local many=("${w[@]}" --requests="$REQUESTS" --inflight="$INFLIGHT" "${extra[@]}")
+  local one=("${w[@]}" --requests="$REQUESTS_ONE" --inflight=1 --conns=1 "${extra[@]}")
   mkdir -p "$WORK/results"
   for ((rep = 1; rep <= REPS; rep++)); do
     d=$WORK/results/rep$rep

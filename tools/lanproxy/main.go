@@ -5,11 +5,11 @@
 // milliseconds, and it waits with a Go timer, which the Go runtime serves
 // through epoll_wait with millisecond resolution: on Linux any wait below
 // 1 ms becomes ~1.09 ms. A LAN round trip is 0.1-1 ms, so the stock toxic
-// cannot emulate it. latency_us takes microseconds and waits with
-// nanosleep(2) after setting the thread's timer slack to 1 ns, which the
-// kernel serves with a high-resolution timer (a few tens of microseconds of
-// overshoot on a virtual machine; lan_bench.sh measures the round trip and
-// corrects the latency it asks for).
+// cannot emulate it. latency_us takes microseconds and waits on a timerfd
+// (a kernel high-resolution timer) through the runtime's poller (see
+// timer). The wake-up and the hand-off of the chunk to the goroutine that
+// writes it still add tens of microseconds on a virtual machine:
+// lan_bench.sh measures the round trip and corrects the latency it asks for.
 //
 // Everything else -- the proxies, the REST API on -host:-port, the stock
 // toxics -- is Toxiproxy's own code, used as documented in its
@@ -22,6 +22,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand"
@@ -37,6 +38,7 @@ import (
 
 	"github.com/Shopify/toxiproxy/v2"
 	"github.com/Shopify/toxiproxy/v2/toxics"
+	"golang.org/x/sys/unix"
 )
 
 // LatencyUsToxic delays every chunk of the stream by Latency +/- Jitter
@@ -65,6 +67,11 @@ func (t *LatencyUsToxic) delay() time.Duration {
 
 // Pipe passes each chunk on once it is due.
 func (t *LatencyUsToxic) Pipe(stub *toxics.ToxicStub) {
+	timer, err := newTimer()
+	if err != nil {
+		panic("latency_us: timerfd_create: " + err.Error())
+	}
+	defer timer.close()
 	for {
 		select {
 		case <-stub.Interrupt:
@@ -75,38 +82,53 @@ func (t *LatencyUsToxic) Pipe(stub *toxics.ToxicStub) {
 				return
 			}
 			due := c.Timestamp.Add(t.delay())
-			sleepUntil(due)
+			timer.sleep(time.Until(due))
 			c.Timestamp = due
 			stub.Output <- c
 		}
 	}
 }
 
-const prSetTimerslack = 29 // PR_SET_TIMERSLACK, linux/prctl.h
+// timer waits with microsecond precision without holding a thread: a
+// timerfd (a kernel high-resolution timer, no timer slack) read through
+// the Go runtime's network poller, so the goroutine parks like one waiting
+// for a socket. (time.Sleep and time.After are served by epoll_wait's
+// millisecond timeout: ~1.09 ms for any wait below 1 ms. nanosleep(2) with
+// a 1 ns timer slack, tried first, is as precise, but blocks a thread and
+// its P for every delayed chunk; in one lan_bench.sh run each the two gave
+// the same write rate.)
+type timer struct {
+	fd int      // the timerfd, for timerfd_settime
+	f  *os.File // the same fd, registered with the poller
+}
 
-// sleepUntil returns at the given time, with sub-millisecond precision: the
-// part beyond 2 ms is left to a Go timer (no thread blocked), the rest to
-// nanosleep(2) with a 1 ns timer slack on this thread. It does not correct
-// for the time the kernel takes to wake the thread, nor for the hand-off to
-// the goroutine that writes the chunk: scripts/lan_bench.sh measures the
-// round trip that results and lowers the latency it asks for to match.
-func sleepUntil(due time.Time) {
-	if d := time.Until(due) - 2*time.Millisecond; d > 0 {
-		time.Sleep(d)
+func newTimer() (*timer, error) {
+	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
+		return nil, err
 	}
-	d := time.Until(due)
+	return &timer{fd: fd, f: os.NewFile(uintptr(fd), "latency_us timerfd")}, nil
+}
+
+// sleep returns after d (at once if d <= 0).
+func (t *timer) sleep(d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	syscall.RawSyscall(syscall.SYS_PRCTL, prSetTimerslack, 1, 0)
-	ts := syscall.NsecToTimespec(int64(d))
+	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(d))}
+	if err := unix.TimerfdSettime(t.fd, 0, &spec, nil); err != nil {
+		time.Sleep(d) // cannot happen with a valid fd; coarse but correct
+		return
+	}
+	var expirations [8]byte
 	for {
-		// EINTR (Go's preemption signal): sleep the remainder in ts.
-		if err := syscall.Nanosleep(&ts, &ts); err != syscall.EINTR {
+		if _, err := t.f.Read(expirations[:]); err == nil || !errors.Is(err, syscall.EINTR) {
 			return
 		}
 	}
 }
+
+func (t *timer) close() { t.f.Close() }
 
 // toxiproxyVersion is the Toxiproxy module version this binary was built
 // with (toxiproxy.Version is only set by Toxiproxy's own release build).
