@@ -722,16 +722,20 @@ for name, label in (("lan-many", "LAN Write, %s in flight" % inflight),
                     ("echo-lan", "Echo 1, delaying proxy")):
     print("%-34s %-24s %-22s %-22s" % (label, ops(name)[1], ms(name, "p50", 3)[1],
                                        ms(name, "p99", 3)[1]))
-d, p, l = ms("echo-direct", "p50", 3)[0], ms("echo-plain", "p50", 3)[0], ms("echo-lan", "p50", 3)[0]
+# Per repetition, then the median: the two Echo runs of a pair ran back to back.
+added = stat([(a["latency_us"]["p50"] - b["latency_us"]["p50"]) / 1e3
+              for a, b in zip(runs["echo-lan"], runs["echo-plain"])], 3)
+own = stat([(a["latency_us"]["p50"] - b["latency_us"]["p50"]) / 1e3
+            for a, b in zip(runs["echo-plain"], runs["echo-direct"])], 3)
 pings = []
 for i in range(1, reps + 1):
     path = os.path.join(root, "rep%d" % i, "echo-ping.out")
     m = re.search(r"= [0-9.]+/([0-9.]+)/", open(path).read()) if os.path.exists(path) else None
     if m:
         pings.append(float(m.group(1)))
-print("round trip check (Echo p50, 1 in flight): the delaying proxy adds %.3f ms to the "
-      "delay-free one (configured %s ms); the proxy itself adds %.3f ms to a call made on the "
-      "leader's host%s" % (l - p, rtt, p - d,
+print("round trip check (Echo p50, 1 in flight): the delaying proxy adds %s ms to the "
+      "delay-free one (configured %s ms); the proxy itself adds %s ms to a call made on the "
+      "leader's host%s" % (added[1], rtt, own[1],
                            "; ping client -> leader's host (no proxy) %s ms" % stat(pings, 3)[1]
                            if pings else ""))
 print("calibration: %s" % calibration)
