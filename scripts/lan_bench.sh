@@ -32,7 +32,8 @@
 #
 # --sweep: the value-length and follower-count sweeps of scripts/bench_sweep.py
 # run on the emulated LAN (bench_sweep.py calls this script back with
-# --run-point as its raftkv-bench), then on loopback, plots to
+# --run-point as its raftkv-bench) and on loopback, one repetition of each in
+# turn, plots to
 # doc/images/lan_*.png (LAN and loopback Write lines). Last line:
 #   lan-sweep: runs=N failed=K loopback_runs=N loopback_failed=K images=... results=<dir>
 #
@@ -71,6 +72,7 @@ BENCH_ARGS=""
 SWEEP=0
 CALIBRATE=1
 SWEEP_LOOPBACK=1
+SWEEP_REPS=3
 CALIBRATION=""
 HALF_US=0
 JIT_US=0
@@ -112,12 +114,14 @@ Sweep mode:
   --sweep              run scripts/bench_sweep.py on the LAN instead (plots lan_*.png)
   --sweep_followers=L  follower counts (default $SWEEP_FOLLOWERS)
   --sweep_value_lens=L value lengths (default $SWEEP_VALUE_LENS)
-  --sweep_args="..."   more bench_sweep.py flags, e.g. "--reps=1 --requests=2000"
-  --sweep_no_loopback  skip the same sweep on loopback (by default it runs after the
-                       LAN sweep, and the LAN plots show its Write line too)
-  --sweep_dir=DIR      where the sweeps keep their per-run JSON and results.json
-                       (DIR/lan, DIR/loopback) and the generated pages (default: a
-                       new, kept /tmp/raftkv-lan-sweep-* directory)
+  --sweep_reps=N        repetitions (default $SWEEP_REPS): one bench_sweep.py pass each on
+                       the LAN and on loopback, alternating; merged into one results.json
+  --sweep_args="..."   more bench_sweep.py flags, e.g. "--requests=2000" (not --reps)
+  --sweep_no_loopback  skip the sweep on loopback (by default the LAN plots show its
+                       Write line too)
+  --sweep_dir=DIR      where the sweeps keep their per-run JSON, results.json and
+                       generated pages: DIR/lan, DIR/loopback (default: a new, kept
+                       /tmp/raftkv-lan-sweep-* directory)
   --images_dir=DIR     where the plots go (default doc/images)
 Internal:
   --run-point ARGS...  used by bench_sweep.py as its raftkv-bench: starts a fresh
@@ -151,6 +155,7 @@ parse_args() {
       --sweep) SWEEP=1 ;;
       --no_calibrate) CALIBRATE=0 ;;
       --sweep_no_loopback) SWEEP_LOOPBACK=0 ;;
+      --sweep_reps=*) SWEEP_REPS=${1#*=} ;;
       --sweep_followers=*) SWEEP_FOLLOWERS=${1#*=} ;;
       --sweep_value_lens=*) SWEEP_VALUE_LENS=${1#*=} ;;
       --sweep_args=*) SWEEP_ARGS=${1#*=} ;;
@@ -177,7 +182,7 @@ parse_args() {
   for v in "$RTT_MS" "$JITTER_MS"; do
     [[ $v =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "$ME: not a number of ms: '$v'" >&2; exit 2; }
   done
-  for v in "$RATE_MBIT" "$REQUESTS" "$REQUESTS_ONE" "$INFLIGHT" "$VALUE_LEN" "$REPS" "$VERIFY_SAMPLE"; do
+  for v in "$RATE_MBIT" "$REQUESTS" "$REQUESTS_ONE" "$INFLIGHT" "$VALUE_LEN" "$REPS" "$VERIFY_SAMPLE" "$SWEEP_REPS"; do
     [[ $v =~ ^[0-9]+$ ]] || { echo "$ME: not a whole number: '$v'" >&2; exit 2; }
   done
   ((RATE_MBIT > 0 && REPS > 0 && INFLIGHT > 0)) || { echo "$ME: --rate_mbit, --reps and --inflight must be > 0" >&2; exit 2; }
@@ -763,14 +768,15 @@ EOF
 }
 
 # --sweep: bench_sweep.py with this script (--run-point) as its raftkv-bench,
-# then (unless --sweep_no_loopback) the same sweep on loopback, then the LAN
-# plots drawn again with the loopback Write line beside them.
+# and (unless --sweep_no_loopback) the same sweep on loopback, alternating
+# one repetition of each (a burst of outside load then hits both alike);
+# the repetitions are merged and the LAN plots drawn with the loopback
+# Write line beside them.
 run_sweep() {
-  local dir=${SWEEP_DIR:-$(mktemp -d /tmp/raftkv-lan-sweep-XXXXXX)} wrapper rc=0 note
+  local dir=${SWEEP_DIR:-$(mktemp -d /tmp/raftkv-lan-sweep-XXXXXX)} wrapper rc=0 note rep kind
   local common=(--followers="$SWEEP_FOLLOWERS" --value-lens="$SWEEP_VALUE_LENS" --inflights=
                 --verify-sample="$VERIFY_SAMPLE")
   note="emulated LAN: rtt $RTT_MS ms +/- $JITTER_MS ms, $RATE_MBIT Mbit/s per link"
-  mkdir -p "$dir/lan" "$dir/loopback"
   wrapper=$WORK/raftkv-bench-on-lan
   cat >"$wrapper" <<EOF
 #!/usr/bin/env bash
@@ -778,25 +784,34 @@ run_sweep() {
 RKVLAN_STATE=$WORK/state.env RAFTKV_BIN_DIR=$BIN_DIR RAFTKV_LANPROXY=$LANPROXY exec bash $SELF --run-point "\$@"
 EOF
   chmod +x "$wrapper"
-  say "sweep on the emulated LAN: $dir/lan"
-  # shellcheck disable=SC2086  # --sweep_args is a list of flags
-  python3 "$REPO_ROOT/scripts/bench_sweep.py" --bench="$wrapper" --work-dir="$dir/lan" "${common[@]}" \
-    --images-dir="$dir/lan/images" --doc="$dir/lan/lan-benchmark.md" --plot-note="$note" \
-    $SWEEP_ARGS >&2 || rc=$?
-  [[ -f $dir/lan/results.json ]] || fail "bench_sweep.py wrote no results.json (exit $rc; directory $dir/lan)"
+  local kinds=(lan)
+  ((SWEEP_LOOPBACK)) && kinds+=(loopback)
+  for ((rep = 1; rep <= SWEEP_REPS; rep++)); do
+    for kind in "${kinds[@]}"; do
+      mkdir -p "$dir/$kind/rep$rep"
+      say "sweep, repetition $rep of $SWEEP_REPS, on $kind: $dir/$kind/rep$rep"
+      local bench=$BENCH
+      [[ $kind == lan ]] && bench=$wrapper
+      # shellcheck disable=SC2086  # --sweep_args is a list of flags
+      python3 "$REPO_ROOT/scripts/bench_sweep.py" --bench="$bench" --work-dir="$dir/$kind/rep$rep" \
+        "${common[@]}" --images-dir="$dir/$kind/rep$rep/images" --doc="$dir/$kind/rep$rep/page.md" \
+        $SWEEP_ARGS --reps=1 >&2 || rc=$?
+    done
+  done
+  for kind in "${kinds[@]}"; do
+    merge_sweeps "$dir/$kind" || fail "no results in $dir/$kind"
+  done
   local compare=()
-  if ((SWEEP_LOOPBACK)); then
-    say "the same sweep on loopback: $dir/loopback"
-    # shellcheck disable=SC2086
-    python3 "$REPO_ROOT/scripts/bench_sweep.py" --bench="$BENCH" --work-dir="$dir/loopback" "${common[@]}" \
-      --images-dir="$dir/loopback/images" --doc="$dir/loopback/benchmark.md" $SWEEP_ARGS >&2 || rc=$?
-    [[ -f $dir/loopback/results.json ]] &&
-      compare=(--compare-json="$dir/loopback/results.json" --compare-label="loopback, same sitting")
-  fi
+  [[ -f $dir/loopback/results.json ]] &&
+    compare=(--compare-json="$dir/loopback/results.json" --compare-label="loopback, same sitting")
+  # The LAN page is generated for its tables; the loopback one too (no plots kept).
   python3 "$REPO_ROOT/scripts/bench_sweep.py" --from-json="$dir/lan/results.json" "${compare[@]}" \
-    --image-prefix=lan_ --images-dir="$IMAGES_DIR" --doc="$dir/lan-benchmark.md" --plot-note="$note" \
-    --series-label=LAN >&2 ||
-    fail "bench_sweep.py could not draw the plots"
+    --image-prefix=lan_ --images-dir="$IMAGES_DIR" --doc="$dir/lan/lan-benchmark.md" --plot-note="$note" \
+    --series-label=LAN >&2 || fail "bench_sweep.py could not draw the plots"
+  if [[ -f $dir/loopback/results.json ]]; then
+    python3 "$REPO_ROOT/scripts/bench_sweep.py" --from-json="$dir/loopback/results.json" \
+      --images-dir="$dir/loopback/images" --doc="$dir/loopback/loopback-benchmark.md" >&2 || true
+  fi
   python3 - "$dir" "$IMAGES_DIR" <<'EOF'
 import json, os, sys
 d = sys.argv[1]
@@ -808,6 +823,33 @@ print("lan-sweep: runs=%d failed=%d loopback_runs=%d loopback_failed=%d images=%
                       sum(1 for r in lr if not r["passed"]), sys.argv[2], d))
 EOF
   return "$rc"
+}
+
+# Merges $1/rep*/results.json into $1/results.json (one sweep of N
+# repetitions, as bench_sweep.py --reps=N would have written it).
+merge_sweeps() {
+  python3 - "$1" <<'EOF'
+import glob, json, os, re, sys
+d = sys.argv[1]
+paths = sorted(glob.glob(os.path.join(d, "rep*", "results.json")),
+               key=lambda p: int(re.search(r"rep(\d+)", p).group(1)))
+if not paths:
+    sys.exit(1)
+merged = None
+for k, path in enumerate(paths, 1):
+    data = json.load(open(path))
+    if merged is None:
+        merged = {"meta": data["meta"], "runs": []}
+        merged["meta"]["sweep_seconds"] = 0
+    for run in data["runs"]:
+        run["rep"] = k
+        merged["runs"].append(run)
+    merged["meta"]["sweep_seconds"] += data["meta"].get("sweep_seconds", 0)
+    for key in ("finished", "loadavg_end", "fsync_end"):
+        merged["meta"][key] = data["meta"].get(key)
+merged["meta"]["reps"] = len(paths)
+json.dump(merged, open(os.path.join(d, "results.json"), "w"), indent=1)
+EOF
 }
 
 # --run-point (child of bench_sweep.py): one raftkv-bench run on a fresh
