@@ -204,8 +204,8 @@ WORK=""
 CLEANED=0
 declare -a PROXY_PIDS=()     # PROXY_PIDS[i] = lanproxy of member host i
 declare -a SERVER_PIDS=()    # SERVER_PIDS[i] = raftkv-server of member i (current run)
-START=$SECONDS
 
+# Progress to stderr; FAIL (exit 1) and SKIP (exit 77) as multihost_test.sh.
 say() { echo "$ME: $*" >&2; }
 fail() {
   echo "FAIL: $ME: $*" >&2
@@ -220,7 +220,7 @@ ns() { echo "$TAG-n$1"; }      # namespace ("host") of member $1
 CL_NS=$TAG-cl                    # the client host
 veth() { echo "${TAG}v$1"; }   # root-namespace end of member $1's link
 CL_VETH=${TAG}vc
-ip_of() { echo "$SUBNET.$1"; }
+ip_of() { echo "$SUBNET.$1"; }   # address of member host $1
 addr_of() { echo "$(ip_of "$1"):$PORT"; }
 CLIENT_IP=$SUBNET.100
 in_ns() {  # in_ns NAMESPACE CMD...: runs CMD on that host
