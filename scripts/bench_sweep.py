@@ -81,6 +81,17 @@ def parse_args():
     p.add_argument("--bench-args", default="",
                    help="extra raftkv-bench flags for every run, e.g. \"--conns=8\"")
     p.add_argument("--images-dir", default=os.path.join(REPO_ROOT, "doc", "images"))
+    p.add_argument("--image-prefix", default="",
+                   help="prefix of the plot file names (scripts/lan_bench.sh --sweep: \"lan_\")")
+    p.add_argument("--compare-json", default="",
+                   help="results.json of another sweep whose Write runs are drawn as a dotted "
+                        "line in the value-length and follower plots")
+    p.add_argument("--compare-label", default="loopback",
+                   help="legend of the --compare-json line (default %(default)s)")
+    p.add_argument("--series-label", default="",
+                   help="appended to this sweep's legend entries, e.g. \"LAN\"")
+    p.add_argument("--plot-note", default="",
+                   help="a line added to every plot title, e.g. the emulated network")
     p.add_argument("--doc", default=os.path.join(REPO_ROOT, "doc", "benchmark.md"))
     p.add_argument("--work-dir", default="",
                    help="where the per-run JSON and results.json go (default: a new "
@@ -203,7 +214,8 @@ def run_sweep(args):
             "machine": machine,
             "loadavg_start": os.getloadavg(), "argv": sys.argv[1:], "requests": args.requests,
             "reps": args.reps, "bench": args.bench, "bench_args": args.bench_args,
-            "verify_sample": args.verify_sample}
+            "verify_sample": args.verify_sample, "plot_note": args.plot_note,
+            "series_label": args.series_label}
     runs = []
     t0 = time.monotonic()
     n = 0
@@ -330,7 +342,8 @@ def lat_digits(stat):
 # Plots
 
 
-def plots(results, images_dir):
+def plots(results, images_dir, compare=None):
+    """compare: (label, runs) of another sweep, drawn as a dotted Write line."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -352,15 +365,23 @@ def plots(results, images_dir):
         hi = [s.max - s.median for s in ss]
         ax.errorbar(xs2, med, yerr=[lo, hi], capsize=4, marker="o", **kw)
 
+    series = results["meta"].get("series_label")
+
     def finish(fig, ax, title, path):
         ax.set_title(title, fontsize=11)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=9)
+        handles, labels = ax.get_legend_handles_labels()
+        if series:  # name this sweep's lines when another sweep's line is drawn too
+            labels = [l if compare and l.endswith(compare[0]) else "%s, %s" % (l, series)
+                      for l in labels]
+        ax.legend(handles, labels, fontsize=9)
         fig.tight_layout()
         fig.savefig(os.path.join(images_dir, path), dpi=110)
         plt.close(fig)
 
     note = "median of %d runs, bars: min–max; shared 2-core machine" % reps
+    if results["meta"].get("plot_note"):
+        note += "\n" + results["meta"]["plot_note"]
     vlens = sorted({r["point"]["value_len"] for r in select(runs, "value_len")})
     folls = sorted({r["point"]["followers"] for r in select(runs, "followers", scenario="Write")})
 
@@ -369,6 +390,10 @@ def plots(results, images_dir):
         e = [Agg(select(runs, "value_len", scenario="Echo", value_len=v)) for v in vlens]
         fig, ax = plt.subplots(figsize=(7.5, 4.5))
         errbar(ax, vlens, [a.ops for a in w], label="Write (Put, 2 followers)")
+        if compare:
+            errbar(ax, vlens, [Agg(select(compare[1], "value_len", scenario="Write", value_len=v)).ops
+                               for v in vlens], label="Write, %s" % compare[0], linestyle=":",
+                   color="tab:green")
         errbar(ax, vlens, [a.ops for a in e], label="Echo: gRPC ceiling", linestyle="--",
                color="gray")
         ax.set_xscale("log", base=2)
@@ -381,6 +406,10 @@ def plots(results, images_dir):
 
         fig, ax = plt.subplots(figsize=(7.5, 4.5))
         errbar(ax, vlens, [a.p50 for a in w], label="Write p50")
+        if compare:
+            errbar(ax, vlens, [Agg(select(compare[1], "value_len", scenario="Write", value_len=v)).p50
+                               for v in vlens], label="Write p50, %s" % compare[0], linestyle=":",
+                   color="tab:green")
         errbar(ax, vlens, [a.p99 for a in w], label="Write p99")
         errbar(ax, vlens, [a.p50 for a in e], label="Echo p50", linestyle="--", color="gray")
         ax.set_xscale("log", base=2)
@@ -396,6 +425,10 @@ def plots(results, images_dir):
         echo = Agg(select(runs, "followers", scenario="Echo"))
         fig, ax = plt.subplots(figsize=(7.5, 4.5))
         errbar(ax, folls, [a.ops for a in w], label="Write (Put, 64 B)")
+        if compare:
+            errbar(ax, folls, [Agg(select(compare[1], "followers", scenario="Write", followers=f)).ops
+                               for f in folls], label="Write, %s" % compare[0], linestyle=":",
+                   color="tab:green")
         if echo.ok():
             ax.axhline(echo.ops.median, linestyle="--", color="gray",
                        label="Echo: gRPC ceiling (%.0f/s)" % echo.ops.median)
@@ -408,6 +441,10 @@ def plots(results, images_dir):
 
         fig, ax = plt.subplots(figsize=(7.5, 4.5))
         errbar(ax, folls, [a.p50 for a in w], label="Write p50")
+        if compare:
+            errbar(ax, folls, [Agg(select(compare[1], "followers", scenario="Write", followers=f)).p50
+                               for f in folls], label="Write p50, %s" % compare[0], linestyle=":",
+                   color="tab:green")
         errbar(ax, folls, [a.p99 for a in w], label="Write p99")
         ax.set_xticks(folls)
         ax.set_xlabel("followers")
@@ -763,6 +800,7 @@ def write_doc(results, args, doc_path, images_dir):
     add("")
 
     L.extend(kept_block(doc_path, "notes"))
+    L.extend(kept_block(doc_path, "lan"))
     add("## Reading the results")
     add("")
     for para in reading(runs, base_w, base_e, base_r, vlens, folls, infl):
@@ -931,12 +969,22 @@ def ensure_matplotlib(tool="bench_sweep"):
 def main():
     args = parse_args()
     ensure_matplotlib()
+    for key in IMAGES:
+        IMAGES[key] = args.image_prefix + IMAGES[key]
     if args.from_json:
         with open(args.from_json) as f:
             results = json.load(f)
+        if args.plot_note:
+            results["meta"]["plot_note"] = args.plot_note
+        if args.series_label:
+            results["meta"]["series_label"] = args.series_label
     else:
         results = run_sweep(args)
-    plots(results, args.images_dir)
+    compare = None
+    if args.compare_json:
+        with open(args.compare_json) as f:
+            compare = (args.compare_label, json.load(f)["runs"])
+    plots(results, args.images_dir, compare)
     write_doc(results, args, args.doc, args.images_dir)
     failed = sum(1 for r in results["runs"] if not r["passed"])
     print("bench_sweep: wrote %s and plots in %s; %d failed run(s)"
