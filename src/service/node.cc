@@ -286,6 +286,7 @@ void RaftNode::Start(PeerSender* sender) {
   // The configuration recovered from the snapshot and log may name members
   // the cluster file does not.
   sender_->UpdateMembers(members);
+  apply_thread_ = std::thread([this] { ApplyLoop(); });
   io_thread_ = std::thread([this] { IoLoop(); });
   tick_thread_ = std::thread([this] { TickLoop(); });
 }
@@ -302,6 +303,15 @@ void RaftNode::Stop() {
   stop_signal_.notify_all();
   if (io_thread_.joinable()) io_thread_.join();
   if (tick_thread_.joinable()) tick_thread_.join();
+  // After the I/O loop (which may be waiting for it to drain): completions
+  // already handed over still run; entries not applied yet are not (their
+  // calls are failed below).
+  {
+    std::lock_guard<std::mutex> lock(apply_mu_);
+    apply_stop_ = true;
+  }
+  apply_cv_.notify_all();
+  if (apply_thread_.joinable()) apply_thread_.join();
   // A snapshot being taken finishes its file (it is complete and valid
   // either way); the log is not compacted for it, which is safe.
   if (snapshot_thread_.joinable()) snapshot_thread_.join();
@@ -652,12 +662,7 @@ void RaftNode::IoLoop() {
         return stopping_ || core_.HasReady() || snapshot_result_.has_value() ||
                (snapshot_requested_ && !snapshot_running_);
       };
-      if (unapplied_.empty()) {
-        wake_.wait(lock, wakeup);
-      } else {
-        // Entries wait for a snapshot capture to finish: retry soon.
-        wake_.wait_for(lock, std::chrono::milliseconds(2), wakeup);
-      }
+      wake_.wait(lock, wakeup);
       if (stopping_) return;
       if (snapshot_result_) {
         finished = std::move(*snapshot_result_);
@@ -695,12 +700,12 @@ void RaftNode::IoLoop() {
       }
     }
     if (finished) FinishSnapshot(std::move(*finished));
+    std::vector<Entry> committed;
     if (have_ready) {
+      committed = std::move(rd.committed);
       ProcessReady(rd, &completions);
-    } else {
-      ApplyPending(&completions);
     }
-    RunAll(&completions);
+    HandToApply(std::move(committed), &completions);
     MaybeStartSnapshot();
   }
 }
@@ -751,9 +756,8 @@ void RaftNode::ProcessReady(raft::Ready& rd, std::vector<std::function<void()>>*
   for (raft::Message& m : rd.messages) {
     if (!rd.SendBeforePersist(m) && !m.IsResponse()) sender_->Send(std::move(m));
   }
-  // 4. Apply and answer clients.
-  for (Entry& e : rd.committed) unapplied_.push_back(std::move(e));
-  ApplyPending(completions);
+  // 4. The committed entries go to the apply thread (IoLoop); reads
+  //    confirmed by a quorum wait for it to reach their index.
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const raft::ReadState& r : rd.reads) {
@@ -786,6 +790,10 @@ void RaftNode::InstallSnapshot(const raft::SnapshotRef& snap,
   const Clock::time_point start = Clock::now();
   const std::string path =
       file::JoinPath(snapshot_dir_, SnapshotStore::FileName(snap.index, snap.term));
+  // Committed entries handed to the apply thread are all below the snapshot
+  // (the core installs one only beyond its commit index): let it finish
+  // them, so the state machine is idle while it is replaced.
+  WaitApplied();
   std::unique_ptr<SnapshotReader> reader;
   Status s = SnapshotReader::Open(path, &reader);
   if (s.ok()) s = state_machine_->Restore(reader.get());
@@ -793,11 +801,6 @@ void RaftNode::InstallSnapshot(const raft::SnapshotRef& snap,
   // disk lost it since. Nothing was acknowledged for it yet, so stopping is
   // safe: the restart recovers from the newest intact snapshot and the log.
   LOG_IF(FATAL, !s.ok()) << "cannot install snapshot " << path << " from the leader: " << s.ToString();
-  // Committed entries not applied yet are all covered by the snapshot (the
-  // core installs one only beyond its commit index).
-  while (!unapplied_.empty() && unapplied_.front().index() <= snap.index) unapplied_.pop_front();
-  LOG_IF(FATAL, !unapplied_.empty())
-      << "entry " << unapplied_.front().index() << " left to apply after snapshot " << snap.index;
   LOG_IF(FATAL, state_machine_->AppliedIndex() != snap.index)
       << path << " restored the state at index " << state_machine_->AppliedIndex() << ", expected "
       << snap.index;
@@ -836,22 +839,65 @@ void RaftNode::InstallSnapshot(const raft::SnapshotRef& snap,
   PruneAndCompactLog(/*wait=*/false);
 }
 
-void RaftNode::ApplyPending(std::vector<std::function<void()>>* completions) {
-  std::vector<ApplyResult> results;
-  while (results.size() < unapplied_.size()) {
-    ApplyResult r;
-    if (!state_machine_->TryApply(unapplied_[results.size()], &r)) break;
-    results.push_back(std::move(r));
+void RaftNode::HandToApply(std::vector<Entry> entries,
+                           std::vector<std::function<void()>>* completions) {
+  if (entries.empty() && completions->empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(apply_mu_);
+    for (Entry& e : entries) apply_entries_.push_back(std::move(e));
+    for (auto& fn : *completions) apply_completions_.push_back(std::move(fn));
   }
-  if (results.empty()) return;
+  completions->clear();
+  apply_cv_.notify_all();
+}
+
+void RaftNode::WaitApplied() {
+  std::unique_lock<std::mutex> lock(apply_mu_);
+  apply_cv_.wait(lock, [this] { return apply_entries_.empty() || apply_stop_; });
+  apply_cv_.wait(lock, [this] { return !applying_; });
+}
+
+void RaftNode::ApplyLoop() {
+  for (;;) {
+    std::deque<Entry> entries;
+    std::vector<std::function<void()>> completions;
+    {
+      std::unique_lock<std::mutex> lock(apply_mu_);
+      apply_cv_.wait(lock, [this] {
+        return apply_stop_ || !apply_entries_.empty() || !apply_completions_.empty();
+      });
+      completions.swap(apply_completions_);
+      if (!apply_stop_) {
+        entries.swap(apply_entries_);
+        applying_ = !entries.empty();
+      }
+    }
+    if (!entries.empty()) {
+      ApplyEntries(entries, &completions);
+      {
+        std::lock_guard<std::mutex> lock(apply_mu_);
+        applying_ = false;
+      }
+      apply_cv_.notify_all();
+    }
+    RunAll(&completions);
+    std::lock_guard<std::mutex> lock(apply_mu_);
+    if (apply_stop_ && apply_completions_.empty()) return;
+  }
+}
+
+void RaftNode::ApplyEntries(const std::deque<Entry>& committed,
+                            std::vector<std::function<void()>>* completions) {
+  std::vector<ApplyResult> results;
+  results.reserve(committed.size());
+  for (const Entry& e : committed) results.push_back(state_machine_->Apply(e));
   metrics_.applied_entries.fetch_add(results.size(), std::memory_order_relaxed);
-  const std::deque<Entry>& committed = unapplied_;
-  const uint64_t last = unapplied_[results.size() - 1].index();
+  const uint64_t first = committed.front().index();
   std::lock_guard<std::mutex> lock(mu_);
-  applied_index_ = last;
-  auto it = pending_writes_.lower_bound(committed.front().index());
+  applied_index_ = committed.back().index();
+  auto it = pending_writes_.lower_bound(first);
   while (it != pending_writes_.end() && it->first <= applied_index_) {
-    const Entry& e = committed[it->first - committed.front().index()];
+    const Entry& e = committed[it->first - first];
     Outcome out;
     if (e.term() != it->second.term) {
       // Another leader's entry took this index: the proposal was never committed.
@@ -864,7 +910,7 @@ void RaftNode::ApplyPending(std::vector<std::function<void()>>* completions) {
       out.index = e.index();
       out.term = e.term();
     } else {
-      out.apply = results[it->first - committed.front().index()];
+      out.apply = results[it->first - first];
       // A duplicate answers with where the first application happened.
       out.index = out.apply.index;
       out.term = out.apply.term;
@@ -882,7 +928,6 @@ void RaftNode::ApplyPending(std::vector<std::function<void()>>* completions) {
     });
     it = pending_writes_.erase(it);
   }
-  unapplied_.erase(unapplied_.begin(), unapplied_.begin() + static_cast<std::ptrdiff_t>(results.size()));
   ReleaseReads(completions);
 }
 

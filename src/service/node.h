@@ -1,11 +1,16 @@
 // RaftNode: one member of the cluster. It owns the consensus core, the log
-// store, the hard-state file and the KV state machine, and runs two threads:
+// store, the hard-state file and the KV state machine, and runs these threads:
 //
 //  - the I/O loop ("raft-io"): repeatedly takes the core's Ready, sends the
 //    leader's AppendEntries, persists entries and hard state with one fsync
 //    (group commit: everything proposed since the previous fsync), sends the
-//    responses and votes that required durability, applies committed entries
-//    and completes waiting client calls;
+//    responses and votes that required durability, and hands the committed
+//    entries to the apply thread;
+//  - the apply thread: applies committed entries to the state machine (it
+//    may wait for a snapshot capture; the I/O loop goes on meanwhile) and
+//    completes the client calls they answer, and every other completion the
+//    I/O loop decides (reads, failures): no client call is completed on the
+//    thread that fsyncs;
 //  - the ticker: advances the core's logical clock every tick_ms and expires
 //    client calls whose deadline passed;
 //  - a snapshot thread, while a snapshot is being taken: captures the state
@@ -257,10 +262,21 @@ class RaftNode {
   void PruneAndCompactLog(bool wait);
   Outcome NotLeaderLocked() const;  // requires mu_
   std::string AddressOfLocked(uint64_t id) const;  // requires mu_
-  // Applies the entries of unapplied_ (I/O loop) until the state machine is
-  // busy with a snapshot capture; the rest waits for the next iteration, so
-  // the loop keeps replicating and persisting meanwhile.
-  void ApplyPending(std::vector<std::function<void()>>* completions);
+  // The apply thread's body: applies the committed entries the I/O loop
+  // hands over, completes the calls they answer, and runs the completions
+  // the I/O loop hands over, so the thread that fsyncs never applies and
+  // never completes a call.
+  void ApplyLoop();
+  // Applies `entries` (consecutive, committed) to the state machine, waiting
+  // if a snapshot capture holds it, and collects the completions of the
+  // writes and reads they answer (apply thread).
+  void ApplyEntries(const std::deque<Entry>& entries,
+                    std::vector<std::function<void()>>* completions);
+  // I/O loop: hands committed entries and completions to the apply thread.
+  void HandToApply(std::vector<Entry> entries, std::vector<std::function<void()>>* completions);
+  // I/O loop: waits until the apply thread has applied everything handed to
+  // it (before a snapshot from the leader replaces the state machine).
+  void WaitApplied();
   void ReleaseReads(std::vector<std::function<void()>>* completions);  // requires mu_
   void ExpireDeadlines(std::vector<std::function<void()>>* completions);  // requires mu_
   // Completes leadership transfers that succeeded, were given up or expired.
@@ -296,9 +312,18 @@ class RaftNode {
   // Proposals (and membership changes) waiting for their entry to be
   // applied, by log index. Guarded by mu_.
   std::map<uint64_t, PendingWrite> pending_writes_;
-  // Committed entries handed out by the core and not applied yet, in index
-  // order (I/O loop only; see ApplyPending).
-  std::deque<Entry> unapplied_;
+  // ---- the apply thread ----
+  // Work handed from the I/O loop to the apply thread, guarded by apply_mu_
+  // (taken alone: never while holding mu_, and the apply thread takes mu_
+  // only after releasing it). apply_cv_ is notified when work is queued,
+  // when a batch is done (applying_ becomes false) and on stop.
+  std::mutex apply_mu_;
+  std::condition_variable apply_cv_;
+  std::deque<Entry> apply_entries_;  // committed, in index order
+  std::vector<std::function<void()>> apply_completions_;
+  bool applying_ = false;    // the apply thread holds a batch taken from the queue
+  bool apply_stop_ = false;  // Stop(): run what completions are queued, then exit
+  std::thread apply_thread_;
   struct PendingRead {
     Clock::time_point deadline;
     OutcomeCallback done;

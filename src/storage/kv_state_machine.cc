@@ -45,20 +45,6 @@ ApplyResult KvStateMachine::Apply(const Entry& entry) {
   return result;
 }
 
-bool KvStateMachine::TryApply(const Entry& entry, ApplyResult* result) {
-  if (capturing_.load(std::memory_order_acquire)) return false;
-  Command command;
-  const bool have_command = Decode(entry, &command, result);
-  std::unique_lock<std::shared_mutex> lock(mu_, std::defer_lock);
-  while (!lock.try_lock()) {
-    // Held by readers (briefly), or by a capture that began meanwhile.
-    if (capturing_.load(std::memory_order_acquire)) return false;
-    std::this_thread::yield();
-  }
-  ApplyLocked(entry, command, have_command, result);
-  return true;
-}
-
 bool KvStateMachine::Decode(const Entry& entry, Command* out, ApplyResult* result_out) {
   ApplyResult& result = *result_out;
   Command& command = *out;
@@ -211,14 +197,6 @@ void KvStateMachine::ExpireSessions(uint64_t now_ms) {
 }
 
 void KvStateMachine::Snapshot(SnapshotWriter* out) const {
-  // Set before the lock is requested: TryApply() then gives up rather than
-  // wait behind the capture (and shared_mutex writer preference cannot make
-  // the capture wait behind an Apply queued meanwhile).
-  capturing_.store(true, std::memory_order_release);
-  struct Clear {
-    std::atomic<bool>& flag;
-    ~Clear() { flag.store(false, std::memory_order_release); }
-  } clear{capturing_};
   std::shared_lock<std::shared_mutex> lock(mu_);
   out->meta().last_index = applied_index_;
   out->meta().last_term = applied_term_;

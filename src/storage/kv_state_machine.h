@@ -82,13 +82,6 @@ class KvStateMachine {
   // only on the map, so every replica decides alike.
   ApplyResult Apply(const Entry& entry);
 
-  // As Apply(), but gives up (returns false, nothing applied) instead of
-  // waiting while Snapshot() is capturing the state: the node's I/O loop
-  // must not stall (heartbeats, persisting, acknowledging AppendEntries) for
-  // the length of a capture, it applies the entry later. It does wait for
-  // readers (Get holds the lock only briefly).
-  bool TryApply(const Entry& entry, ApplyResult* result);
-
   // Captures the whole state into `out` (records, and out->meta() gets
   // last_index/last_term = the applied index/term and the cluster time;
   // meta().config is left to the caller). The image is consistent: it is
@@ -100,9 +93,8 @@ class KvStateMachine {
   // it. Readers (Get) are never blocked (shared lock); Apply() waits for the
   // encoding only, ~0.5 s of CPU per million keys of 16 B + 64 B measured on
   // the 2-core development machine (doc/architecture.md, "Snapshots"), not
-  // for the disk, and the node does not even wait: it calls TryApply(),
-  // which gives up during a capture, and applies those entries after it
-  // (replication and persistence go on meanwhile). The price is memory: the
+  // for the disk, and only the node's apply thread waits (replication and
+  // persistence go on meanwhile; acknowledgements wait). The price is memory: the
   // encoded image, about the size of the file, exists alongside the map
   // until it is written. Rejected: streaming to the file under the lock
   // (Apply would wait for the disk and the fsync: seconds for a large
@@ -150,7 +142,6 @@ class KvStateMachine {
                    ApplyResult* result);
 
   mutable std::shared_mutex mu_;
-  mutable std::atomic<bool> capturing_{false};  // Snapshot() wants or holds mu_
   std::map<std::string, std::string> data_;  // guarded by mu_
   uint64_t applied_index_ = 0;               // guarded by mu_
   uint64_t applied_term_ = 0;                // guarded by mu_
