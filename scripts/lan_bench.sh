@@ -216,40 +216,12 @@ skip() {
   exit 77
 }
 
-ns() { echo "$TAG-n$1"; }      # namespace ("host") of member $1
-CL_NS=$TAG-cl                    # the client host
-veth() { echo "${TAG}v$1"; }   # root-namespace end of member $1's link
-CL_VETH=${TAG}vc
-ip_of() { echo "$SUBNET.$1"; }   # address of member host $1
-addr_of() { echo "$(ip_of "$1"):$PORT"; }
+# ns, veth, ip_of, addr_of, in_ns, add_host, remove_netns_objects, remove_stale_runs
+# shellcheck source=lib/netns_hosts.sh
+source "$REPO_ROOT/scripts/lib/netns_hosts.sh"
 CLIENT_IP=$SUBNET.100
-in_ns() {  # in_ns NAMESPACE CMD...: runs CMD on that host
-  local n=$1
-  shift
-  ip netns exec "$n" "$@"
-}
 
 # ---------------------------------------------------------------- clean-up
-
-# Removes one run's namespaces, links and bridge (tag $1); kills what still
-# runs inside its namespaces (servers, proxies).
-remove_netns_objects() {
-  local tag=$1 n pid
-  for n in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$tag-" || true); do
-    for pid in $(ip netns pids "$n" 2>/dev/null || true); do
-      kill -9 "$pid" 2>/dev/null || true
-    done
-  done
-  # Host ends first: deleting a namespace frees its veths only asynchronously.
-  for n in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' |
-      grep "^${tag}v" || true); do
-    ip link del "$n" 2>/dev/null || true
-  done
-  for n in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$tag-" || true); do
-    ip netns del "$n" 2>/dev/null || true
-  done
-  ip link del "${tag}b" 2>/dev/null || true
-}
 
 # The EXIT trap of the owning run: kills servers and proxies, removes the
 # network, removes the work directory unless the run failed or RAFTKV_LAN_KEEP=1.
@@ -273,23 +245,6 @@ cleanup() {
     fi
   fi
   exit "$rc"
-}
-
-# Leftovers of runs that died without their trap (SIGKILL): rkvlan<pid>-*
-# objects whose pid is no longer a running instance of this script.
-remove_stale_runs() {
-  local tag pid
-  for tag in $( (ip netns list 2>/dev/null | awk '{print $1}'
-                ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//') |
-                sed -n 's/^\(rkvlan[0-9][0-9]*\)[-bv].*/\1/p' | sort -u); do
-    pid=${tag#rkvlan}
-    [[ $pid == "$$" ]] && continue
-    if [[ -r /proc/$pid/cmdline ]] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "$ME"; then
-      continue  # a live parallel run
-    fi
-    say "removing leftovers of an earlier run: $tag-*"
-    remove_netns_objects "$tag"
-  done
 }
 
 # ---------------------------------------------------------------- prerequisites
@@ -334,16 +289,10 @@ ensure_lanproxy() {
 
 # Creates host $1 (namespace) with its link $2 on the bridge and address $3,
 # and shapes the link to --rate_mbit in both directions.
-add_host() {
-  local n=$1 v=$2 a=$3
-  ip netns list | awk '{print $1}' | grep -qx "$n" || ip netns add "$n"
-  ip link add "$v" type veth peer name eth0 netns "$n"
-  ip link set "$v" master "${TAG}b" up
-  ip -n "$n" addr add "$a/24" dev eth0
-  ip -n "$n" link set eth0 up
-  ip -n "$n" link set lo up
-  shape "$v" ""          # into the host
-  shape eth0 "$n"        # out of the host
+shaped_host() {
+  add_host "$@" || return
+  shape "$2" ""          # into the host
+  shape eth0 "$1"        # out of the host
 }
 
 # A token bucket of --rate_mbit on device $1 (in namespace $2, "" = root).
@@ -372,9 +321,9 @@ setup_network() {
   fi
   ip link set "${TAG}b" up
   for ((i = 1; i <= HOSTS; i++)); do
-    add_host "$(ns "$i")" "$(veth "$i")" "$(ip_of "$i")" || fail "setup: host $i"
+    shaped_host "$(ns "$i")" "$(veth "$i")" "$(ip_of "$i")" || fail "setup: host $i"
   done
-  add_host "$CL_NS" "$CL_VETH" "$CLIENT_IP" || fail "setup: client host"
+  shaped_host "$CL_NS" "$CL_VETH" "$CLIENT_IP" || fail "setup: client host"
 }
 
 # Microseconds of a millisecond value $1 (e.g. 0.25 -> 250).
@@ -890,7 +839,7 @@ LOAD_START=$(cut -d' ' -f1 /proc/loadavg)
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-remove_stale_runs
+remove_stale_runs rkvlan
 ensure_lanproxy
 if ((SWEEP)); then
   HOSTS=$(python3 -c "import sys; print(max(3, 1 + max(int(x) for x in sys.argv[1].split(',') if x.strip())))" "$SWEEP_FOLLOWERS")

@@ -76,36 +76,13 @@ skip() {
   exit 77
 }
 
-ns() { echo "$TAG-n$1"; }    # namespace ("host") of member $1
-CL_NS=$TAG-cl                  # the client host
-veth() { echo "${TAG}v$1"; } # root-namespace end of member $1's link
-CL_VETH=${TAG}vc
-ip_of() { echo "$SUBNET.$1"; }
-addr_of() { echo "$(ip_of "$1"):$PORT"; }
+# ns, veth, ip_of, addr_of, in_ns, add_host, remove_netns_objects, remove_stale_runs
+# shellcheck source=lib/netns_hosts.sh
+source "$REPO_ROOT/scripts/lib/netns_hosts.sh"
 ALL_EPS=""
 for ((i = 1; i <= N; i++)); do ALL_EPS+="${ALL_EPS:+,}$(addr_of "$i")"; done
 
 # ---------------------------------------------------------------- clean-up
-
-# Removes one run's namespaces, links and bridge (tag $1); kills what still
-# runs inside its namespaces.
-remove_netns_objects() {
-  local tag=$1 n pid
-  for n in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$tag-" || true); do
-    for pid in $(ip netns pids "$n" 2>/dev/null || true); do
-      kill -9 "$pid" 2>/dev/null || true
-    done
-  done
-  # Host ends first: deleting a namespace frees its veths only asynchronously.
-  for n in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' |
-      grep "^${tag}v" || true); do
-    ip link del "$n" 2>/dev/null || true
-  done
-  for n in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$tag-" || true); do
-    ip netns del "$n" 2>/dev/null || true
-  done
-  ip link del "${tag}b" 2>/dev/null || true
-}
 
 cleanup() {
   local rc=$?
@@ -133,23 +110,6 @@ cleanup() {
   exit "$rc"
 }
 
-# Leftovers of runs that died without their trap (SIGKILL): rkvmh<pid>-*
-# objects whose pid is no longer a running instance of this script.
-remove_stale_runs() {
-  local tag pid
-  for tag in $( (ip netns list 2>/dev/null | awk '{print $1}'
-                ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//') |
-                sed -n 's/^\(rkvmh[0-9][0-9]*\)[-bv].*/\1/p' | sort -u); do
-    pid=${tag#rkvmh}
-    [[ $pid == "$$" ]] && continue
-    if [[ -r /proc/$pid/cmdline ]] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "$ME"; then
-      continue  # a live parallel run
-    fi
-    say "removing leftovers of an earlier run: $tag-*"
-    remove_netns_objects "$tag"
-  done
-}
-
 # ---------------------------------------------------------------- checks
 
 [[ $(id -u) == 0 ]] || skip "needs root to create network namespaces, veth pairs and a bridge (running as uid $(id -u))"
@@ -162,7 +122,7 @@ done
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-remove_stale_runs
+remove_stale_runs rkvmh
 # Can this machine (container) create namespaces at all? A limit of the
 # machine is a skip (so is a missing bridge below); anything later fails.
 if ! out=$(ip netns add "$CL_NS" 2>&1); then
@@ -179,12 +139,6 @@ wait_for() {
     ((SECONDS < end)) || return 1
     sleep 0.2
   done
-}
-
-in_ns() {  # in_ns NAMESPACE CMD...: runs CMD on that host
-  local n=$1
-  shift
-  ip netns exec "$n" "$@"
 }
 
 # raftkvctl from the client host; every call has a deadline.
@@ -290,16 +244,6 @@ if ! out=$(ip link add "$BRIDGE" type bridge 2>&1); then
   skip "cannot create a bridge ('ip link add type bridge' said: $out)"
 fi
 ip link set "$BRIDGE" up
-# $1 = namespace, $2 = root end of its veth, $3 = its address
-add_host() {
-  local n=$1 v=$2 a=$3
-  ip netns list | awk '{print $1}' | grep -qx "$n" || ip netns add "$n"
-  ip link add "$v" type veth peer name eth0 netns "$n"
-  ip link set "$v" master "$BRIDGE" up
-  ip -n "$n" addr add "$a/24" dev eth0
-  ip -n "$n" link set eth0 up
-  ip -n "$n" link set lo up
-}
 for ((i = 1; i <= N; i++)); do
   add_host "$(ns "$i")" "$(veth "$i")" "$(ip_of "$i")" || fail "setup: host $i"
 done

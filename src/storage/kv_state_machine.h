@@ -25,7 +25,6 @@
 // Snapshot() may be called concurrently from any thread.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <map>
 #include <optional>
