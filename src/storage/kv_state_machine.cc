@@ -151,30 +151,25 @@ void KvStateMachine::ApplyToMap(Command& command, ApplyResult* result) {
   if (command.op() == Command::PUT) {
     data_.insert_or_assign(std::move(*command.mutable_key()), std::move(*command.mutable_value()));
   } else if (command.op() == Command::DELETE) {
-    result->existed = data_.erase(command.key()) > 0;
+    result->existed = data_.erase(command.key());
   } else if (command.op() == Command::BATCH) {
     result->batch_existed.reserve(static_cast<size_t>(command.ops_size()));
     for (Command& op : *command.mutable_ops()) {
       if (op.op() == Command::PUT) {
         result->batch_existed.push_back(
-            !data_.insert_or_assign(std::move(*op.mutable_key()), std::move(*op.mutable_value()))
-                 .second);
+            !data_.insert_or_assign(std::move(*op.mutable_key()), std::move(*op.mutable_value())));
       } else {
-        result->batch_existed.push_back(data_.erase(op.key()) > 0);
+        result->batch_existed.push_back(data_.erase(op.key()));
       }
     }
   } else {  // CAS
-    auto it = data_.find(command.key());
-    result->found = it != data_.end();
-    if (result->found) result->current = it->second;
-    result->swapped = command.has_expected() ? result->found && it->second == command.expected()
+    const std::string* current = data_.find(command.key());
+    result->found = current != nullptr;
+    if (result->found) result->current = *current;
+    result->swapped = command.has_expected() ? result->found && *current == command.expected()
                                              : !result->found;
     if (result->swapped) {
-      if (result->found) {
-        it->second = command.value();
-      } else {
-        data_.emplace(command.key(), command.value());
-      }
+      data_.insert_or_assign(std::move(*command.mutable_key()), std::move(*command.mutable_value()));
     }
   }
 }
@@ -196,14 +191,22 @@ void KvStateMachine::ExpireSessions(uint64_t now_ms) {
 }
 
 void KvStateMachine::Snapshot(SnapshotWriter* out) const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
-  out->meta().last_index = applied_index_;
-  out->meta().last_term = applied_term_;
-  out->meta().cluster_time_ms = cluster_time_ms_;
+  // The image: the map's root is shared (O(1)); the sessions are copied.
+  // Apply waits only for this; it goes on while the image is encoded.
+  CowBTree<std::string, std::string> data;
+  std::map<uint64_t, Session> sessions;
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    out->meta().last_index = applied_index_;
+    out->meta().last_term = applied_term_;
+    out->meta().cluster_time_ms = cluster_time_ms_;
+    data = data_;
+    sessions = sessions_;
+  }
   SnapshotSession session;
   SnapshotSessionResult saved;
   std::string buf;
-  for (const auto& [id, s] : sessions_) {
+  for (const auto& [id, s] : sessions) {
     session.set_client_id(id);
     session.set_timeout_ms(s.timeout_ms);
     session.set_expires_at_ms(s.expires_at_ms);
@@ -231,12 +234,12 @@ void KvStateMachine::Snapshot(SnapshotWriter* out) const {
       out->AddRecord(SnapshotRecordType::kSessionResult, buf);
     }
   }
-  for (const auto& [key, value] : data_) out->AddKv(key, value);
+  for (auto it = data.begin(); it.Valid(); it.Next()) out->AddKv(it.key(), it.value());
 }
 
 Status KvStateMachine::Restore(SnapshotReader* in) {
   // Built aside; swapped in only once the reader has verified the file.
-  std::map<std::string, std::string> data;
+  CowBTree<std::string, std::string> data;
   std::map<uint64_t, Session> sessions;
   std::set<std::pair<uint64_t, uint64_t>> expiry;
 
@@ -251,6 +254,7 @@ Status KvStateMachine::Restore(SnapshotReader* in) {
   uint64_t session_id = 0;
   uint64_t results_left = 0;
   bool in_data = false;         // a KV record was seen: no more sessions
+  std::string last_key;         // of the previous KV record
   for (;; ++record) {
     SnapshotRecordType type;
     std::string_view msg;
@@ -313,11 +317,12 @@ Status KvStateMachine::Restore(SnapshotReader* in) {
       }
       case SnapshotRecordType::kKv: {
         if (!kv_msg.ParseFromArray(msg.data(), size)) return bad("bad SnapshotKv");
-        if (!data.empty() && !(data.rbegin()->first < kv_msg.key())) {
-          return bad("key out of order");
+        if (!last_key.empty() && !(last_key < kv_msg.key())) return bad("key out of order");
+        last_key = kv_msg.key();
+        if (!data.insert_or_assign(std::move(*kv_msg.mutable_key()),
+                                   std::move(*kv_msg.mutable_value()))) {
+          return bad("key out of order");  // a repeated key (possible only for "")
         }
-        data.emplace_hint(data.end(), std::move(*kv_msg.mutable_key()),
-                          std::move(*kv_msg.mutable_value()));
         in_data = true;
         break;
       }
@@ -344,9 +349,9 @@ Status KvStateMachine::Restore(SnapshotReader* in) {
 
 std::optional<std::string> KvStateMachine::Get(const std::string& key) const {
   std::shared_lock<std::shared_mutex> lock(mu_);
-  auto it = data_.find(key);
-  if (it == data_.end()) return std::nullopt;
-  return it->second;
+  const std::string* value = data_.find(key);
+  if (value == nullptr) return std::nullopt;
+  return *value;
 }
 
 uint64_t KvStateMachine::AppliedTerm() const {

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "raftkv.pb.h"
+#include "storage/cow_btree.h"
 #include "storage/status.h"
 
 namespace raftkv {
@@ -86,22 +87,14 @@ class KvStateMachine {
   // meta().config is left to the caller). The image is consistent: it is
   // taken under the shared lock, so no Apply() runs in between.
   //
-  // Locking trade-off. The lock is held while every key and session is
-  // encoded into memory, and released before any file I/O: the caller
-  // writes, checksums and fsyncs the file (SnapshotStore::Write()) without
-  // it. Readers (Get) are never blocked (shared lock); Apply() waits for the
-  // encoding only, ~0.5 s of CPU per million keys of 16 B + 64 B measured on
-  // the 2-core development machine (doc/architecture.md, "Snapshots"), not
-  // for the disk, and only the node's apply thread waits (replication and
-  // persistence go on meanwhile; acknowledgements wait). The price is memory: the
-  // encoded image, about the size of the file, exists alongside the map
-  // until it is written. Rejected: streaming to the file under the lock
-  // (Apply would wait for the disk and the fsync: seconds for a large
-  // state); copying the std::map under the lock (as long a hold, and map
-  // nodes cost more memory than the encoding); copy-on-write / a persistent
-  // map (no hold at all, but too large a change for now). If the lock hold
-  // ever matters, capture in key ranges with the apply loop paused between
-  // them only if the image can be versioned; that is not done.
+  // The lock is held only to take the image: the map is a CowBTree, so the
+  // image shares its root (O(1)) and the writes applied afterwards clone the
+  // nodes they change; the sessions (small: a client's saved results are
+  // dropped once it has them) are copied. Encoding, checksumming and
+  // writing the file run without the lock, while Apply() goes on. The price
+  // is memory: every node changed during the capture exists twice until the
+  // image is dropped (at most the whole map, for a capture overlapping a
+  // rewrite of every key).
   void Snapshot(SnapshotWriter* out) const;
 
   // Replaces the whole state (map, sessions with saved results and expiry,
@@ -141,7 +134,7 @@ class KvStateMachine {
                    ApplyResult* result);
 
   mutable std::shared_mutex mu_;
-  std::map<std::string, std::string> data_;  // guarded by mu_
+  CowBTree<std::string, std::string> data_;  // guarded by mu_
   uint64_t applied_index_ = 0;               // guarded by mu_
   uint64_t applied_term_ = 0;                // guarded by mu_
   uint64_t cluster_time_ms_ = 0;             // guarded by mu_: of the last entry
