@@ -4,7 +4,7 @@
 //   raftkv-server --id=1 --cluster_file=conf/cluster.conf --data_dir=data/node1
 //
 // SIGTERM / SIGINT stop the server gracefully; SIGKILL at any point loses no
-// acknowledged write (see doc/architecture.md).
+// acknowledged write (see doc/storage.md, "Crash safety, in order").
 #include <signal.h>
 
 #include <gflags/gflags.h>

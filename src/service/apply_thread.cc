@@ -1,0 +1,64 @@
+#include "service/apply_thread.h"
+
+#include <utility>
+
+namespace raftkv {
+
+void ApplyThread::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void ApplyThread::Hand(std::vector<Entry> entries, Completions* completions) {
+  if (entries.empty() && completions->empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Entry& e : entries) entries_.push_back(std::move(e));
+    for (auto& fn : *completions) completions_.push_back(std::move(fn));
+  }
+  completions->clear();
+  cv_.notify_all();
+}
+
+void ApplyThread::WaitApplied() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return entries_.empty() || stop_; });
+  cv_.wait(lock, [this] { return !applying_; });
+}
+
+void ApplyThread::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ApplyThread::Loop() {
+  for (;;) {
+    std::deque<Entry> entries;
+    Completions completions;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || !entries_.empty() || !completions_.empty(); });
+      completions.swap(completions_);
+      if (!stop_) {
+        entries.swap(entries_);
+        applying_ = !entries.empty();
+      }
+    }
+    if (!entries.empty()) {
+      apply_(entries, &completions);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        applying_ = false;
+      }
+      cv_.notify_all();
+    }
+    RunAll(&completions);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ && completions_.empty()) return;
+  }
+}
+
+}  // namespace raftkv

@@ -1,0 +1,58 @@
+// ApplyThread: the thread that applies committed entries and completes
+// client calls, so the thread that fsyncs (the node's I/O loop) does
+// neither.
+//
+// The I/O loop hands it committed entries (in index order) and completions
+// (closures answering calls) with Hand(); the thread takes everything queued
+// in one batch, runs `apply` on the entries (which applies them and collects
+// the completions of the calls they answer), then runs the completions.
+// Nothing polls: the thread sleeps until work is handed to it.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "raftkv.pb.h"
+#include "service/pending_calls.h"
+
+namespace raftkv {
+
+class ApplyThread {
+ public:
+  // Applies consecutive committed entries and appends the completions of
+  // the calls they answer (runs on the apply thread).
+  using ApplyFn = std::function<void(const std::deque<Entry>& entries, Completions* out)>;
+
+  explicit ApplyThread(ApplyFn apply) : apply_(std::move(apply)) {}
+  ~ApplyThread() { Stop(); }
+
+  void Start();
+  // Queues `entries` and the completions (moved out of *completions).
+  void Hand(std::vector<Entry> entries, Completions* completions);
+  // Returns once every entry handed so far has been applied.
+  void WaitApplied();
+  // Runs the completions already handed, drops the entries not applied yet
+  // (their calls are the caller's to fail) and joins the thread.
+  void Stop();
+
+ private:
+  void Loop();
+
+  const ApplyFn apply_;
+  // cv_ is notified when work is queued, when a batch is done (applying_
+  // becomes false) and on stop. mu_ is taken alone: never while the caller
+  // holds another lock that apply_ takes.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Entry> entries_;  // committed, in index order
+  Completions completions_;
+  bool applying_ = false;  // the thread holds a batch taken from the queue
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace raftkv

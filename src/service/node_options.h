@@ -1,0 +1,40 @@
+// NodeOptions: everything a member is configured with (raftkv-server fills
+// it from its flags and the cluster file).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "raft/raft.h"
+#include "service/cluster_config.h"
+#include "storage/log_store.h"
+
+namespace raftkv {
+
+struct NodeOptions {
+  uint64_t id = 0;
+  ClusterConfig cluster;
+  std::string data_dir;
+  // The consensus core's settings: timing (tick_ms is also the ticker's
+  // period), flow control, promote_max_lag. Its id, bootstrap, voters and
+  // seed are filled in by the node from the fields here.
+  raft::Config core;
+  SegmentedLogOptions log;
+  // A member not listed in `cluster` (a new server being added): it starts
+  // without a vote, at `self_address`, and waits for the leader to replicate
+  // a configuration. Without `join`, an id missing from `cluster` is an error.
+  bool join = false;
+  std::string self_address;
+  // Automatic snapshots: taken when this many entries were applied since the
+  // last snapshot (0: never by count), or when the log files hold more than
+  // snapshot_log_bytes (0: never by size). raftkvctl snapshot takes one on
+  // demand either way.
+  uint64_t snapshot_entries = 100000;
+  uint64_t snapshot_log_bytes = 512ull << 20;
+  // Snapshot files kept (>= 2: the previous one is the fallback when the
+  // newest is damaged; the log is kept back to the oldest kept snapshot).
+  size_t snapshots_kept = 2;
+};
+
+}  // namespace raftkv
