@@ -12,6 +12,14 @@
 #       writes N keys of VALUE_LEN bytes, takes a snapshot on every member, then
 #       times `cluster.sh add 4` (new empty node 4: InstallSnapshot of the whole
 #       state, the log after it, promotion to voter) and reads a key from it.
+#   compaction-bench.sh stall [STATE_MB] [REPEATS] [WRITES]
+#       loads STATE_MB (default 256) of 16 B keys with 256 B values
+#       (Benchmark.Batch), then REPEATS times (default 3), interleaved: a run
+#       of WRITES (default 150000) 64 B writes at 256 in flight without a
+#       snapshot, and the same run with a snapshot taken on every member half
+#       a second after it starts. Automatic snapshots are off. Prints each
+#       run's ops/s, p99, p99.9 and max, then a line
+#       `stall: p999_ratio=R max_ratio=M` (medians, snapshot / none).
 #
 # Environment: RAFTKV_BIN_DIR (default <repo>/build), RAFTKV_SERVER_FLAGS
 # (e.g. --snapshot_entries=0 to compare without compaction by count),
@@ -27,15 +35,25 @@ CLUSTER=$REPO_ROOT/scripts/cluster.sh
 CTL=$RAFTKV_BIN_DIR/raftkvctl
 BENCH=$RAFTKV_BIN_DIR/raftkv-bench
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
-[[ $# -ge 2 ]] || usage
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[[ $# -ge 1 ]] || usage
 mode=$1
-count=$2
-value_len=${3:-64}
-keys=${4:-$count}
-[[ $count =~ ^[0-9]+$ && $value_len =~ ^[0-9]+$ && $keys =~ ^[1-9][0-9]*$ ]] || usage
-((count % keys == 0)) || { echo "compaction-bench.sh: N must be a multiple of KEYS" >&2; exit 2; }
-[[ $mode == writes || $mode == catchup ]] || usage
+if [[ $mode == stall ]]; then
+  state_mb=${2:-256}
+  repeats=${3:-3}
+  writes=${4:-150000}
+  [[ $state_mb =~ ^[1-9][0-9]*$ && $repeats =~ ^[1-9][0-9]*$ && $writes =~ ^[1-9][0-9]*$ ]] || usage
+  # Snapshots only when this script asks for one.
+  export RAFTKV_SERVER_FLAGS="--snapshot_entries=0 --snapshot_log_bytes=0 ${RAFTKV_SERVER_FLAGS:-}"
+else
+  [[ $# -ge 2 ]] || usage
+  count=$2
+  value_len=${3:-64}
+  keys=${4:-$count}
+  [[ $count =~ ^[0-9]+$ && $value_len =~ ^[0-9]+$ && $keys =~ ^[1-9][0-9]*$ ]] || usage
+  ((count % keys == 0)) || { echo "compaction-bench.sh: N must be a multiple of KEYS" >&2; exit 2; }
+  [[ $mode == writes || $mode == catchup ]] || usage
+fi
 
 cleanup() {
   "$CLUSTER" stop >/dev/null 2>&1 || true
@@ -49,6 +67,47 @@ mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
 
 endpoints=$("$CLUSTER" start 3 | sed -n 's/^ENDPOINTS=//p')
 echo "cluster: $endpoints  data: $RAFTKV_DATA  server flags: ${RAFTKV_SERVER_FLAGS:-(defaults)}"
+
+if [[ $mode == stall ]]; then
+  keys=$((state_mb * 1048576 / 272))
+  echo "loading $keys keys of 16 B with 256 B values (~$state_mb MiB)"
+  "$BENCH" --gtest_filter=Benchmark.Batch --target="$endpoints" --requests="$keys" --batch_ops=1000 \
+    --inflight=8 --key_len=16 --value_len=256 --seed=7 --verify_sample=1000 2>&1 |
+    grep -E "^Benchmark.Batch +[0-9]|FAILED" || true
+  # One Benchmark.Write run; with $1 = snap, every member takes a snapshot
+  # half a second in. Prints "ops p99 p999 max" (µs).
+  run() {
+    local snap_pids=()
+    if [[ $1 == snap ]]; then
+      (sleep 0.5; for ep in ${endpoints//,/ }; do
+         "$CTL" --endpoints="$endpoints" --target="$ep" --timeout_ms=120000 snapshot >/dev/null &
+       done; wait) &
+      snap_pids+=($!)
+    fi
+    "$BENCH" --gtest_filter=Benchmark.Write --target="$endpoints" --requests="$writes" \
+      --value_len=64 --key_len=16 --inflight=256 --seed=$RANDOM --verify_sample=1000 2>&1 |
+      awk '/^Benchmark.Write +[0-9]/ { print $9, $14, $15, $16 }'
+    for p in "${snap_pids[@]}"; do wait "$p"; done
+  }
+  printf "%-9s %3s %9s %9s %9s %9s\n" run rep ops/s p99_us p999_us max_us
+  : >"$RAFTKV_DATA/stall.txt"
+  for ((rep = 1; rep <= repeats; ++rep)); do
+    for kind in none snap; do
+      read -r ops p99 p999 max < <(run "$kind")
+      printf "%-9s %3d %9s %9s %9s %9s\n" "$kind" "$rep" "$ops" "$p99" "$p999" "$max"
+      echo "$kind $p999 $max" >>"$RAFTKV_DATA/stall.txt"
+    done
+  done
+  grep -h -E "took snapshot" "$RAFTKV_DATA"/node*/logs/raftkv-server.*.log.INFO.* | cut -c1-220 || true
+  median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+  p999_none=$(awk '$1 == "none" { print $2 }' "$RAFTKV_DATA/stall.txt" | median)
+  p999_snap=$(awk '$1 == "snap" { print $2 }' "$RAFTKV_DATA/stall.txt" | median)
+  max_none=$(awk '$1 == "none" { print $3 }' "$RAFTKV_DATA/stall.txt" | median)
+  max_snap=$(awk '$1 == "snap" { print $3 }' "$RAFTKV_DATA/stall.txt" | median)
+  awk -v a="$p999_snap" -v b="$p999_none" -v c="$max_snap" -v d="$max_none" \
+    'BEGIN { printf "stall: p999_ratio=%.2f max_ratio=%.2f\n", a / b, c / d }'
+  exit 0
+fi
 
 t0=$(now)
 for ((round = 0; round < count / keys; ++round)); do

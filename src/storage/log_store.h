@@ -1,7 +1,7 @@
 // The durable half of the Raft log. The consensus core keeps the entries it
 // needs in memory; a LogStore makes them survive a crash.
 //
-// On-disk format (SegmentedLog), documented in doc/architecture.md:
+// On-disk format (SegmentedLog), documented in doc/storage.md "Log segments":
 //   <dir>/<20-digit first index>.seg   segment files, in index order
 //   record  := crc32c:u32le  length:u32le  payload[length]
 //   crc32c  covers the 4 length bytes followed by the payload

@@ -12,10 +12,9 @@
 // falls back to older ones, logging (ERROR) which file was skipped and why.
 // Keeping two snapshots (Prune(2)) is what makes that fallback possible.
 //
-// Not built yet (the next steps): taking snapshots from the node, log
-// compaction up to a snapshot, InstallSnapshot between peers, membership
-// change (SnapshotMeta::config is reserved for it). See doc/architecture.md,
-// "Snapshots (storage format)".
+// The node's side (when snapshots are taken, InstallSnapshot, compaction)
+// is service/snapshot_manager.h; the format and the procedure, doc/storage.md
+// "Snapshot files".
 //
 // Thread safety: a SnapshotStore is used by one thread at a time. A
 // SnapshotFileSource holds its file open, so on POSIX a Prune() meanwhile
