@@ -17,7 +17,8 @@
 #       (Benchmark.Batch), then REPEATS times (default 3), interleaved: a run
 #       of WRITES (default 150000) 64 B writes at 256 in flight without a
 #       snapshot, and the same run with a snapshot taken on every member half
-#       a second after it starts. Automatic snapshots are off. Prints each
+#       a second after it starts (SNAPSHOT_ON: the endpoints that take one,
+#       default all). Automatic snapshots are off. Prints each
 #       run's ops/s, p99, p99.9 and max, then a line
 #       `stall: p999_ratio=R max_ratio=M` (medians, snapshot / none).
 #
@@ -79,7 +80,7 @@ if [[ $mode == stall ]]; then
   run() {
     local snap_pids=()
     if [[ $1 == snap ]]; then
-      (sleep 0.5; for ep in ${endpoints//,/ }; do
+      (sleep 0.5; for ep in ${SNAPSHOT_ON:-${endpoints//,/ }}; do
          "$CTL" --endpoints="$endpoints" --target="$ep" --timeout_ms=120000 snapshot >/dev/null &
        done; wait) &
       snap_pids+=($!)
@@ -98,7 +99,8 @@ if [[ $mode == stall ]]; then
       echo "$kind $p999 $max" >>"$RAFTKV_DATA/stall.txt"
     done
   done
-  grep -h -E "took snapshot" "$RAFTKV_DATA"/node*/logs/raftkv-server.*.log.INFO.* | cut -c1-220 || true
+  grep -h -o -E "member [0-9]+ took snapshot.*" "$RAFTKV_DATA"/node*/logs/raftkv-server.*.log.INFO.* |
+    sed -E 's/ took snapshot [^:]*:/ took a snapshot:/' || true
   median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
   p999_none=$(awk '$1 == "none" { print $2 }' "$RAFTKV_DATA/stall.txt" | median)
   p999_snap=$(awk '$1 == "snap" { print $2 }' "$RAFTKV_DATA/stall.txt" | median)

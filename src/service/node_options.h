@@ -35,6 +35,9 @@ struct NodeOptions {
   // Snapshot files kept (>= 2: the previous one is the fallback when the
   // newest is damaged; the log is kept back to the oldest kept snapshot).
   size_t snapshots_kept = 2;
+  // Nice value added to the snapshot thread (Linux; 0: none): it yields the
+  // cores to the threads serving writes when they compete.
+  int snapshot_nice = 10;
 };
 
 }  // namespace raftkv

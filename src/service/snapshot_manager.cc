@@ -2,6 +2,12 @@
 
 #include <glog/logging.h>
 
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include <algorithm>
 #include <filesystem>
 #include <system_error>
@@ -116,6 +122,13 @@ void SnapshotManager::MaybeStart(uint64_t applied_index) {
 }
 
 void SnapshotManager::TakeInBackground() {
+#ifdef __linux__
+  // Background work: on Linux a nice value applies to one thread.
+  if (options_.snapshot_nice > 0 &&
+      setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), options_.snapshot_nice) != 0) {
+    PLOG(WARNING) << "cannot lower the snapshot thread's priority";
+  }
+#endif
   Result result;
   const SteadyClock::time_point start = SteadyClock::now();
   // A consistent image: the state machine shares its map's root with it
