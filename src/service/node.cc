@@ -358,7 +358,9 @@ void RaftNode::IoLoop() {
     uint64_t applied_index = 0;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [this] { return stopping_ || core_.HasReady() || snapshots_.HasWork(); });
+      wake_.wait(lock, [this] {
+        return stopping_ || core_.HasReady() || snapshots_.HasWork(applied_index_);
+      });
       if (stopping_) return;
       finished = snapshots_.TakeFinished(&completions);
       // Compact the core between two Readys (never with one in flight): the
@@ -469,6 +471,7 @@ void RaftNode::ApplyEntries(const std::deque<Entry>& committed, Completions* com
   applied_index_ = committed.back().index();
   calls_.WritesApplied(committed, results, completions);
   calls_.ReleaseReads(applied_index_, completions);
+  if (snapshots_.HasWork(applied_index_)) wake_.notify_one();
 }
 
 void RaftNode::TickLoop() {

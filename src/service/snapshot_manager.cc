@@ -69,9 +69,14 @@ void SnapshotManager::Request(Callback done) {
   }
 }
 
-bool SnapshotManager::HasWork() const {
+bool SnapshotManager::HasWork(uint64_t applied_index) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return result_.has_value() || (requested_ && !running_);
+  if (result_.has_value()) return true;
+  if (running_ || stopped_) return false;
+  return requested_ ||
+         (options_.snapshot_entries > 0 && applied_index > newest_.index &&
+          applied_index - newest_.index >= options_.snapshot_entries &&
+          SteadyClock::now() >= retry_after_);
 }
 
 raft::SnapshotRef SnapshotManager::newest() const {

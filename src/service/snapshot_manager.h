@@ -75,8 +75,11 @@ class SnapshotManager {
   // Takes a snapshot now unless one is being taken (then `done` gets that
   // one's result). `done` runs on the apply thread, or at once after Stop().
   void Request(Callback done);
-  // The I/O loop has something to do: a finished snapshot, or a request.
-  bool HasWork() const;
+  // The I/O loop has something to do: a finished snapshot, a request, or
+  // (none running) enough entries applied since the newest snapshot. The
+  // apply thread asks after each batch, so a snapshot falls due even when
+  // no Ready follows the last apply.
+  bool HasWork(uint64_t applied_index) const;
   // The newest snapshot this member has (index 0: none).
   raft::SnapshotRef newest() const;
 
