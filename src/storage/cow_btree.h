@@ -32,6 +32,8 @@ namespace raftkv {
 
 template <typename K, typename V>
 class CowBTree {
+  struct Node;  // below; named here for Iterator
+
  public:
   static constexpr size_t kMaxEntries = 64;  // keys per leaf, children per inner node
   static constexpr size_t kMinEntries = kMaxEntries / 4;
@@ -113,7 +115,7 @@ class CowBTree {
 
    private:
     friend class CowBTree;
-    const typename CowBTree::Node* Leaf() const { return path_.back().first; }
+    const Node* Leaf() const { return path_.back().first; }
     // Moves past exhausted nodes to the next entry (or the end).
     void Settle() {
       while (!path_.empty()) {
@@ -121,7 +123,7 @@ class CowBTree {
         const size_t n = node->leaf ? node->keys.size() : node->children.size();
         if (i < n) {
           if (node->leaf) return;
-          const typename CowBTree::Node* child = node->children[i].get();
+          const Node* child = node->children[i].get();
           path_.emplace_back(child, 0);
           continue;
         }
@@ -131,7 +133,7 @@ class CowBTree {
     }
     // The tree iterated holds its nodes: the iterator must not outlive it
     // or a change to it.
-    std::vector<std::pair<const typename CowBTree::Node*, size_t>> path_;
+    std::vector<std::pair<const Node*, size_t>> path_;
   };
 
   Iterator begin() const {
@@ -179,7 +181,6 @@ class CowBTree {
   }
 
  private:
-  struct Node;
   // An intrusive reference-counted pointer (acquire/release counts, so that
   // "I hold the only reference" means no one else can still be reading).
   class NodePtr {
