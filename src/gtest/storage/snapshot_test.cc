@@ -400,15 +400,23 @@ TEST_F(SnapshotTest, ImageTakenWhileApplyGoesOnIsExactlyTheStateAtItsIndex) {
       log.push_back(gen.Next());
       sm.Apply(log.back());
     }
+    std::atomic<bool> started{false};
     std::atomic<bool> captured{false};
     SnapshotWriter image;
     std::thread capture([&] {
+      started = true;
       sm.Snapshot(&image);
       captured = true;
     });
+    while (!started) std::this_thread::yield();
     // Keep changing the state (the generator overwrites and deletes the same
-    // keys) until the capture is done, then a little more.
-    for (int extra = 0; !captured || extra < 1000; ++extra) {
+    // keys) while the capture runs, and a little more once it is done, so the
+    // live state is always ahead of the image.
+    while (!captured) {
+      log.push_back(gen.Next());
+      sm.Apply(log.back());
+    }
+    for (int extra = 0; extra < 1000; ++extra) {
       log.push_back(gen.Next());
       sm.Apply(log.back());
     }
