@@ -83,7 +83,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "raft/membership.h"
-#include "raft/raft.h"
+#include "consensus/raft.h"
 #include "storage/kv_state_machine.h"
 #include "storage/log_store.h"
 

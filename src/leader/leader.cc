@@ -1,89 +1,117 @@
-// The leader role of the consensus core: proposals, replication with
-// batching and pipelining (one Progress per follower), commit by counting
-// durable replicas of current-term entries, heartbeats, CheckQuorum and
-// ReadIndex heartbeat rounds.
+#include "leader/leader.h"
+
 #include <glog/logging.h>
 
 #include <algorithm>
 
-#include "raft/raft.h"
+#include "raft/quorum.h"
 
 namespace raftkv::raft {
 
-void Raft::BecomeLeader() {
-  CHECK(role_ == Role::kCandidate);
-  role_ = Role::kLeader;
-  campaign_transfer_ = false;
-  transfer_target_ = 0;
-  leader_id_ = config_.id;
-  votes_granted_.clear();
-  votes_rejected_.clear();
-  progress_.clear();
-  acked_round_.clear();
-  pending_reads_.clear();
-  read_round_ = 0;
-  read_round_needed_ = false;
-  heartbeat_elapsed_ = 0;
-  election_elapsed_ = 0;
-  for (const MemberConfig& member : membership().members()) {
-    if (member.id() == config_.id) continue;
-    Progress pr(last_index() + 1, config_.max_inflight_appends);
-    pr.set_recent_active(true);
-    progress_.emplace(member.id(), pr);
-    acked_round_[member.id()] = 0;
-  }
-  leader_time_ms_ = log_.empty() ? snapshot_.cluster_time_ms : log_.back().cluster_time_ms();
+Leader::Leader(Core* core) : core_(core), config_(core->config), log_(core->log) {
+  CHECK(core_->role == Role::kLeader);
+  core_->election_elapsed = 0;
+  AddFollowers();
+  leader_time_ms_ = log_.last_cluster_time_ms();
   Entry noop;
-  noop.set_term(term_);
+  noop.set_term(core_->term);
   noop.set_cluster_time_ms(leader_time_ms_);
-  noop.set_index(last_index() + 1);
+  noop.set_index(log_.last_index() + 1);
   noop.set_type(ENTRY_NOOP);
   term_start_index_ = noop.index();
-  std::vector<Entry> entries;
-  entries.push_back(std::move(noop));
-  AppendToLog(std::move(entries));
-  LOG(INFO) << "member " << config_.id << " became leader of term " << term_ << " at index "
+  core_->AppendToLog(std::move(noop));
+  LOG(INFO) << "member " << config_.id << " became leader of term " << core_->term << " at index "
             << term_start_index_;
   BroadcastAppend();
 }
 
-ProposeResult Raft::Propose(std::string data) {
+void Leader::AddFollowers() {
+  for (const MemberConfig& m : log_.membership().members()) {
+    if (m.id() == config_.id || progress_.count(m.id())) continue;
+    Progress pr(log_.last_index() + 1, config_.max_inflight_appends);
+    pr.set_recent_active(true);
+    progress_.emplace(m.id(), pr);
+    acked_round_[m.id()] = 0;
+  }
+}
+
+void Leader::OnMembershipChanged() {
+  AddFollowers();
+  for (auto it = progress_.begin(); it != progress_.end();) {
+    if (FindMember(log_.membership(), it->first) == nullptr) {
+      acked_round_.erase(it->first);
+      if (transfer_target_ == it->first) transfer_target_ = 0;
+      it = progress_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Leader::StepDown() {
+  FailPendingReads();
+  core_->BecomeFollower(core_->term, 0);
+}
+
+void Leader::FailPendingReads() {
+  for (const PendingRead& r : pending_reads_) core_->failed_reads.push_back(r.id);
+  pending_reads_.clear();
+  read_round_needed_ = false;
+}
+
+const Progress* Leader::ProgressOf(uint64_t peer) const {
+  auto it = progress_.find(peer);
+  return it == progress_.end() ? nullptr : &it->second;
+}
+
+void Leader::PrepareReady() {
+  if (!leading()) return;
+  if (read_round_needed_) {
+    read_round_needed_ = false;
+    ++read_round_;
+    BroadcastHeartbeat();
+    AdvanceReadRounds();
+  }
+  BroadcastAppend();
+}
+
+ProposeResult Leader::Propose(std::string data) {
   ProposeResult result;
-  if (role_ != Role::kLeader) return result;
+  if (!leading()) return result;
   if (transfer_target_ != 0) {
     result.error = "leadership transfer to member " + std::to_string(transfer_target_) +
                    " in progress; retry shortly";
     return result;
   }
   Entry e;
-  e.set_term(term_);
-  e.set_index(last_index() + 1);
+  e.set_term(core_->term);
+  e.set_index(log_.last_index() + 1);
   e.set_type(ENTRY_COMMAND);
   e.set_cluster_time_ms(leader_time_ms_);
   e.set_data(std::move(data));
   result.accepted = true;
   result.index = e.index();
-  result.term = term_;
-  log_.push_back(std::move(e));
+  result.term = core_->term;
+  log_.Append(std::move(e));
   // Entries are sent to followers in GetReady(), so that every proposal made
   // between two Ready cycles travels in one AppendEntries (batching).
   return result;
 }
 
-ProposeResult Raft::ProposeMembershipChange(const MembershipChange& change) {
+ProposeResult Leader::ProposeMembershipChange(const MembershipChange& change) {
   ProposeResult result;
-  if (role_ != Role::kLeader) return result;
+  if (!leading()) return result;
   if (transfer_target_ != 0) {
     result.error = "leadership transfer to member " + std::to_string(transfer_target_) +
                    " in progress; retry shortly";
     return result;
   }
-  if (membership_index() > commit_) {
-    result.error = "the configuration change at index " + std::to_string(membership_index()) +
+  if (log_.membership_index() > log_.commit()) {
+    result.error = "the configuration change at index " + std::to_string(log_.membership_index()) +
                    " is not committed yet; one change at a time";
     return result;
   }
-  if (commit_ < term_start_index_) {
+  if (log_.commit() < term_start_index_) {
     // Ongaro, "bug in single-server membership changes" (raft-dev, 2015): a
     // new leader must commit an entry of its term before changing the
     // configuration, or two overlapping changes from different terms can
@@ -92,14 +120,14 @@ ProposeResult Raft::ProposeMembershipChange(const MembershipChange& change) {
     return result;
   }
   MembershipConfig next;
-  std::string bad = ApplyChange(membership(), change, &next);
+  std::string bad = ApplyChange(log_.membership(), change, &next);
   if (bad.empty() && change.type == ChangeType::kPromote) {
     auto it = progress_.find(change.id);
     const uint64_t match = it == progress_.end() ? 0 : it->second.match();
-    if (match + config_.promote_max_lag < last_index()) {
+    if (match + config_.promote_max_lag < log_.last_index()) {
       bad = "learner " + std::to_string(change.id) + " is at index " + std::to_string(match) +
-            ", " + std::to_string(last_index() - match) +
-            " entries behind the leader's last index " + std::to_string(last_index()) +
+            ", " + std::to_string(log_.last_index() - match) +
+            " entries behind the leader's last index " + std::to_string(log_.last_index()) +
             " (at most " + std::to_string(config_.promote_max_lag) +
             " allowed); retry when it has caught up";
     }
@@ -109,26 +137,25 @@ ProposeResult Raft::ProposeMembershipChange(const MembershipChange& change) {
     return result;
   }
   Entry e;
-  e.set_term(term_);
-  e.set_index(last_index() + 1);
+  e.set_term(core_->term);
+  e.set_index(log_.last_index() + 1);
   e.set_type(ENTRY_CONFIG);
   e.set_cluster_time_ms(leader_time_ms_);
   e.set_data(next.SerializeAsString());
   result.accepted = true;
   result.index = e.index();
-  result.term = term_;
+  result.term = core_->term;
   LOG(INFO) << "member " << config_.id << " proposes " << ChangeTypeName(change.type) << " "
             << change.id << " at index " << e.index() << ": " << DescribeMembership(next);
-  std::vector<Entry> entries;
-  entries.push_back(std::move(e));
-  AppendToLog(std::move(entries));  // takes effect now (OnMembershipChanged)
+  // Takes effect now.
+  if (core_->AppendToLog(std::move(e))) OnMembershipChanged();
   return result;
 }
 
-std::string Raft::TransferLeadership(uint64_t target) {
-  if (role_ != Role::kLeader) return "not leader";
+std::string Leader::TransferLeadership(uint64_t target) {
+  if (!leading()) return "not leader";
   if (target == config_.id) return "member " + std::to_string(target) + " is already the leader";
-  if (!IsVoter(target) || progress_.count(target) == 0) {
+  if (!core_->IsVoter(target) || progress_.count(target) == 0) {
     return "member " + std::to_string(target) + " is not a voter";
   }
   if (transfer_target_ != 0) {
@@ -138,7 +165,7 @@ std::string Raft::TransferLeadership(uint64_t target) {
   transfer_elapsed_ = 0;
   timeout_now_sent_ = false;
   LOG(INFO) << "member " << config_.id << " transfers leadership to " << target << " (its match "
-            << progress_.at(target).match() << ", last index " << last_index() << ")";
+            << progress_.at(target).match() << ", last index " << log_.last_index() << ")";
   MaybeSendTimeoutNow();
   if (!timeout_now_sent_) {
     while (MaybeSendAppend(target, false)) {
@@ -147,54 +174,52 @@ std::string Raft::TransferLeadership(uint64_t target) {
   return "";
 }
 
-void Raft::MaybeSendTimeoutNow() {
+void Leader::MaybeSendTimeoutNow() {
   if (transfer_target_ == 0 || timeout_now_sent_) return;
   auto it = progress_.find(transfer_target_);
-  if (it == progress_.end() || it->second.match() < last_index()) return;
+  if (it == progress_.end() || it->second.match() < log_.last_index()) return;
   timeout_now_sent_ = true;
   SendTimeoutNow(transfer_target_);
 }
 
-void Raft::SendTimeoutNow(uint64_t peer) {
+void Leader::SendTimeoutNow(uint64_t peer) {
   Message m;
   m.type = MessageType::kTimeoutNow;
   m.to = peer;
-  m.timeout_now.set_term(term_);
+  m.timeout_now.set_term(core_->term);
   m.timeout_now.set_leader_id(config_.id);
   m.timeout_now.set_to(peer);
-  Send(std::move(m));
+  core_->Send(std::move(m));
 }
 
-void Raft::MaybeStepDownRemoved() {
-  if (role_ != Role::kLeader || IsVoter(config_.id) || commit_ < membership_index()) return;
+void Leader::MaybeStepDownRemoved() {
+  if (!leading() || core_->IsVoter(config_.id) || log_.commit() < log_.membership_index()) return;
   // Hand over at once to the most up-to-date voter rather than letting the
   // cluster wait for an election timeout.
   uint64_t best = 0;
   uint64_t best_match = 0;
   for (const auto& [peer, pr] : progress_) {
-    if (IsVoter(peer) && pr.match() >= best_match) {
+    if (core_->IsVoter(peer) && pr.match() >= best_match) {
       best = peer;
       best_match = pr.match();
     }
   }
   LOG(INFO) << "member " << config_.id << " is no longer a voter (configuration at "
-            << membership_index() << " committed); steps down"
-            << (best != 0 && best_match == last_index()
+            << log_.membership_index() << " committed); steps down"
+            << (best != 0 && best_match == log_.last_index()
                     ? ", asking member " + std::to_string(best) + " to take over"
                     : "");
-  if (best != 0 && best_match == last_index()) SendTimeoutNow(best);
-  BecomeFollower(term_, 0);
+  if (best != 0 && best_match == log_.last_index()) SendTimeoutNow(best);
+  StepDown();
 }
 
-bool Raft::ReadIndex(uint64_t id) {
-  if (role_ != Role::kLeader) return false;
-  pending_reads_.push_back(PendingRead{id, std::max(commit_, term_start_index_), read_round_ + 1});
+void Leader::ReadIndex(uint64_t id) {
+  pending_reads_.push_back(PendingRead{id, std::max(log_.commit(), term_start_index_), read_round_ + 1});
   read_round_needed_ = true;
-  return true;
 }
 
-void Raft::ReportUnreachable(uint64_t peer) {
-  if (role_ != Role::kLeader) return;
+void Leader::ReportUnreachable(uint64_t peer) {
+  if (!leading()) return;
   auto it = progress_.find(peer);
   if (it == progress_.end()) return;
   if (it->second.state() == Progress::State::kReplicate ||
@@ -209,27 +234,27 @@ void Raft::ReportUnreachable(uint64_t peer) {
   }
 }
 
-void Raft::LeaderTick() {
+void Leader::Tick() {
   leader_time_ms_ += static_cast<uint64_t>(config_.tick_ms);
-  ++election_elapsed_;
+  ++core_->election_elapsed;
   ++heartbeat_elapsed_;
   if (transfer_target_ != 0 && ++transfer_elapsed_ >= config_.election_ticks) {
     LOG(WARNING) << "member " << config_.id << " gives up transferring leadership to "
                  << transfer_target_ << " after an election timeout";
     transfer_target_ = 0;
   }
-  if (election_elapsed_ >= config_.election_ticks) {
-    election_elapsed_ = 0;
+  if (core_->election_elapsed >= config_.election_ticks) {
+    core_->election_elapsed = 0;
     if (config_.check_quorum) {
-      size_t active = IsVoter(config_.id) ? 1 : 0;  // self
+      size_t active = core_->IsVoter(config_.id) ? 1 : 0;  // self
       for (auto& [peer, pr] : progress_) {
-        if (pr.recent_active() && IsVoter(peer)) ++active;
+        if (pr.recent_active() && core_->IsVoter(peer)) ++active;
         pr.set_recent_active(false);
       }
-      if (!IsMajority(active, VoterCount())) {
-        LOG(WARNING) << "member " << config_.id << " steps down in term " << term_
+      if (!IsMajority(active, core_->VoterCount())) {
+        LOG(WARNING) << "member " << config_.id << " steps down in term " << core_->term
                      << ": no contact with a majority for an election timeout";
-        BecomeFollower(term_, 0);
+        StepDown();
         return;
       }
     }
@@ -249,14 +274,14 @@ void Raft::LeaderTick() {
   }
 }
 
-void Raft::BroadcastAppend() {
+void Leader::BroadcastAppend() {
   for (auto& [peer, pr] : progress_) {
     while (MaybeSendAppend(peer, false)) {
     }
   }
 }
 
-void Raft::BroadcastHeartbeat() {
+void Leader::BroadcastHeartbeat() {
   for (auto& [peer, pr] : progress_) {
     if (pr.state() == Progress::State::kProbe) {
       // The probe doubles as the heartbeat, and a lost probe is retried here.
@@ -268,34 +293,34 @@ void Raft::BroadcastHeartbeat() {
   }
 }
 
-bool Raft::MaybeSendAppend(uint64_t peer, bool allow_empty) {
-  if (role_ != Role::kLeader) return false;  // e.g. stepped down after its removal committed
+bool Leader::MaybeSendAppend(uint64_t peer, bool allow_empty) {
+  if (!leading()) return false;  // e.g. stepped down after its removal committed
   auto found = progress_.find(peer);
   if (found == progress_.end()) return false;
   Progress& pr = found->second;
   if (pr.IsPaused()) return false;
   const uint64_t prev = pr.next() - 1;
-  if (prev < snapshot_.index) {
+  if (prev < log_.snapshot().index) {
     // The entries this follower needs were compacted away.
     SendSnapshot(peer);
     return false;
   }
-  if (prev >= last_index() && !allow_empty) return false;
+  if (prev >= log_.last_index() && !allow_empty) return false;
   Message m;
   m.type = MessageType::kAppend;
   m.to = peer;
   AppendEntriesRequest& req = m.append;
-  req.set_term(term_);
+  req.set_term(core_->term);
   req.set_leader_id(config_.id);
   req.set_prev_log_index(prev);
-  req.set_prev_log_term(TermAt(prev));
-  req.set_leader_commit(commit_);
+  req.set_prev_log_term(log_.TermAt(prev));
+  req.set_leader_commit(log_.commit());
   req.set_read_round(read_round_);
   req.set_to(peer);
   size_t bytes = 0;
   uint64_t last = prev;
-  for (uint64_t i = pr.next(); i <= last_index(); ++i) {
-    const Entry& e = EntryAt(i);
+  for (uint64_t i = pr.next(); i <= log_.last_index(); ++i) {
+    const Entry& e = log_.EntryAt(i);
     const size_t size = e.data().size() + 32;
     if (req.entries_size() > 0 &&
         (static_cast<size_t>(req.entries_size()) >= config_.max_append_entries ||
@@ -307,38 +332,38 @@ bool Raft::MaybeSendAppend(uint64_t peer, bool allow_empty) {
     last = i;
   }
   pr.OnSent(last);
-  Send(std::move(m));
+  core_->Send(std::move(m));
   return last > prev;  // whether entries went out (the caller may send more)
 }
 
-void Raft::SendSnapshot(uint64_t peer) {
+void Leader::SendSnapshot(uint64_t peer) {
   Progress& pr = progress_.at(peer);
-  pr.BecomeSnapshot(snapshot_.index);
+  pr.BecomeSnapshot(log_.snapshot().index);
   Message m;
   m.type = MessageType::kSnapshot;
   m.to = peer;
   InstallSnapshotRequest& req = m.snapshot;
-  req.set_term(term_);
+  req.set_term(core_->term);
   req.set_leader_id(config_.id);
-  req.set_last_index(snapshot_.index);
-  req.set_last_term(snapshot_.term);
-  *req.mutable_config() = snapshot_.config;
+  req.set_last_index(log_.snapshot().index);
+  req.set_last_term(log_.snapshot().term);
+  *req.mutable_config() = log_.snapshot().config;
   req.set_to(peer);
-  req.set_cluster_time_ms(snapshot_.cluster_time_ms);
-  LOG(INFO) << "member " << config_.id << " sends snapshot " << snapshot_.index << "/"
-            << snapshot_.term << " to " << peer << " (its next index " << pr.next()
+  req.set_cluster_time_ms(log_.snapshot().cluster_time_ms);
+  LOG(INFO) << "member " << config_.id << " sends snapshot " << log_.snapshot().index << "/"
+            << log_.snapshot().term << " to " << peer << " (its next index " << pr.next()
             << " is compacted)";
-  Send(std::move(m));
+  core_->Send(std::move(m));
 }
 
-void Raft::HandleSnapshotResponse(const Message& m) {
+void Leader::HandleSnapshotResponse(const Message& m) {
   auto it = progress_.find(m.from);
   if (it == progress_.end()) return;
   Progress& pr = it->second;
   const InstallSnapshotResponse& resp = m.snapshot_resp;
   pr.set_recent_active(true);
   if (pr.state() != Progress::State::kSnapshot) return;  // stale
-  if (resp.success() && resp.match_index() <= last_index()) {
+  if (resp.success() && resp.match_index() <= log_.last_index()) {
     pr.OnSnapshotInstalled(resp.match_index());
     MaybeAdvanceCommit();
   } else {
@@ -350,37 +375,37 @@ void Raft::HandleSnapshotResponse(const Message& m) {
   }
 }
 
-void Raft::SendHeartbeat(uint64_t peer) {
+void Leader::SendHeartbeat(uint64_t peer) {
   const Progress& pr = progress_.at(peer);
   Message m;
   m.type = MessageType::kAppend;
   m.to = peer;
   AppendEntriesRequest& req = m.append;
-  req.set_term(term_);
+  req.set_term(core_->term);
   req.set_leader_id(config_.id);
   // The follower is known to hold the log up to match: the check succeeds and
   // the commit index sent never exceeds what the follower holds.
   // (Below the snapshot the term of match is unknown here: prev 0 always
   // matches, and the follower answers with how far it really is.)
-  const uint64_t prev = pr.match() >= snapshot_.index ? pr.match() : 0;
+  const uint64_t prev = pr.match() >= log_.snapshot().index ? pr.match() : 0;
   req.set_prev_log_index(prev);
-  req.set_prev_log_term(TermAt(prev));
-  req.set_leader_commit(std::min(commit_, prev));
+  req.set_prev_log_term(log_.TermAt(prev));
+  req.set_leader_commit(std::min(log_.commit(), prev));
   req.set_read_round(read_round_);
   req.set_to(peer);
-  Send(std::move(m));
+  core_->Send(std::move(m));
 }
 
-void Raft::HandleAppendResponse(const Message& m) {
+void Leader::HandleAppendResponse(const Message& m) {
   const AppendEntriesResponse& resp = m.append_resp;
   auto it = progress_.find(m.from);
   if (it == progress_.end()) return;
-  if (resp.success() && resp.match_index() > last_index()) {
+  if (resp.success() && resp.match_index() > log_.last_index()) {
     // A leader's log only grows while it leads, so no correct follower
     // matches beyond it. Believing it would make match (and next = match + 1,
     // which wraps at 2^64) point outside the log.
     LOG(ERROR) << "member " << config_.id << " ignores " << m.DebugString()
-               << ": match index beyond its last index " << last_index();
+               << ": match index beyond its last index " << log_.last_index();
     return;
   }
   Progress& pr = it->second;
@@ -427,8 +452,8 @@ void Raft::HandleAppendResponse(const Message& m) {
     // term, or jump to the end of its shorter log.
     uint64_t hint = resp.conflict_index();
     if (resp.conflict_term() > 0) {
-      for (uint64_t i = std::min(resp.rejected_index(), last_index()); i > 0; --i) {
-        const uint64_t t = TermAt(i);
+      for (uint64_t i = std::min(resp.rejected_index(), log_.last_index()); i > 0; --i) {
+        const uint64_t t = log_.TermAt(i);
         if (t == resp.conflict_term()) {
           hint = i + 1;
           break;
@@ -449,34 +474,34 @@ void Raft::HandleAppendResponse(const Message& m) {
   }
 }
 
-bool Raft::MaybeAdvanceCommit() {
+bool Leader::MaybeAdvanceCommit() {
   std::vector<uint64_t> matches;
-  if (IsVoter(config_.id)) matches.push_back(durable_index_);
+  if (core_->IsVoter(config_.id)) matches.push_back(log_.durable_index());
   for (const auto& [peer, pr] : progress_) {
-    if (IsVoter(peer)) matches.push_back(pr.match());
+    if (core_->IsVoter(peer)) matches.push_back(pr.match());
   }
-  const uint64_t quorum_match = MajorityValue(std::move(matches), VoterCount());
+  const uint64_t quorum_match = MajorityValue(std::move(matches), core_->VoterCount());
   // Only entries of the current term are committed by counting replicas
   // (Raft 5.4.2); earlier entries commit with them.
-  if (quorum_match > commit_ && TermAt(quorum_match) == term_) {
-    commit_ = quorum_match;
+  if (quorum_match > log_.commit() && log_.TermAt(quorum_match) == core_->term) {
+    log_.CommitTo(quorum_match);
     MaybeStepDownRemoved();
     return true;
   }
   return false;
 }
 
-void Raft::AdvanceReadRounds() {
+void Leader::AdvanceReadRounds() {
   if (pending_reads_.empty()) return;
   std::vector<uint64_t> rounds;
-  if (IsVoter(config_.id)) rounds.push_back(read_round_);  // self
+  if (core_->IsVoter(config_.id)) rounds.push_back(read_round_);  // self
   for (const auto& [peer, round] : acked_round_) {
-    if (IsVoter(peer)) rounds.push_back(round);
+    if (core_->IsVoter(peer)) rounds.push_back(round);
   }
-  if (!IsMajority(rounds.size(), VoterCount())) return;
-  const uint64_t confirmed = MajorityValue(std::move(rounds), VoterCount());
+  if (!IsMajority(rounds.size(), core_->VoterCount())) return;
+  const uint64_t confirmed = MajorityValue(std::move(rounds), core_->VoterCount());
   while (!pending_reads_.empty() && pending_reads_.front().round <= confirmed) {
-    ready_reads_.push_back(ReadState{pending_reads_.front().id, pending_reads_.front().index});
+    core_->ready_reads.push_back(ReadState{pending_reads_.front().id, pending_reads_.front().index});
     pending_reads_.pop_front();
   }
 }

@@ -37,7 +37,7 @@
 
 #include <grpcpp/support/status.h>
 
-#include "raft/raft.h"
+#include "consensus/raft.h"
 #include "service/apply_thread.h"
 #include "service/cluster_config.h"
 #include "service/metrics.h"

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "raft/raft.h"
+#include "consensus/raft.h"
 #include "service/cluster_config.h"
 #include "storage/log_store.h"
 

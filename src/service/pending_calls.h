@@ -26,7 +26,7 @@
 
 #include <grpcpp/support/status.h>
 
-#include "raft/raft.h"
+#include "consensus/raft.h"
 #include "storage/kv_state_machine.h"
 
 namespace raftkv {

@@ -15,7 +15,7 @@
 #include <memory>
 #include <vector>
 
-#include "raft/raft.h"
+#include "consensus/raft.h"
 #include "service/node_options.h"
 #include "storage/file_util.h"
 #include "storage/hard_state.h"

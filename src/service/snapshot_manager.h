@@ -28,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include "raft/raft.h"
+#include "consensus/raft.h"
 #include "service/metrics.h"
 #include "service/node_options.h"
 #include "service/pending_calls.h"

@@ -60,7 +60,7 @@
 #include <vector>
 
 #include "raft/message.h"
-#include "raft/raft.h"
+#include "consensus/raft.h"
 #include "raftkv.pb.h"
 #include "storage/hard_state.h"
 
