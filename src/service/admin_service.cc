@@ -117,9 +117,7 @@ void AdminServiceImpl::FillMembers(const NodeStatus& st, ListMembersResponse* re
 grpc::Status AdminServiceImpl::TakeSnapshot(grpc::ServerContext* context,
                                             const TakeSnapshotRequest* /*request*/,
                                             TakeSnapshotResponse* response) {
-  if (auth_ != nullptr) {
-    if (grpc::Status refused = auth_->AuthorizeClient(*context); !refused.ok()) return refused;
-  }
+  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kClient); !refused.ok()) return refused;
   struct Result {
     Status status;
     SnapshotInfo info;
@@ -152,9 +150,7 @@ grpc::Status AdminServiceImpl::TakeSnapshot(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::ListMembers(grpc::ServerContext* context,
                                            const ListMembersRequest* /*request*/,
                                            ListMembersResponse* response) {
-  if (auth_ != nullptr) {
-    if (grpc::Status refused = auth_->AuthorizeClient(*context); !refused.ok()) return refused;
-  }
+  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kClient); !refused.ok()) return refused;
   FillMembers(node_->GetStatus(), response);
   return grpc::Status::OK;
 }
@@ -182,9 +178,7 @@ grpc::Status AdminServiceImpl::ChangeMembership(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::AddMember(grpc::ServerContext* context,
                                          const AddMemberRequest* request,
                                          MemberChangeResponse* response) {
-  if (auth_ != nullptr) {
-    if (grpc::Status refused = auth_->AuthorizeClient(*context); !refused.ok()) return refused;
-  }
+  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kClient); !refused.ok()) return refused;
   if (request->id() == 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
   }
@@ -204,9 +198,7 @@ grpc::Status AdminServiceImpl::AddMember(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::PromoteMember(grpc::ServerContext* context,
                                              const PromoteMemberRequest* request,
                                              MemberChangeResponse* response) {
-  if (auth_ != nullptr) {
-    if (grpc::Status refused = auth_->AuthorizeClient(*context); !refused.ok()) return refused;
-  }
+  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kClient); !refused.ok()) return refused;
   if (request->id() == 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
   }
@@ -219,9 +211,7 @@ grpc::Status AdminServiceImpl::PromoteMember(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::RemoveMember(grpc::ServerContext* context,
                                             const RemoveMemberRequest* request,
                                             MemberChangeResponse* response) {
-  if (auth_ != nullptr) {
-    if (grpc::Status refused = auth_->AuthorizeClient(*context); !refused.ok()) return refused;
-  }
+  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kClient); !refused.ok()) return refused;
   if (request->id() == 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
   }
@@ -234,9 +224,7 @@ grpc::Status AdminServiceImpl::RemoveMember(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::TransferLeader(grpc::ServerContext* context,
                                               const TransferLeaderRequest* request,
                                               TransferLeaderResponse* response) {
-  if (auth_ != nullptr) {
-    if (grpc::Status refused = auth_->AuthorizeClient(*context); !refused.ok()) return refused;
-  }
+  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kClient); !refused.ok()) return refused;
   if (request->id() == 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
   }

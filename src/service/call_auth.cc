@@ -1,5 +1,6 @@
 #include "service/call_auth.h"
 
+#include <glog/logging.h>
 #include <grpc/grpc_security_constants.h>
 #include <grpcpp/security/server_credentials.h>
 
@@ -124,6 +125,18 @@ bool CallAuthorizer::ParseNames(const std::string& csv, std::vector<std::string>
     if (comma == std::string::npos) return true;
     start = comma + 1;
   }
+}
+
+grpc::Status AuthorizeCall(const CallAuthorizer* auth, const grpc::ServerContext& context, Caller caller) {
+  if (auth == nullptr) return grpc::Status::OK;
+  const bool peer = caller == Caller::kPeer;
+  grpc::Status refused = peer ? auth->AuthorizePeer(context) : auth->AuthorizeClient(context);
+  if (!refused.ok()) {
+    LOG_EVERY_N(WARNING, 100) << "refused a " << (peer ? "peer" : "client") << " call from "
+                              << context.peer() << ": " << refused.error_message() << " ("
+                              << google::COUNTER << " refusals so far)";
+  }
+  return refused;
 }
 
 }  // namespace raftkv

@@ -34,6 +34,10 @@ struct ServerSecurityOptions {
   std::vector<std::string> peer_allowed_names;
 };
 
+// Who a method is for: clients (KV, Admin: the bearer token) or the other
+// members (Raft: a certificate of the cluster CA, an allowed name).
+enum class Caller { kClient, kPeer };
+
 class CallAuthorizer {
  public:
   // Checks the combination (client certificates or allowed names without
@@ -60,5 +64,10 @@ class CallAuthorizer {
   explicit CallAuthorizer(ServerSecurityOptions options) : options_(std::move(options)) {}
   const ServerSecurityOptions options_;
 };
+
+// The one check every server method runs before it does anything: OK, or
+// why `auth` refuses a call of `caller`'s kind (logged, at most once per 100
+// refusals). A null `auth` (plaintext, no token) allows every call.
+grpc::Status AuthorizeCall(const CallAuthorizer* auth, const grpc::ServerContext& context, Caller caller);
 
 }  // namespace raftkv

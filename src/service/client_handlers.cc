@@ -1,0 +1,178 @@
+#include "service/client_handlers.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <utility>
+
+namespace raftkv {
+
+ClientHandlers::ClientHandlers(const ServerOptions& options, RaftNode* node)
+    : options_(options),
+      limits_{options.max_key_bytes, options.max_value_bytes, options.max_batch_ops, options.max_batch_bytes},
+      node_(node) {}
+
+void ClientHandlers::Register(KV::AsyncService* kv, int busy, AsyncMethods* methods) {
+  using S = KV::AsyncService;
+  const int rare = 4;
+  const Caller c = Caller::kClient;
+  methods->Add<PutRequest, PutResponse>(kv, &S::RequestPut, c, busy, [this](PutCall* call) { HandlePut(call); });
+  methods->Add<GetRequest, GetResponse>(kv, &S::RequestGet, c, busy, [this](GetCall* call) { HandleGet(call); });
+  methods->Add<EchoRequest, EchoResponse>(kv, &S::RequestEcho, c, busy,
+                                          [this](EchoCall* call) { HandleEcho(call); });
+  methods->Add<BatchRequest, BatchResponse>(kv, &S::RequestBatch, c, std::max(rare, busy / 4),
+                                            [this](BatchCall* call) { HandleBatch(call); });
+  methods->Add<DeleteRequest, DeleteResponse>(kv, &S::RequestDelete, c, rare,
+                                              [this](DeleteCall* call) { HandleDelete(call); });
+  methods->Add<CompareAndSwapRequest, CompareAndSwapResponse>(
+      kv, &S::RequestCompareAndSwap, c, rare, [this](CasCall* call) { HandleCompareAndSwap(call); });
+  methods->Add<StatusRequest, StatusResponse>(kv, &S::RequestStatus, c, rare,
+                                              [this](StatusCall* call) { HandleStatus(call); });
+  methods->Add<OpenSessionRequest, OpenSessionResponse>(
+      kv, &S::RequestOpenSession, c, rare, [this](OpenSessionCall* call) { HandleOpenSession(call); });
+  methods->Add<CloseSessionRequest, CloseSessionResponse>(
+      kv, &S::RequestCloseSession, c, rare, [this](CloseSessionCall* call) { HandleCloseSession(call); });
+}
+
+Clock::time_point ClientHandlers::Deadline(grpc::ServerContext& context) const {
+  const auto cap = Clock::now() + std::chrono::milliseconds(options_.max_request_timeout_ms);
+  const auto client = context.deadline();
+  if (client == std::chrono::system_clock::time_point::max()) return cap;
+  const auto remaining = client - std::chrono::system_clock::now();
+  return std::min(cap, Clock::now() + std::chrono::duration_cast<Clock::duration>(remaining));
+}
+
+void ClientHandlers::HandleEcho(EchoCall* call) {
+  EchoResponse resp;
+  resp.set_payload(std::move(*call->request().mutable_payload()));
+  call->Finish(resp);
+}
+
+void ClientHandlers::HandleOpenSession(OpenSessionCall* call) {
+  Command cmd;
+  cmd.set_op(Command::OPEN_SESSION);
+  cmd.set_session_timeout_ms(options_.session_timeout_ms);
+  const uint64_t timeout = options_.session_timeout_ms;
+  node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call, timeout](Outcome out) {
+    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    OpenSessionResponse resp;
+    resp.set_client_id(out.apply.client_id);
+    resp.set_timeout_ms(timeout);
+    call->Finish(resp);
+  });
+}
+
+void ClientHandlers::HandleCloseSession(CloseSessionCall* call) {
+  if (call->request().client_id() == 0) {
+    return call->FinishWithError(
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "client_id must be > 0"));
+  }
+  Command cmd;
+  cmd.set_op(Command::CLOSE_SESSION);
+  cmd.set_client_id(call->request().client_id());
+  node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
+    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    call->Finish(CloseSessionResponse());
+  });
+}
+
+void ClientHandlers::HandlePut(PutCall* call) {
+  Command cmd;
+  grpc::Status bad = PutCommand(&call->request(), limits_, &cmd);
+  if (!bad.ok()) return call->FinishWithError(bad);
+  node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
+    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    PutResponse resp;
+    resp.set_index(out.index);
+    resp.set_term(out.term);
+    call->Finish(resp);
+  });
+}
+
+void ClientHandlers::HandleDelete(DeleteCall* call) {
+  Command cmd;
+  grpc::Status bad = DeleteCommand(&call->request(), limits_, &cmd);
+  if (!bad.ok()) return call->FinishWithError(bad);
+  node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
+    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    DeleteResponse resp;
+    resp.set_existed(out.apply.existed);
+    resp.set_index(out.index);
+    resp.set_term(out.term);
+    call->Finish(resp);
+  });
+}
+
+// Like Put, but the state machine writes only if the key's current state
+// matches; the response reports whether it did and what was there before.
+void ClientHandlers::HandleCompareAndSwap(CasCall* call) {
+  Command cmd;
+  grpc::Status bad = CompareAndSwapCommand(&call->request(), limits_, &cmd);
+  if (!bad.ok()) return call->FinishWithError(bad);
+  node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
+    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    CompareAndSwapResponse resp;
+    resp.set_swapped(out.apply.swapped);
+    resp.set_found(out.apply.found);
+    resp.set_current(std::move(out.apply.current));
+    resp.set_index(out.index);
+    resp.set_term(out.term);
+    call->Finish(resp);
+  });
+}
+
+// Many PUTs and DELETEs as one log entry, answered once it is applied.
+void ClientHandlers::HandleBatch(BatchCall* call) {
+  Command cmd;
+  grpc::Status bad = BatchCommand(&call->request(), limits_, &cmd);
+  if (!bad.ok()) return call->FinishWithError(bad);
+  node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
+    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    BatchResponse resp;
+    resp.set_index(out.index);
+    resp.set_term(out.term);
+    resp.mutable_existed()->Reserve(static_cast<int>(out.apply.batch_existed.size()));
+    for (bool e : out.apply.batch_existed) resp.add_existed(e);
+    call->Finish(resp);
+  });
+}
+
+void ClientHandlers::HandleGet(GetCall* call) {
+  grpc::Status bad = CheckGetRequest(call->request(), limits_);
+  if (!bad.ok()) return call->FinishWithError(bad);
+  const KvStateMachine& sm = node_->state_machine();
+  auto answer = [call, &sm](uint64_t index) {
+    GetResponse resp;
+    if (auto value = sm.Get(call->request().key())) {
+      resp.set_found(true);
+      resp.set_value(std::move(*value));
+    }
+    resp.set_applied_index(std::max(index, sm.AppliedIndex()));
+    call->Finish(resp);
+  };
+  if (call->request().allow_stale()) return answer(0);
+  node_->ReadBarrier(Deadline(call->context()), [call, answer](Outcome out) {
+    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    answer(out.index);
+  });
+}
+
+void ClientHandlers::HandleStatus(StatusCall* call) {
+  const NodeStatus st = node_->GetStatus();
+  StatusResponse resp;
+  resp.set_id(st.id);
+  resp.set_address(st.address);
+  resp.set_role(raft::RoleName(st.role));
+  resp.set_term(st.term);
+  resp.set_commit_index(st.commit_index);
+  resp.set_applied_index(st.applied_index);
+  resp.set_leader_id(st.leader_id);
+  resp.set_leader_address(st.leader_address);
+  resp.set_last_log_index(st.last_log_index);
+  resp.set_durable_index(st.durable_index);
+  for (uint64_t v : st.voters) resp.add_voters(v);
+  resp.set_sessions(st.sessions);
+  call->Finish(resp);
+}
+
+}  // namespace raftkv

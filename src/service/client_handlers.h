@@ -1,0 +1,64 @@
+// The client service (KV) of a member: each method's validation, the
+// command it proposes or the read it serves, and the answer once the node
+// has decided it. Served on the completion queues (async_call.h).
+#pragma once
+
+#include "raftkv.grpc.pb.h"
+#include "service/async_call.h"
+#include "service/kv_requests.h"
+#include "service/node.h"
+#include "service/server_options.h"
+
+namespace raftkv {
+
+class ClientHandlers {
+ public:
+  ClientHandlers(const ServerOptions& options, RaftNode* node);
+  // Registers every KV method in `methods`; `calls_per_cq` calls wait per
+  // queue for the busy ones (Put, Get, Echo), fewer for the rest.
+  void Register(KV::AsyncService* kv, int calls_per_cq, AsyncMethods* methods);
+
+ private:
+  using PutCall = UnaryCall<PutRequest, PutResponse>;
+  using GetCall = UnaryCall<GetRequest, GetResponse>;
+  using DeleteCall = UnaryCall<DeleteRequest, DeleteResponse>;
+  using CasCall = UnaryCall<CompareAndSwapRequest, CompareAndSwapResponse>;
+  using BatchCall = UnaryCall<BatchRequest, BatchResponse>;
+  using StatusCall = UnaryCall<StatusRequest, StatusResponse>;
+  using EchoCall = UnaryCall<EchoRequest, EchoResponse>;
+  using OpenSessionCall = UnaryCall<OpenSessionRequest, OpenSessionResponse>;
+  using CloseSessionCall = UnaryCall<CloseSessionRequest, CloseSessionResponse>;
+
+  // The client's deadline, capped at --max_request_timeout_ms.
+  Clock::time_point Deadline(grpc::ServerContext& context) const;
+
+  void HandlePut(PutCall* call);
+  void HandleGet(GetCall* call);
+  void HandleDelete(DeleteCall* call);
+  void HandleCompareAndSwap(CasCall* call);
+  void HandleBatch(BatchCall* call);
+  void HandleStatus(StatusCall* call);
+  void HandleEcho(EchoCall* call);
+  void HandleOpenSession(OpenSessionCall* call);
+  void HandleCloseSession(CloseSessionCall* call);
+
+  const ServerOptions options_;
+  const RequestLimits limits_;
+  RaftNode* const node_;
+};
+
+// Finishes `call` with the error of `out`, with the trailers a client acts
+// on: the leader's id and address (raftkv-leader-id, raftkv-leader-addr) on
+// FAILED_PRECONDITION, raftkv-not-applied, raftkv-session-expired.
+template <class Call>
+void FinishWithOutcome(Call* call, const Outcome& out) {
+  if (out.status.error_code() == grpc::StatusCode::FAILED_PRECONDITION && out.leader_id != 0) {
+    call->context().AddTrailingMetadata("raftkv-leader-id", std::to_string(out.leader_id));
+    call->context().AddTrailingMetadata("raftkv-leader-addr", out.leader_address);
+  }
+  if (out.not_applied) call->context().AddTrailingMetadata("raftkv-not-applied", "1");
+  if (out.session_expired) call->context().AddTrailingMetadata("raftkv-session-expired", "1");
+  call->FinishWithError(out.status);
+}
+
+}  // namespace raftkv

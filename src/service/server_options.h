@@ -1,0 +1,46 @@
+// What the gRPC server of a member is given: its address, completion-queue
+// pools, request limits, deadlines and security.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "service/call_auth.h"
+#include "service/fault_injector.h"
+
+namespace raftkv {
+
+struct ServerOptions {
+  std::string listen_address;  // host:port to bind
+  int cq_num = 2;
+  int threads_per_cq = 1;
+  size_t max_key_bytes = 4096;
+  size_t max_value_bytes = 1 << 20;
+  size_t max_batch_ops = 10000;         // KV.Batch: operations per call
+  size_t max_batch_bytes = 4 << 20;     // KV.Batch: key + value bytes per call
+  // What peers send: the soft byte limit of one AppendEntries
+  // (--max_append_bytes) and the InstallSnapshot chunk size. With the limits
+  // above they bound the largest legitimate message (MaxReceiveMessageBytes).
+  size_t max_append_bytes = 1 << 20;
+  size_t snapshot_chunk_bytes = 1 << 20;
+  // Deadline applied to client calls that carry none (or a later one).
+  int max_request_timeout_ms = 10000;
+  // Calls pre-posted per completion queue for each busy method.
+  int calls_per_cq = 64;
+  // OPEN_SESSION: idle time (cluster time) after which a session expires.
+  uint64_t session_timeout_ms = 600000;
+  // Tests only (--enable_test_faults): peer requests from blocked members are
+  // refused and the Testing service is served. Not owned; null = disabled.
+  FaultInjector* faults = nullptr;
+  // The Admin service (AdminServiceImpl, a synchronous service), served when
+  // set. Not owned; must outlive the server.
+  grpc::Service* admin_service = nullptr;
+  // TLS credentials of the port and who may call what (service/call_auth.h).
+  // Not owned; null = plaintext, every call allowed.
+  const CallAuthorizer* auth = nullptr;
+};
+
+}  // namespace raftkv
