@@ -2,6 +2,7 @@
 # The server's modules depend downward only:
 #   service -> consensus -> leader, follower -> raft (the core) -> storage
 #   service -> client (the client library depends on none of them)
+#   and everything -> common (the Status type; it includes nothing of ours)
 # A file may include headers of its own folder and of the folders below it;
 # leader and follower do not include each other. Prints every include that
 # breaks the rule and exits 1 if there is one.
@@ -9,13 +10,15 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 declare -A allowed=(
-  [storage]="storage"
-  [raft]="raft storage"
-  [leader]="leader raft storage"
-  [follower]="follower raft storage"
-  [consensus]="consensus leader follower raft storage"
-  [client]="client"
-  [service]="service consensus leader follower raft storage client"
+  [common]="common"
+  [storage]="storage common"
+  [raft]="raft storage common"
+  [leader]="leader raft storage common"
+  [follower]="follower raft storage common"
+  [consensus]="consensus leader follower raft storage common"
+  [client]="client common"
+  [service]="service consensus leader follower raft storage client common"
+  [check]="check common"
 )
 
 bad=0

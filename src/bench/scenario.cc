@@ -561,7 +561,7 @@ std::string ValidateConfig(const BenchConfig& c) {
   if (!c.target.empty()) {
     std::vector<std::string> eps;
     std::string error;
-    if (!ParseEndpointList(c.target, &eps, &error)) return "--target: " + error;
+    if (Status s = ParseEndpointList(c.target, &eps); !s.ok()) return "--target: " + s.message();
   }
   return "";
 }
@@ -592,7 +592,7 @@ ScenarioReport RunScenario(Scenario scenario, const BenchConfig& config) {
     r.cluster = "external";
     std::vector<std::string> endpoints;
     std::string error;
-    ParseEndpointList(config.target, &endpoints, &error);
+    (void)ParseEndpointList(config.target, &endpoints);
     if (!FindLeader(endpoints, 10000, &r.target, &r.followers, &error)) {
       r.setup_error = error;
       return r;

@@ -1183,11 +1183,10 @@ int Run() {
     std::printf("chaos: cluster directory kept: %s\n", cluster.dir().c_str());
   }
   if (!history_path.empty()) {
-    std::string werr;
-    if (check::WriteHistory(history_path, history, &werr)) {
+    if (const Status s = check::WriteHistory(history_path, history); s.ok()) {
       std::printf("chaos: history written to %s\n", history_path.c_str());
     } else {
-      std::printf("chaos: cannot write history: %s\n", werr.c_str());
+      std::printf("chaos: cannot write history: %s\n", s.message().c_str());
     }
   }
   std::printf("chaos: ops=%zu faults=%d violations=%lld lost=%lld\n", history.size(),

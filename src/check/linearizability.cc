@@ -1123,12 +1123,10 @@ CheckResult CheckHistory(const std::vector<Operation>& history,
   return result;
 }
 
-bool WriteHistory(const std::string& path, const std::vector<Operation>& history,
-                  std::string* error) {
+Status WriteHistory(const std::string& path, const std::vector<Operation>& history) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) {
-    *error = "cannot open " + path + " for writing: " + std::strerror(errno);
-    return false;
+    return Status::IOError("cannot open " + path + " for writing: " + std::strerror(errno));
   }
   auto flag = [](bool b) { return b ? "true" : "false"; };
   for (const Operation& op : history) {
@@ -1142,17 +1140,15 @@ bool WriteHistory(const std::string& path, const std::vector<Operation>& history
   }
   out.close();
   if (!out) {
-    *error = "error writing " + path + ": " + std::strerror(errno);
-    return false;
+    return Status::IOError("error writing " + path + ": " + std::strerror(errno));
   }
-  return true;
+  return Status::OK();
 }
 
-bool ReadHistory(const std::string& path, std::vector<Operation>* history, std::string* error) {
+Status ReadHistory(const std::string& path, std::vector<Operation>* history) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    *error = "cannot open " + path + ": " + std::strerror(errno);
-    return false;
+    return Status::IOError("cannot open " + path + ": " + std::strerror(errno));
   }
   history->clear();
   std::string line;
@@ -1164,16 +1160,14 @@ bool ReadHistory(const std::string& path, std::vector<Operation>* history, std::
     std::string what;
     Operation op;
     if (!LineParser(line).Parse(&fields, &what) || !OperationFromFields(fields, &op, &what)) {
-      *error = path + ":" + std::to_string(line_number) + ": " + what;
-      return false;
+      return Status::InvalidArgument(path + ":" + std::to_string(line_number) + ": " + what);
     }
     history->push_back(std::move(op));
   }
   if (in.bad()) {
-    *error = "error reading " + path + ": " + std::strerror(errno);
-    return false;
+    return Status::IOError("error reading " + path + ": " + std::strerror(errno));
   }
-  return true;
+  return Status::OK();
 }
 
 }  // namespace raftkv::check

@@ -78,6 +78,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 namespace raftkv::check {
 
 enum class OpType { kPut, kGet, kDelete, kCas };
@@ -135,8 +137,7 @@ std::string DescribeOperation(const Operation& op);
 // History files: one JSON object per line. WriteHistory writes every field;
 // ReadHistory skips blank lines, ignores unknown fields, defaults missing ones
 // and fails on malformed input with an error naming the line number.
-bool WriteHistory(const std::string& path, const std::vector<Operation>& history,
-                  std::string* error);
-bool ReadHistory(const std::string& path, std::vector<Operation>* history, std::string* error);
+Status WriteHistory(const std::string& path, const std::vector<Operation>& history);
+Status ReadHistory(const std::string& path, std::vector<Operation>* history);
 
 }  // namespace raftkv::check

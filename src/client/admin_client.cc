@@ -153,7 +153,7 @@ grpc::Status AdminClient::CallLeader(const char* name, Method<Req, Resp> method,
     switch (s.error_code()) {
       case grpc::StatusCode::FAILED_PRECONDITION: {
         const std::string hint = TrailingValue(ctx, kLeaderAddrMetadataKey);
-        if (hint.empty() || hint == target || !ParseEndpoint(hint, nullptr, nullptr, nullptr)) {
+        if (hint.empty() || hint == target || !ParseEndpoint(hint).ok()) {
           // The leader itself refused: this is the answer.
           SetLeader(target);
           return s;

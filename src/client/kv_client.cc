@@ -66,14 +66,10 @@ std::vector<std::string> SplitEndpoints(const std::string& csv) {
   return out;
 }
 
-bool ParseEndpoint(const std::string& endpoint, std::string* host, int* port,
-                   std::string* error) {
+Status ParseEndpoint(const std::string& endpoint, std::string* host, int* port) {
   auto fail = [&](const std::string& why) {
-    if (error != nullptr) {
-      *error = "bad endpoint \"" + endpoint + "\": " + why +
-               " (expected host:port, e.g. 127.0.0.1:7001)";
-    }
-    return false;
+    return Status::InvalidArgument("bad endpoint \"" + endpoint + "\": " + why +
+                                   " (expected host:port, e.g. 127.0.0.1:7001)");
   };
   size_t colon;
   std::string h;
@@ -112,21 +108,17 @@ bool ParseEndpoint(const std::string& endpoint, std::string* host, int* port,
   if (n < 1 || n > 65535) return fail("port " + p + " is out of range 1..65535");
   if (host != nullptr) *host = h;
   if (port != nullptr) *port = n;
-  return true;
+  return Status::OK();
 }
 
-bool ParseEndpointList(const std::string& csv, std::vector<std::string>* endpoints,
-                       std::string* error) {
+Status ParseEndpointList(const std::string& csv, std::vector<std::string>* endpoints) {
   std::vector<std::string> list = SplitEndpoints(csv);
-  if (list.empty()) {
-    if (error != nullptr) *error = "no endpoints given (expected host:port[,host:port...])";
-    return false;
-  }
+  if (list.empty()) return Status::InvalidArgument("no endpoints given (expected host:port[,host:port...])");
   for (const auto& e : list) {
-    if (!ParseEndpoint(e, nullptr, nullptr, error)) return false;
+    if (Status s = ParseEndpoint(e); !s.ok()) return s;
   }
   *endpoints = std::move(list);
-  return true;
+  return Status::OK();
 }
 
 KvClient::KvClient(ClientOptions options)
@@ -135,9 +127,8 @@ KvClient::KvClient(ClientOptions options)
     config_error_ = "no endpoints configured";
   }
   for (const auto& e : options_.endpoints) {
-    std::string error;
-    if (!ParseEndpoint(e, nullptr, nullptr, &error)) {
-      config_error_ = error;
+    if (Status s = ParseEndpoint(e); !s.ok()) {
+      config_error_ = s.message();
       break;
     }
   }
@@ -286,15 +277,14 @@ grpc::Status KvClient::Call(const char* name, RpcMethod<Req, Resp> method,
         if (!follow_leader) return s;
         ForgetLeader(target);
         const std::string hint = TrailingValue(ctx, kLeaderAddrMetadataKey);
-        std::string hint_error;
-        if (!hint.empty() && hint != target &&
-            ParseEndpoint(hint, nullptr, nullptr, &hint_error)) {
+        const Status hint_ok = hint.empty() ? Status::OK() : ParseEndpoint(hint);
+        if (!hint.empty() && hint != target && hint_ok.ok()) {
           VLOG(1) << "KvClient: redirected to leader " << hint << " (id "
                   << TrailingValue(ctx, kLeaderIdMetadataKey) << ")";
           SetLeader(hint);
           sleep = loop.Redirect(hint);
         } else {
-          if (!hint_error.empty()) LOG(WARNING) << "KvClient: ignoring leader hint: " << hint_error;
+          if (!hint_ok.ok()) LOG(WARNING) << "KvClient: ignoring leader hint: " << hint_ok.message();
           loop.Advance();
           sleep = loop.RoundDone();
         }
@@ -399,9 +389,8 @@ grpc::Status KvClient::CompareAndSwap(const std::string& key, const std::string*
 
 grpc::Status KvClient::StatusOf(const std::string& endpoint, StatusResponse* out,
                                 int timeout_ms) {
-  std::string error;
-  if (!ParseEndpoint(endpoint, nullptr, nullptr, &error)) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, error);
+  if (Status s = ParseEndpoint(endpoint); !s.ok()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, s.message());
   }
   grpc::ClientContext ctx;
   SetTimeout(&ctx, std::chrono::milliseconds(timeout_ms));

@@ -94,15 +94,12 @@ std::vector<std::string> SplitEndpoints(const std::string& csv);
 // Checks that `endpoint` is "host:port": host a name or IPv4 address made of
 // [A-Za-z0-9.-_], or a bracketed IPv6 address ("[::1]:7001"); port a decimal
 // number in 1..65535. On success fills host/port (either may be null) and
-// returns true; otherwise sets *error (if non-null) to a message naming the
-// bad input and returns false.
-bool ParseEndpoint(const std::string& endpoint, std::string* host, int* port,
-                   std::string* error);
+// returns OK; otherwise InvalidArgument naming the bad input.
+Status ParseEndpoint(const std::string& endpoint, std::string* host = nullptr, int* port = nullptr);
 
-// SplitEndpoints + ParseEndpoint on every item. Fails on an empty list or any
-// bad item, with *error naming it.
-bool ParseEndpointList(const std::string& csv, std::vector<std::string>* endpoints,
-                       std::string* error);
+// SplitEndpoints + ParseEndpoint on every item. InvalidArgument on an empty
+// list or any bad item, naming it.
+Status ParseEndpointList(const std::string& csv, std::vector<std::string>* endpoints);
 
 class KvClient {
  public:

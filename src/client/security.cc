@@ -66,35 +66,26 @@ std::shared_ptr<const ChannelSecurity>& ProcessSetting() {
   return *setting;
 }
 
-bool LoadPem(const std::string& flag, const std::string& path, const char* marker, std::string* out,
-             std::string* error) {
-  if (!ReadSecurityFile(path, out, error)) {
-    *error = "--" + flag + ": " + *error;
-    return false;
+Status LoadPem(const std::string& flag, const std::string& path, const char* marker, std::string* out) {
+  if (Status s = ReadSecurityFile(path, out); !s.ok()) {
+    return Status::InvalidArgument("--" + flag + ": " + s.message());
   }
   if (out->find(marker) == std::string::npos) {
-    *error = "--" + flag + ": " + path + " holds no PEM block '" + marker + "'";
-    return false;
+    return Status::InvalidArgument("--" + flag + ": " + path + " holds no PEM block '" + marker + "'");
   }
-  return true;
+  return Status::OK();
 }
 
 }  // namespace
 
-bool ReadSecurityFile(const std::string& path, std::string* contents, std::string* error) {
+Status ReadSecurityFile(const std::string& path, std::string* contents) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    *error = "cannot read " + path;
-    return false;
-  }
+  if (!in) return Status::IOError("cannot read " + path);
   std::ostringstream buffer;
   buffer << in.rdbuf();
-  if (in.bad()) {
-    *error = "error reading " + path;
-    return false;
-  }
+  if (in.bad()) return Status::IOError("error reading " + path);
   *contents = buffer.str();
-  return true;
+  return Status::OK();
 }
 
 std::string ParseToken(const std::string& contents) {
@@ -105,53 +96,51 @@ std::string ParseToken(const std::string& contents) {
   return line.substr(begin, line.find_last_not_of(space) + 1 - begin);
 }
 
-bool LoadChannelSecurity(const SecurityFiles& files, ChannelSecurity* out, std::string* error) {
+Status LoadChannelSecurity(const SecurityFiles& files, ChannelSecurity* out) {
   ChannelSecurity s;
   if (files.cert_file.empty() != files.key_file.empty()) {
-    *error = "--tls_cert_file and --tls_key_file go together: give both or neither";
-    return false;
+    return Status::InvalidArgument("--tls_cert_file and --tls_key_file go together: give both or neither");
   }
   if (files.ca_file.empty() && !files.cert_file.empty()) {
-    *error = "--tls_cert_file needs --tls_ca_file (TLS is on only with a CA)";
-    return false;
+    return Status::InvalidArgument("--tls_cert_file needs --tls_ca_file (TLS is on only with a CA)");
   }
   if (files.ca_file.empty() && !files.server_name.empty()) {
-    *error = "--tls_server_name needs --tls_ca_file (TLS is on only with a CA)";
-    return false;
+    return Status::InvalidArgument("--tls_server_name needs --tls_ca_file (TLS is on only with a CA)");
   }
-  if (!files.ca_file.empty() &&
-      !LoadPem("tls_ca_file", files.ca_file, "-----BEGIN CERTIFICATE-----", &s.ca_pem, error)) {
-    return false;
+  if (!files.ca_file.empty()) {
+    if (Status bad = LoadPem("tls_ca_file", files.ca_file, "-----BEGIN CERTIFICATE-----", &s.ca_pem); !bad.ok()) {
+      return bad;
+    }
   }
-  if (!files.cert_file.empty() &&
-      (!LoadPem("tls_cert_file", files.cert_file, "-----BEGIN CERTIFICATE-----", &s.cert_pem,
-                error) ||
-       !LoadPem("tls_key_file", files.key_file, "PRIVATE KEY-----", &s.key_pem, error))) {
-    return false;
+  if (!files.cert_file.empty()) {
+    if (Status bad = LoadPem("tls_cert_file", files.cert_file, "-----BEGIN CERTIFICATE-----", &s.cert_pem);
+        !bad.ok()) {
+      return bad;
+    }
+    if (Status bad = LoadPem("tls_key_file", files.key_file, "PRIVATE KEY-----", &s.key_pem); !bad.ok()) {
+      return bad;
+    }
   }
   s.server_name = files.server_name;
   if (!files.token_file.empty()) {
     std::string contents;
-    if (!ReadSecurityFile(files.token_file, &contents, error)) {
-      *error = "--token_file: " + *error;
-      return false;
+    if (Status bad = ReadSecurityFile(files.token_file, &contents); !bad.ok()) {
+      return Status::InvalidArgument("--token_file: " + bad.message());
     }
     s.token = ParseToken(contents);
     if (s.token.empty()) {
-      *error = "--token_file: " + files.token_file + ":1: no token on the first line";
-      return false;
+      return Status::InvalidArgument("--token_file: " + files.token_file + ":1: no token on the first line");
     }
     for (char c : s.token) {
       // A metadata value: printable ASCII only.
       if (c < 0x21 || c > 0x7e) {
-        *error = "--token_file: " + files.token_file +
-                 ":1: the token may hold printable ASCII characters only, without spaces";
-        return false;
+        return Status::InvalidArgument("--token_file: " + files.token_file +
+                                       ":1: the token may hold printable ASCII characters only, without spaces");
       }
     }
   }
   *out = std::move(s);
-  return true;
+  return Status::OK();
 }
 
 SecurityFiles SecurityFilesFromFlags() {
@@ -164,11 +153,11 @@ SecurityFiles SecurityFilesFromFlags() {
   return f;
 }
 
-bool InitChannelSecurityFromFlags(std::string* error) {
+Status InitChannelSecurityFromFlags() {
   auto s = std::make_shared<ChannelSecurity>();
-  if (!LoadChannelSecurity(SecurityFilesFromFlags(), s.get(), error)) return false;
+  if (Status bad = LoadChannelSecurity(SecurityFilesFromFlags(), s.get()); !bad.ok()) return bad;
   SetProcessChannelSecurity(std::move(s));
-  return true;
+  return Status::OK();
 }
 
 void SetProcessChannelSecurity(std::shared_ptr<const ChannelSecurity> security) {

@@ -22,6 +22,8 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/channel_arguments.h>
 
+#include "common/status.h"
+
 namespace raftkv {
 
 struct ChannelSecurity {
@@ -44,16 +46,15 @@ struct SecurityFiles {
 // Reads the files named in `files` into *out. A missing or unreadable file, a
 // file that holds no PEM block of the expected kind, a certificate without its
 // key (or the reverse), a certificate without a CA, a token file without a
-// token... are reported in *error naming the flag and the file; returns
-// false then.
-bool LoadChannelSecurity(const SecurityFiles& files, ChannelSecurity* out, std::string* error);
+// token... are refused (InvalidArgument) naming the flag and the file.
+Status LoadChannelSecurity(const SecurityFiles& files, ChannelSecurity* out);
 
 // The files named by this process's flags.
 SecurityFiles SecurityFilesFromFlags();
 
-// Loads the flags' files and makes them the process-wide setting. Returns
-// false with *error set on a bad configuration (the binaries exit 2).
-bool InitChannelSecurityFromFlags(std::string* error);
+// Loads the flags' files and makes them the process-wide setting. Not OK on
+// a bad configuration (the binaries exit 2).
+Status InitChannelSecurityFromFlags();
 
 void SetProcessChannelSecurity(std::shared_ptr<const ChannelSecurity> security);
 // The process-wide setting (insecure until one is set).
@@ -65,9 +66,9 @@ std::shared_ptr<const ChannelSecurity> ProcessChannelSecurity();
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, grpc::ChannelArguments args,
                                            std::shared_ptr<const ChannelSecurity> security = nullptr);
 
-// Reads a whole small file (certificates, keys, tokens). False with *error
-// naming the file when it cannot be read.
-bool ReadSecurityFile(const std::string& path, std::string* contents, std::string* error);
+// Reads a whole small file (certificates, keys, tokens). IOError naming the
+// file when it cannot be read.
+Status ReadSecurityFile(const std::string& path, std::string* contents);
 
 // The token in a token file's contents: the first line, surrounding
 // whitespace removed. Empty if there is none.

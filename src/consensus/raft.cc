@@ -268,8 +268,8 @@ ProposeResult Raft::ProposeMembershipChange(const MembershipChange& change) {
   return leader_->ProposeMembershipChange(change);
 }
 
-std::string Raft::TransferLeadership(uint64_t target) {
-  if (!leader_) return "not leader";
+Status Raft::TransferLeadership(uint64_t target) {
+  if (!leader_) return Status::Unavailable("not leader");
   return leader_->TransferLeadership(target);
 }
 

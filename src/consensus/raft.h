@@ -77,7 +77,7 @@ class Raft {
   // proposals, brings `target` up to date, then sends it kTimeoutNow. Given
   // up after an election timeout (proposals are accepted again). Returns ""
   // when started, otherwise why not (not leader, target not a voter or self).
-  std::string TransferLeadership(uint64_t target);
+  Status TransferLeadership(uint64_t target);
   // The state machine has a durable snapshot covering the log up to `index`
   // (<= the last index handed out in Ready::committed): entries up to it are
   // dropped from memory, and followers that need them get the snapshot

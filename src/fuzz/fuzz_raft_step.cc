@@ -211,7 +211,7 @@ bool IsVoterIn(const MembershipConfig& c, uint64_t id) {
 std::optional<MembershipConfig> ConfigOf(const Entry& e) {
   if (e.type() != ENTRY_CONFIG) return std::nullopt;
   MembershipConfig c;
-  if (!c.ParseFromString(e.data()) || !raft::CheckMembership(c).empty()) return std::nullopt;
+  if (!c.ParseFromString(e.data()) || !raft::CheckMembership(c).ok()) return std::nullopt;
   return c;
 }
 
@@ -373,8 +373,8 @@ class Harness {
   // Returns true if the request reached the core.
   bool StepRequest(Message m) {
     if (!FromAPeer(m)) return false;
-    if (std::string why = raft::CheckPeerMessage(m); !why.empty()) {
-      TRACE("refused by CheckPeerMessage: %s", why.c_str());
+    if (Status why = raft::CheckPeerMessage(m); !why.ok()) {
+      TRACE("refused by CheckPeerMessage: %s", why.message().c_str());
       return false;
     }
     m.rpc_id = next_rpc_id_++;
@@ -421,8 +421,8 @@ class Harness {
   void StepResponse(const Message& m, bool check_member = true) {
     if (m.from == kSelf || m.to != kSelf) return;
     if (check_member && !IsMember(raft_->membership(), m.from)) return;
-    if (std::string why = raft::CheckPeerMessage(m); !why.empty()) {
-      TRACE("reply refused by CheckPeerMessage: %s", why.c_str());
+    if (Status why = raft::CheckPeerMessage(m); !why.ok()) {
+      TRACE("reply refused by CheckPeerMessage: %s", why.message().c_str());
       return;
     }
     TRACE("step reply %s", m.DebugString().c_str());
@@ -441,7 +441,7 @@ class Harness {
         change.id = in_.U8() % 7;
         change.address = "n" + std::to_string(change.id);
         MembershipConfig next;
-        if (raft::ApplyChange(raft_->membership(), change, &next).empty()) return next;
+        if (raft::ApplyChange(raft_->membership(), change, &next).ok()) return next;
         return raft_->membership();
       }
       case 3: return raft::VotersConfig({1, 2, 3});
@@ -482,8 +482,8 @@ class Harness {
         const bool transferring = raft_->transfer_target() != 0;
         const raft::ProposeResult r = raft_->Propose(in_.Chunk());
         FUZZ_ASSERT(r.accepted == (leader && !transferring), "propose accepted=%d", r.accepted);
-        FUZZ_ASSERT(r.error.empty() == (r.accepted || !leader), "propose error '%s'",
-                    r.error.c_str());
+        FUZZ_ASSERT(r.error.ok() == (r.accepted || !leader), "propose error '%s'",
+                    r.error.message().c_str());
         if (r.accepted) {
           FUZZ_ASSERT(r.index == raft_->last_index() && r.term == raft_->term(),
                       "proposal at %" PRIu64 "/%" PRIu64, r.index, r.term);
@@ -760,7 +760,7 @@ class Harness {
                          r.membership_index() <= r.commit_index() && TermStartCommitted();
     MembershipConfig next;
     if (expect_accept) {
-      expect_accept = raft::ApplyChange(r.membership(), change, &next).empty();
+      expect_accept = raft::ApplyChange(r.membership(), change, &next).ok();
     }
     if (expect_accept && change.type == ChangeType::kPromote) {
       const raft::Progress* pr = r.ProgressOf(change.id);
@@ -770,12 +770,12 @@ class Harness {
     const uint64_t last = r.last_index();
     const raft::ProposeResult p = raft_->ProposeMembershipChange(change);
     TRACE("propose %s %" PRIu64 " '%s': %s %s", raft::ChangeTypeName(change.type), change.id,
-          change.address.c_str(), p.accepted ? "accepted" : "refused", p.error.c_str());
+          change.address.c_str(), p.accepted ? "accepted" : "refused", p.error.message().c_str());
     FUZZ_ASSERT(p.accepted == expect_accept, "ProposeMembershipChange(%s %" PRIu64
                 ") accepted=%d, expected %d (%s)", raft::ChangeTypeName(change.type), change.id,
-                p.accepted, expect_accept, p.error.c_str());
-    FUZZ_ASSERT(p.error.empty() == (p.accepted || !leader), "ProposeMembershipChange error '%s'",
-                p.error.c_str());
+                p.accepted, expect_accept, p.error.message().c_str());
+    FUZZ_ASSERT(p.error.ok() == (p.accepted || !leader), "ProposeMembershipChange error '%s'",
+                p.error.message().c_str());
     if (!p.accepted) return;
     FUZZ_ASSERT(p.index == last + 1 && p.index == raft_->last_index() && p.term == raft_->term(),
                 "configuration proposed at %" PRIu64 "/%" PRIu64, p.index, p.term);
@@ -800,7 +800,7 @@ class Harness {
     const bool expect_start = r.role() == raft::Role::kLeader && target != kSelf &&
                               r.IsVoter(target) && r.ProgressOf(target) != nullptr &&
                               r.transfer_target() == 0;
-    const std::string why = raft_->TransferLeadership(target);
+    const std::string why = raft_->TransferLeadership(target).message();
     TRACE("transfer to %" PRIu64 ": '%s'", target, why.c_str());
     FUZZ_ASSERT(why.empty() == expect_start, "TransferLeadership(%" PRIu64 ") = '%s'", target,
                 why.c_str());

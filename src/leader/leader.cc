@@ -79,8 +79,8 @@ ProposeResult Leader::Propose(std::string data) {
   ProposeResult result;
   if (!leading()) return result;
   if (transfer_target_ != 0) {
-    result.error = "leadership transfer to member " + std::to_string(transfer_target_) +
-                   " in progress; retry shortly";
+    result.error = Status::FailedPrecondition("leadership transfer to member " +
+                                              std::to_string(transfer_target_) + " in progress; retry shortly");
     return result;
   }
   Entry e;
@@ -102,13 +102,14 @@ ProposeResult Leader::ProposeMembershipChange(const MembershipChange& change) {
   ProposeResult result;
   if (!leading()) return result;
   if (transfer_target_ != 0) {
-    result.error = "leadership transfer to member " + std::to_string(transfer_target_) +
-                   " in progress; retry shortly";
+    result.error = Status::FailedPrecondition("leadership transfer to member " +
+                                              std::to_string(transfer_target_) + " in progress; retry shortly");
     return result;
   }
   if (log_.membership_index() > log_.commit()) {
-    result.error = "the configuration change at index " + std::to_string(log_.membership_index()) +
-                   " is not committed yet; one change at a time";
+    result.error = Status::FailedPrecondition("the configuration change at index " +
+                                              std::to_string(log_.membership_index()) +
+                                              " is not committed yet; one change at a time");
     return result;
   }
   if (log_.commit() < term_start_index_) {
@@ -116,23 +117,25 @@ ProposeResult Leader::ProposeMembershipChange(const MembershipChange& change) {
     // new leader must commit an entry of its term before changing the
     // configuration, or two overlapping changes from different terms can
     // produce disjoint majorities.
-    result.error = "the leader has not committed an entry of its term yet; retry shortly";
+    result.error =
+        Status::FailedPrecondition("the leader has not committed an entry of its term yet; retry shortly");
     return result;
   }
   MembershipConfig next;
-  std::string bad = ApplyChange(log_.membership(), change, &next);
-  if (bad.empty() && change.type == ChangeType::kPromote) {
+  Status bad = ApplyChange(log_.membership(), change, &next);
+  if (bad.ok() && change.type == ChangeType::kPromote) {
     auto it = progress_.find(change.id);
     const uint64_t match = it == progress_.end() ? 0 : it->second.match();
     if (match + config_.promote_max_lag < log_.last_index()) {
-      bad = "learner " + std::to_string(change.id) + " is at index " + std::to_string(match) +
+      bad = Status::FailedPrecondition(
+          "learner " + std::to_string(change.id) + " is at index " + std::to_string(match) +
             ", " + std::to_string(log_.last_index() - match) +
             " entries behind the leader's last index " + std::to_string(log_.last_index()) +
             " (at most " + std::to_string(config_.promote_max_lag) +
-            " allowed); retry when it has caught up";
+            " allowed); retry when it has caught up");
     }
   }
-  if (!bad.empty()) {
+  if (!bad.ok()) {
     result.error = bad;
     return result;
   }
@@ -152,14 +155,17 @@ ProposeResult Leader::ProposeMembershipChange(const MembershipChange& change) {
   return result;
 }
 
-std::string Leader::TransferLeadership(uint64_t target) {
-  if (!leading()) return "not leader";
-  if (target == config_.id) return "member " + std::to_string(target) + " is already the leader";
+Status Leader::TransferLeadership(uint64_t target) {
+  if (!leading()) return Status::Unavailable("not leader");
+  if (target == config_.id) {
+    return Status::FailedPrecondition("member " + std::to_string(target) + " is already the leader");
+  }
   if (!core_->IsVoter(target) || progress_.count(target) == 0) {
-    return "member " + std::to_string(target) + " is not a voter";
+    return Status::FailedPrecondition("member " + std::to_string(target) + " is not a voter");
   }
   if (transfer_target_ != 0) {
-    return "a transfer to member " + std::to_string(transfer_target_) + " is in progress";
+    return Status::FailedPrecondition("a transfer to member " + std::to_string(transfer_target_) +
+                                      " is in progress");
   }
   transfer_target_ = target;
   transfer_elapsed_ = 0;
@@ -171,7 +177,7 @@ std::string Leader::TransferLeadership(uint64_t target) {
     while (MaybeSendAppend(target, false)) {
     }
   }
-  return "";
+  return Status::OK();
 }
 
 void Leader::MaybeSendTimeoutNow() {

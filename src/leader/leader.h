@@ -36,7 +36,7 @@ class Leader {
   // See Raft::ProposeMembershipChange.
   ProposeResult ProposeMembershipChange(const MembershipChange& change);
   // See Raft::TransferLeadership.
-  std::string TransferLeadership(uint64_t target);
+  Status TransferLeadership(uint64_t target);
   // Registers a linearizable read; it is confirmed by the next heartbeat
   // round a majority acknowledges.
   void ReadIndex(uint64_t id);

@@ -39,8 +39,8 @@ Core::Core(const Config& config_in, const HardState& hard_state, const SnapshotR
   CHECK_GT(config.id, 0u) << "member id must be positive";
   CHECK_GE(config.election_ticks, 1);
   CHECK_GE(config.heartbeat_ticks, 1);
-  const std::string bad = CheckMembership(log.snapshot().config);
-  CHECK(bad.empty()) << "invalid initial configuration: " << bad;
+  const Status bad = CheckMembership(log.snapshot().config);
+  CHECK(bad.ok()) << "invalid initial configuration: " << bad.message();
   CHECK_GE(term, log.last_term()) << "hard state term is behind the log";
   config_changed = true;  // the first Ready tells the service the configuration
 }

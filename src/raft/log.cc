@@ -38,16 +38,12 @@ void RaftLog::TrackConfigs(size_t from) {
     const Entry& e = entries_[i];
     if (e.type() != ENTRY_CONFIG) continue;
     MembershipConfig config;
-    std::string bad;
-    if (!config.ParseFromString(e.data())) {
-      bad = "does not parse";
-    } else {
-      bad = CheckMembership(config);
-    }
-    if (!bad.empty()) {
+    const Status bad =
+        config.ParseFromString(e.data()) ? CheckMembership(config) : Status::InvalidArgument("does not parse");
+    if (!bad.ok()) {
       // Every member sees the same entry, so every member ignores it alike.
       LOG(ERROR) << "member " << member_ << " ignores configuration entry " << e.index() << ": "
-                 << bad;
+                 << bad.message();
       continue;
     }
     configs_.emplace_back(e.index(), std::move(config));

@@ -48,36 +48,37 @@ const MemberConfig* FindMember(const MembershipConfig& config, uint64_t id) {
   return nullptr;
 }
 
-std::string CheckMembership(const MembershipConfig& config) {
+Status CheckMembership(const MembershipConfig& config) {
   uint64_t previous = 0;
   for (const MemberConfig& m : config.members()) {
-    if (m.id() == 0) return "member id 0 is invalid";
+    if (m.id() == 0) return Status::InvalidArgument("member id 0 is invalid");
     if (m.id() <= previous) {
-      return "member ids must be unique and increasing (" + std::to_string(m.id()) + " after " +
-             std::to_string(previous) + ")";
+      return Status::InvalidArgument("member ids must be unique and increasing (" + std::to_string(m.id()) +
+                                     " after " + std::to_string(previous) + ")");
     }
     previous = m.id();
   }
-  return "";
+  return Status::OK();
 }
 
-std::string ApplyChange(const MembershipConfig& current, const MembershipChange& change,
-                        MembershipConfig* next) {
-  if (change.id == 0) return "member id must be positive";
+Status ApplyChange(const MembershipConfig& current, const MembershipChange& change,
+                   MembershipConfig* next) {
+  if (change.id == 0) return Status::InvalidArgument("member id must be positive");
   const MemberConfig* existing = FindMember(current, change.id);
   const std::string who = "member " + std::to_string(change.id);
   MembershipConfig out = current;
   switch (change.type) {
     case ChangeType::kAddLearner: {
       if (existing != nullptr) {
-        return who + " is already in the configuration (" +
-               (existing->voter() ? "voter" : "learner") + " at " + existing->address() + ")";
+        return Status::FailedPrecondition(who + " is already in the configuration (" +
+                                          (existing->voter() ? "voter" : "learner") + " at " +
+                                          existing->address() + ")");
       }
-      if (change.address.empty()) return who + " needs an address";
+      if (change.address.empty()) return Status::InvalidArgument(who + " needs an address");
       for (const MemberConfig& m : current.members()) {
         if (m.address() == change.address) {
-          return "address " + change.address + " is already used by member " +
-                 std::to_string(m.id());
+          return Status::FailedPrecondition("address " + change.address + " is already used by member " +
+                                            std::to_string(m.id()));
         }
       }
       MemberConfig added;
@@ -97,16 +98,16 @@ std::string ApplyChange(const MembershipConfig& current, const MembershipChange&
       break;
     }
     case ChangeType::kPromote:
-      if (existing == nullptr) return who + " is not in the configuration";
-      if (existing->voter()) return who + " is already a voter";
+      if (existing == nullptr) return Status::FailedPrecondition(who + " is not in the configuration");
+      if (existing->voter()) return Status::FailedPrecondition(who + " is already a voter");
       for (MemberConfig& m : *out.mutable_members()) {
         if (m.id() == change.id) m.set_voter(true);
       }
       break;
     case ChangeType::kRemove: {
-      if (existing == nullptr) return who + " is not in the configuration";
+      if (existing == nullptr) return Status::FailedPrecondition(who + " is not in the configuration");
       if (existing->voter() && VoterIds(current).size() == 1) {
-        return who + " is the last voter; it cannot be removed";
+        return Status::FailedPrecondition(who + " is the last voter; it cannot be removed");
       }
       out.clear_members();
       for (const MemberConfig& m : current.members()) {
@@ -116,7 +117,7 @@ std::string ApplyChange(const MembershipConfig& current, const MembershipChange&
     }
   }
   *next = std::move(out);
-  return "";
+  return Status::OK();
 }
 
 std::string DescribeMembership(const MembershipConfig& config) {

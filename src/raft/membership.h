@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "raftkv.pb.h"
 
 namespace raftkv::raft {
@@ -37,17 +38,18 @@ std::vector<uint64_t> LearnerIds(const MembershipConfig& config);
 // nullptr when `id` is not a member.
 const MemberConfig* FindMember(const MembershipConfig& config, uint64_t id);
 
-// "" if well formed (ids positive, unique, increasing); otherwise what is
-// wrong. An empty configuration is well formed (a joining node before it
-// learns the cluster's).
-std::string CheckMembership(const MembershipConfig& config);
+// OK if well formed (ids positive, unique, increasing); otherwise
+// InvalidArgument saying what is wrong. An empty configuration is well
+// formed (a joining node before it learns the cluster's).
+Status CheckMembership(const MembershipConfig& config);
 
-// Applies `change` to `current`. On success returns "" and fills *next
-// (members kept in id order); otherwise returns why the change is invalid
-// (adding an existing id, promoting a voter or a non-member, removing a
-// non-member or the last voter, an empty or missing address).
-std::string ApplyChange(const MembershipConfig& current, const MembershipChange& change,
-                        MembershipConfig* next);
+// Applies `change` to `current`. On success returns OK and fills *next
+// (members kept in id order); otherwise why the change is invalid:
+// InvalidArgument for a bad id or a missing address, FailedPrecondition for
+// what the configuration does not allow (adding an existing id or address,
+// promoting a voter or a non-member, removing a non-member or the last
+// voter).
+Status ApplyChange(const MembershipConfig& current, const MembershipChange& change, MembershipConfig* next);
 
 std::string DescribeMembership(const MembershipConfig& config);  // "1v,2v,3v,4l"
 

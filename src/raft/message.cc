@@ -141,57 +141,57 @@ Message VoteResponseMessage(uint64_t peer, uint64_t self, RequestVoteResponse* r
   return m;
 }
 
-std::string CheckPeerMessage(const Message& m) {
+Status CheckPeerMessage(const Message& m) {
   const uint64_t term = m.Term();
-  if (term > kMaxTerm) return "term " + std::to_string(term) + " is out of range";
+  if (term > kMaxTerm) return Status::InvalidArgument("term " + std::to_string(term) + " is out of range");
   if (m.type == MessageType::kVote) {
     if (m.vote.last_log_term() > term) {
-      return "last_log_term " + std::to_string(m.vote.last_log_term()) + " is above the term " +
-             std::to_string(term);
+      return Status::InvalidArgument("last_log_term " + std::to_string(m.vote.last_log_term()) + " is above the term " +
+             std::to_string(term));
     }
-    return "";
+    return Status::OK();
   }
   if (m.type == MessageType::kSnapshot) {
     if (m.snapshot.last_term() > term || m.snapshot.last_index() == 0 ||
         m.snapshot.last_term() == 0) {
-      return "snapshot " + std::to_string(m.snapshot.last_index()) + "/" +
-             std::to_string(m.snapshot.last_term()) + " is invalid in term " + std::to_string(term);
+      return Status::InvalidArgument("snapshot " + std::to_string(m.snapshot.last_index()) + "/" +
+             std::to_string(m.snapshot.last_term()) + " is invalid in term " + std::to_string(term));
     }
     if (m.snapshot.last_index() > kMaxIndex) {
-      return "snapshot index " + std::to_string(m.snapshot.last_index()) + " is out of range";
+      return Status::InvalidArgument("snapshot index " + std::to_string(m.snapshot.last_index()) + " is out of range");
     }
-    const std::string bad = CheckMembership(m.snapshot.config());
-    if (!bad.empty()) return "snapshot configuration: " + bad;
-    return "";
+    const Status bad = CheckMembership(m.snapshot.config());
+    if (!bad.ok()) return Status::InvalidArgument("snapshot configuration: " + bad.message());
+    return Status::OK();
   }
-  if (m.type != MessageType::kAppend) return "";
+  if (m.type != MessageType::kAppend) return Status::OK();
   const AppendEntriesRequest& req = m.append;
   if (req.prev_log_term() > term) {
-    return "prev_log_term " + std::to_string(req.prev_log_term()) + " is above the term " +
-           std::to_string(term);
+    return Status::InvalidArgument("prev_log_term " + std::to_string(req.prev_log_term()) + " is above the term " +
+           std::to_string(term));
   }
   const uint64_t n = static_cast<uint64_t>(req.entries_size());
   if (req.prev_log_index() > kMaxIndex - std::min(n, kMaxIndex)) {
-    return "prev_log_index " + std::to_string(req.prev_log_index()) + " with " +
-           std::to_string(n) + " entries overflows";
+    return Status::InvalidArgument("prev_log_index " + std::to_string(req.prev_log_index()) + " with " +
+           std::to_string(n) + " entries overflows");
   }
   uint64_t previous_term = req.prev_log_term();
   for (uint64_t i = 0; i < n; ++i) {
     const Entry& e = req.entries(static_cast<int>(i));
     const uint64_t index = req.prev_log_index() + 1 + i;
     if (e.index() != index) {
-      return "entry " + std::to_string(i) + " has index " + std::to_string(e.index()) +
-             ", expected " + std::to_string(index);
+      return Status::InvalidArgument("entry " + std::to_string(i) + " has index " + std::to_string(e.index()) +
+             ", expected " + std::to_string(index));
     }
     if (e.term() == 0 || e.term() > term || e.term() < previous_term) {
-      return "entry " + std::to_string(index) + " has term " + std::to_string(e.term()) +
+      return Status::InvalidArgument("entry " + std::to_string(index) + " has term " + std::to_string(e.term()) +
              " (terms must be >= 1, non-decreasing from prev_log_term " +
              std::to_string(req.prev_log_term()) + " and at most the message's term " +
-             std::to_string(term) + ")";
+             std::to_string(term) + ")");
     }
     previous_term = e.term();
   }
-  return "";
+  return Status::OK();
 }
 
 }  // namespace raftkv::raft

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/status.h"
 #include "raftkv.pb.h"
 
 namespace raftkv::raft {
@@ -84,8 +85,9 @@ constexpr uint64_t kMaxIndex = uint64_t{1} << 62;
 // Raft::Step(): things no correct member ever sends and that the core relies
 // on (an AppendEntries' entries are numbered prev_log_index + 1, 2, ... and
 // have non-decreasing terms between prev_log_term and the message's term; no
-// term beyond kMaxTerm, no index beyond kMaxIndex). Returns "" for a well-formed message, otherwise what
-// is wrong with it. Sender and recipient are checked by the caller.
-std::string CheckPeerMessage(const Message& m);
+// // term beyond kMaxTerm, no index beyond kMaxIndex). OK for a well-formed
+// message, otherwise InvalidArgument saying what is wrong with it. Sender and
+// recipient are checked by the caller.
+Status CheckPeerMessage(const Message& m);
 
 }  // namespace raftkv::raft

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "raft/membership.h"
 #include "raft/message.h"
 #include "raftkv.pb.h"
@@ -119,9 +120,10 @@ struct ProposeResult {
   bool accepted = false;  // false: not leader, or `error` says why
   uint64_t index = 0;
   uint64_t term = 0;
-  // When refused although leader (leadership transfer in progress, invalid
-  // or concurrent membership change): why. Empty when not leader.
-  std::string error;
+  // When refused although leader: why (FailedPrecondition: a leadership
+  // transfer in progress, a membership change not possible now;
+  // InvalidArgument: a malformed change). OK when accepted or not leader.
+  Status error;
 };
 
 }  // namespace raftkv::raft

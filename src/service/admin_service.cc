@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "client/kv_client.h"
 #include "service/cluster_config.h"
 
 namespace raftkv {
@@ -182,11 +183,10 @@ grpc::Status AdminServiceImpl::AddMember(grpc::ServerContext* context,
   if (request->id() == 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
   }
-  std::string why;
-  if (!ValidHostPort(request->address(), &why)) {
+  if (Status bad = ParseEndpoint(request->address()); !bad.ok()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "address '" + request->address() + "' of member " +
-                            std::to_string(request->id()) + ": " + why);
+                            std::to_string(request->id()) + ": " + bad.message());
   }
   raft::MembershipChange change;
   change.type = raft::ChangeType::kAddLearner;

@@ -41,6 +41,7 @@ void ApplyThread::Loop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stop_ || !entries_.empty() || !completions_.empty(); });
+      if (wakeups_ != nullptr) wakeups_->fetch_add(1, std::memory_order_relaxed);
       completions.swap(completions_);
       if (!stop_) {
         entries.swap(entries_);

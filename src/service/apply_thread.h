@@ -9,7 +9,9 @@
 // Nothing polls: the thread sleeps until work is handed to it.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -27,7 +29,9 @@ class ApplyThread {
   // the calls they answer (runs on the apply thread).
   using ApplyFn = std::function<void(const std::deque<Entry>& entries, Completions* out)>;
 
-  explicit ApplyThread(ApplyFn apply) : apply_(std::move(apply)) {}
+  // `wakeups` (optional) counts the thread's wake-ups.
+  explicit ApplyThread(ApplyFn apply, std::atomic<uint64_t>* wakeups = nullptr)
+      : apply_(std::move(apply)), wakeups_(wakeups) {}
   ~ApplyThread() { Stop(); }
 
   void Start();
@@ -43,6 +47,7 @@ class ApplyThread {
   void Loop();
 
   const ApplyFn apply_;
+  std::atomic<uint64_t>* const wakeups_;
   // cv_ is notified when work is queued, when a batch is done (applying_
   // becomes false) and on stop. mu_ is taken alone: never while the caller
   // holds another lock that apply_ takes.

@@ -25,23 +25,21 @@ std::string Trim(const std::string& s) {
 
 }  // namespace
 
-bool CallAuthorizer::Create(ServerSecurityOptions options, std::unique_ptr<CallAuthorizer>* out,
-                            std::string* error) {
+Status CallAuthorizer::Create(ServerSecurityOptions options, std::unique_ptr<CallAuthorizer>* out) {
   if (!options.files.tls()) {
     if (options.client_cert_required) {
-      *error = "--client_cert_required needs TLS (--tls_ca_file, --tls_cert_file, --tls_key_file)";
-      return false;
+      return Status::InvalidArgument(
+          "--client_cert_required needs TLS (--tls_ca_file, --tls_cert_file, --tls_key_file)");
     }
     if (!options.peer_allowed_names.empty()) {
-      *error = "--peer_cert_allowed_names needs TLS (--tls_ca_file, --tls_cert_file, --tls_key_file)";
-      return false;
+      return Status::InvalidArgument(
+          "--peer_cert_allowed_names needs TLS (--tls_ca_file, --tls_cert_file, --tls_key_file)");
     }
   } else if (options.files.cert_pem.empty()) {
-    *error = "a TLS server needs its certificate: --tls_cert_file and --tls_key_file";
-    return false;
+    return Status::InvalidArgument("a TLS server needs its certificate: --tls_cert_file and --tls_key_file");
   }
   out->reset(new CallAuthorizer(std::move(options)));
-  return true;
+  return Status::OK();
 }
 
 std::shared_ptr<grpc::ServerCredentials> CallAuthorizer::Credentials() const {
@@ -108,21 +106,20 @@ bool CallAuthorizer::NameMatches(const std::string& pattern, const std::string& 
   return pattern == name;
 }
 
-bool CallAuthorizer::ParseNames(const std::string& csv, std::vector<std::string>* names,
-                                std::string* error) {
+Status CallAuthorizer::ParseNames(const std::string& csv, std::vector<std::string>* names) {
   names->clear();
-  if (Trim(csv).empty()) return true;
+  if (Trim(csv).empty()) return Status::OK();
   size_t start = 0;
   while (true) {
     const size_t comma = csv.find(',', start);
     const std::string item =
         Trim(csv.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (item.empty() || item == "*") {
-      *error = "'" + csv + "' has an empty name (or a bare '*', which would allow every certificate)";
-      return false;
+      return Status::InvalidArgument("'" + csv +
+                                     "' has an empty name (or a bare '*', which would allow every certificate)");
     }
     names->push_back(item);
-    if (comma == std::string::npos) return true;
+    if (comma == std::string::npos) return Status::OK();
     start = comma + 1;
   }
 }

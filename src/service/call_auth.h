@@ -25,6 +25,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "client/security.h"
+#include "common/status.h"
 
 namespace raftkv {
 
@@ -42,8 +43,7 @@ class CallAuthorizer {
  public:
   // Checks the combination (client certificates or allowed names without
   // TLS are refused) and builds the port's credentials; false with *error.
-  static bool Create(ServerSecurityOptions options, std::unique_ptr<CallAuthorizer>* out,
-                     std::string* error);
+  static Status Create(ServerSecurityOptions options, std::unique_ptr<CallAuthorizer>* out);
 
   // The credentials of the listening port (SSL or insecure).
   std::shared_ptr<grpc::ServerCredentials> Credentials() const;
@@ -56,9 +56,8 @@ class CallAuthorizer {
 
   // True if `name` matches `pattern`: equal, or pattern "p*" and name starts with p.
   static bool NameMatches(const std::string& pattern, const std::string& name);
-  // Splits a comma-separated list of names; false with *error on an empty item.
-  static bool ParseNames(const std::string& csv, std::vector<std::string>* names,
-                         std::string* error);
+  // Splits a comma-separated list of names; InvalidArgument on an empty item.
+  static Status ParseNames(const std::string& csv, std::vector<std::string>* names);
 
  private:
   explicit CallAuthorizer(ServerSecurityOptions options) : options_(std::move(options)) {}

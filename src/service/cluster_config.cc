@@ -25,10 +25,6 @@ std::vector<uint64_t> ClusterConfig::Ids() const {
   return ids;
 }
 
-bool ValidHostPort(const std::string& address, std::string* why) {
-  return ParseEndpoint(address, nullptr, nullptr, why);
-}
-
 Status ParseClusterConfig(const std::string& text, const std::string& source, ClusterConfig* out) {
   ClusterConfig config;
   std::map<uint64_t, int> id_lines;                        // id -> the line listing it
@@ -54,8 +50,7 @@ Status ParseClusterConfig(const std::string& text, const std::string& source, Cl
     if (id_text[0] == '-' || *end != '\0' || errno != 0 || id == 0) {
       return error("member id '" + id_text + "' is not a positive integer");
     }
-    std::string why;
-    if (!ValidHostPort(address, &why)) return error(why);
+    if (Status bad = ParseEndpoint(address); !bad.ok()) return error(bad.message());
     // Both sides of a duplicate are named: either line may be the mistake.
     if (auto [it, added] = id_lines.emplace(id, lineno); !added) {
       return error("member id " + id_text + " appears twice (also on line " +

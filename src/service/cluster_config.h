@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "storage/status.h"
+#include "common/status.h"
 
 namespace raftkv {
 
@@ -27,9 +27,5 @@ struct ClusterConfig {
 // Parses `text`; errors name `source` and the line: "conf/cluster.conf:3: ...".
 Status ParseClusterConfig(const std::string& text, const std::string& source, ClusterConfig* out);
 Status LoadClusterConfig(const std::string& path, ClusterConfig* out);
-
-// Checks "host:port" (port 1..65535; a bracketed IPv6 host "[::1]:7001"); the
-// same rule as the clients' ParseEndpoint. On failure *why says what is wrong.
-bool ValidHostPort(const std::string& address, std::string* why);
 
 }  // namespace raftkv

@@ -9,7 +9,7 @@
 #include <map>
 #include <string>
 
-#include "storage/status.h"
+#include "common/status.h"
 
 namespace raftkv {
 

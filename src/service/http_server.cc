@@ -79,46 +79,40 @@ HttpResponse TextResponse(int status, std::string body) {
 
 }  // namespace
 
-bool ParseHttpRequestHead(const std::string& head, HttpRequest* request, std::string* error) {
+Status ParseHttpRequestHead(const std::string& head, HttpRequest* request) {
   // Lines end with CRLF; the head ends with an empty line.
   std::vector<std::string> lines;
   size_t pos = 0;
   for (;;) {
     const size_t eol = head.find("\r\n", pos);
     if (eol == std::string::npos) {
-      *error = "request head not terminated by an empty line";
-      return false;
+      return Status::InvalidArgument("request head not terminated by an empty line");
     }
     if (eol == pos) break;  // the blank line
     lines.push_back(head.substr(pos, eol - pos));
     pos = eol + 2;
   }
   if (lines.empty()) {
-    *error = "empty request";
-    return false;
+    return Status::InvalidArgument("empty request");
   }
   // Request line: METHOD SP TARGET SP VERSION, single spaces.
   const std::string& line = lines[0];
   const size_t sp1 = line.find(' ');
   const size_t sp2 = sp1 == std::string::npos ? std::string::npos : line.find(' ', sp1 + 1);
   if (sp2 == std::string::npos || line.find(' ', sp2 + 1) != std::string::npos) {
-    *error = "malformed request line";
-    return false;
+    return Status::InvalidArgument("malformed request line");
   }
   request->method = line.substr(0, sp1);
   request->target = line.substr(sp1 + 1, sp2 - sp1 - 1);
   request->version = line.substr(sp2 + 1);
   if (!IsToken(request->method)) {
-    *error = "malformed method";
-    return false;
+    return Status::InvalidArgument("malformed method");
   }
   if (!IsTarget(request->target)) {
-    *error = "malformed request target (an absolute path is expected)";
-    return false;
+    return Status::InvalidArgument("malformed request target (an absolute path is expected)");
   }
   if (request->version != "HTTP/1.1" && request->version != "HTTP/1.0") {
-    *error = "unsupported HTTP version";
-    return false;
+    return Status::InvalidArgument("unsupported HTTP version");
   }
   request->path = request->target.substr(0, request->target.find('?'));
   // Headers: NAME ":" VALUE; obsolete line folding and controls are refused.
@@ -126,18 +120,16 @@ bool ParseHttpRequestHead(const std::string& head, HttpRequest* request, std::st
     const std::string& h = lines[i];
     const size_t colon = h.find(':');
     if (colon == std::string::npos || !IsToken(h.substr(0, colon))) {
-      *error = "malformed header line";
-      return false;
+      return Status::InvalidArgument("malformed header line");
     }
     for (size_t j = colon + 1; j < h.size(); ++j) {
       const unsigned char u = static_cast<unsigned char>(h[j]);
       if ((u < 0x20 && u != '\t') || u == 0x7f) {
-        *error = "control character in a header value";
-        return false;
+        return Status::InvalidArgument("control character in a header value");
       }
     }
   }
-  return true;
+  return Status::OK();
 }
 
 // ---------------------------------------------------------------------------
@@ -230,9 +222,8 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     const auto data = buffer_.data();
     const std::string head(asio::buffers_begin(data), asio::buffers_begin(data) + n);
     HttpRequest request;
-    std::string error;
-    if (!ParseHttpRequestHead(head, &request, &error)) {
-      Respond(TextResponse(400, error + "\n"), false);
+    if (Status bad = ParseHttpRequestHead(head, &request); !bad.ok()) {
+      Respond(TextResponse(400, bad.message() + "\n"), false);
       return;
     }
     if (request.method != "GET") {

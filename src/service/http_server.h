@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "storage/status.h"
+#include "common/status.h"
 
 namespace raftkv {
 
@@ -52,8 +52,8 @@ struct HttpServerOptions {
 };
 
 // The request line and headers of `head` (everything up to and including
-// the blank line); false with *error set if malformed. Exposed for tests.
-bool ParseHttpRequestHead(const std::string& head, HttpRequest* request, std::string* error);
+// the blank line); InvalidArgument if malformed. Exposed for tests.
+Status ParseHttpRequestHead(const std::string& head, HttpRequest* request);
 
 class HttpServer {
  public:

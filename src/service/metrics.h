@@ -74,6 +74,12 @@ class NodeMetrics : public SyncObserver {
   std::atomic<uint64_t> proposals_refused{0};
   // Committed entries applied to the state machine on this member.
   std::atomic<uint64_t> applied_entries{0};
+  // Thread hand-offs: passes of the I/O loop (each follows a wake-up: a
+  // proposal, a peer message, a tick, a snapshot event) and wake-ups of the
+  // apply thread (each applies what was handed since and runs the
+  // completions). Divided by proposals, the hand-offs per write.
+  std::atomic<uint64_t> io_loop_cycles{0};
+  std::atomic<uint64_t> apply_wakeups{0};
   // Snapshots written by this member (automatic or raftkvctl snapshot).
   std::atomic<uint64_t> snapshots_taken{0};
   // InstallSnapshot sends this member's core asked for as leader (a repeat

@@ -97,6 +97,13 @@ std::string RenderNodeMetrics(const NodeStatus& st, const NodeMetrics& m,
   w.Single("raftkv_applied_entries_total", "counter",
            "Committed log entries applied to the state machine on this member.",
            Load(m.applied_entries));
+  w.Single("raftkv_io_loop_cycles_total", "counter",
+           "Passes of the I/O loop (the thread that persists and sends), one per wake-up.",
+           Load(m.io_loop_cycles));
+  w.Single("raftkv_apply_wakeups_total", "counter",
+           "Wake-ups of the apply thread (each applies the entries handed since the last and "
+           "completes the calls they answer).",
+           Load(m.apply_wakeups));
   w.Single("raftkv_leader_changes_total", "counter",
            "Times this member saw the leader change to another member.",
            Load(m.leader_changes));

@@ -50,9 +50,8 @@ RaftNode::RaftNode(const NodeOptions& options, RecoveredState r)
                        return true;
                      },
                      [this] { WakeIoLoop(); }}),
-      apply_([this](const std::deque<Entry>& entries, Completions* out) {
-        ApplyEntries(entries, out);
-      }) {
+      apply_([this](const std::deque<Entry>& entries, Completions* out) { ApplyEntries(entries, out); },
+             &metrics_.apply_wakeups) {
   log_->set_sync_observer(&metrics_);
 }
 
@@ -165,10 +164,10 @@ void RaftNode::Propose(std::string command, Clock::time_point deadline, OutcomeC
         wake_.notify_one();
         return;
       }
-      if (!r.error.empty() && core_.role() == raft::Role::kLeader) {
+      if (!r.error.ok() && core_.role() == raft::Role::kLeader) {
         // A leader refusing proposals (a leadership transfer in progress):
         // the new leader will take them shortly; clients retry UNAVAILABLE.
-        refusal = Failure(grpc::StatusCode::UNAVAILABLE, r.error + "; retry shortly");
+        refusal = Failure(grpc::StatusCode::UNAVAILABLE, r.error.message());
       } else {
         refusal = NotLeaderLocked();
       }
@@ -196,10 +195,10 @@ void RaftNode::ChangeMembership(const raft::MembershipChange& change, Clock::tim
         wake_.notify_one();
         return;
       }
-      if (!r.error.empty()) {
+      if (!r.error.ok()) {
         refusal = Failure(grpc::StatusCode::FAILED_PRECONDITION,
                           std::string(raft::ChangeTypeName(change.type)) + " of member " +
-                              std::to_string(change.id) + " refused: " + r.error);
+                              std::to_string(change.id) + " refused: " + r.error.message());
       } else {
         refusal = NotLeaderLocked();
       }
@@ -218,8 +217,8 @@ void RaftNode::TransferLeadership(uint64_t target, Clock::time_point deadline, O
     } else if (core_.role() != raft::Role::kLeader) {
       refusal = NotLeaderLocked();
     } else {
-      const std::string error = core_.TransferLeadership(target);
-      if (error.empty()) {
+      const Status error = core_.TransferLeadership(target);
+      if (error.ok()) {
         LOG(INFO) << "member " << options_.id << " transfers leadership of term " << core_.term()
                   << " to member " << target;
         calls_.AddTransfer(target, core_.term(), deadline, std::move(done));
@@ -228,7 +227,7 @@ void RaftNode::TransferLeadership(uint64_t target, Clock::time_point deadline, O
       }
       refusal = Failure(grpc::StatusCode::FAILED_PRECONDITION,
                         "leadership transfer to member " + std::to_string(target) +
-                            " refused: " + error);
+                            " refused: " + error.message());
     }
   }
   done(std::move(refusal));
@@ -362,6 +361,7 @@ void RaftNode::IoLoop() {
         return stopping_ || core_.HasReady() || snapshots_.HasWork(applied_index_);
       });
       if (stopping_) return;
+      metrics_.io_loop_cycles.fetch_add(1, std::memory_order_relaxed);
       finished = snapshots_.TakeFinished(&completions);
       // Compact the core between two Readys (never with one in flight): the
       // file is durable, so the entries up to its index may go from memory;

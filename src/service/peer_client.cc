@@ -191,13 +191,13 @@ void PeerClient::Poll(grpc::CompletionQueue* cq) {
           call->type == raft::MessageType::kAppend
               ? raft::AppendResponseMessage(call->peer, self_id_, &call->append_resp)
               : raft::VoteResponseMessage(call->peer, self_id_, &call->vote_resp);
-      const std::string why = raft::CheckPeerMessage(r);
-      if (why.empty()) {
+      const Status why = raft::CheckPeerMessage(r);
+      if (why.ok()) {
         on_response_(r);
         continue;
       }
       // Handled like a failed call (the core retries by probing).
-      LOG(WARNING) << "dropped a malformed reply from member " << call->peer << ": " << why;
+      LOG(WARNING) << "dropped a malformed reply from member " << call->peer << ": " << why.message();
     }
     bool log_it = false;
     {
@@ -301,15 +301,15 @@ void PeerClient::RunSnapshotTransfer(Transfer* transfer, const raft::Message& m,
   }
   if (failure.empty()) {
     raft::Message r = raft::SnapshotResponseMessage(peer, self_id_, resp);
-    std::string why = raft::CheckPeerMessage(r);
-    if (why.empty()) {
+    const Status why = raft::CheckPeerMessage(r);
+    if (why.ok()) {
       LOG(INFO) << "member " << self_id_ << " sent snapshot " << index << "/" << term << " ("
                 << total << " bytes) to member " << peer << " in "
                 << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()
                 << " ms; it answered success=" << resp.success()
                 << " match=" << resp.match_index();
     } else {
-      failure = "malformed InstallSnapshot reply: " + why;
+      failure = "malformed InstallSnapshot reply: " + why.message();
     }
     bool shutting_down;
     {

@@ -9,6 +9,8 @@
 #include <string>
 #include <utility>
 
+#include "service/grpc_status.h"
+
 namespace raftkv {
 
 namespace {
@@ -74,9 +76,7 @@ void PeerService::HandleAppend(AppendCall* call) {
   grpc::Status bad = CheckPeer(req.leader_id(), req.to());
   if (!bad.ok()) return call->FinishWithError(bad);
   raft::Message m = raft::AppendRequestMessage(&call->request());
-  if (std::string why = raft::CheckPeerMessage(m); !why.empty()) {
-    return call->FinishWithError(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why));
-  }
+  if (Status why = raft::CheckPeerMessage(m); !why.ok()) return call->FinishWithError(ToGrpcStatus(why));
   node_->StepRequest(std::move(m), [call](const raft::Message* reply) {
     if (reply == nullptr) {
       return call->FinishWithError(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
@@ -90,9 +90,7 @@ void PeerService::HandleVote(VoteCall* call) {
   grpc::Status bad = CheckPeer(req.candidate_id(), req.to());
   if (!bad.ok()) return call->FinishWithError(bad);
   raft::Message m = raft::VoteRequestMessage(&call->request());
-  if (std::string why = raft::CheckPeerMessage(m); !why.empty()) {
-    return call->FinishWithError(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why));
-  }
+  if (Status why = raft::CheckPeerMessage(m); !why.ok()) return call->FinishWithError(ToGrpcStatus(why));
   node_->StepRequest(std::move(m), [call](const raft::Message* reply) {
     if (reply == nullptr) {
       return call->FinishWithError(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
@@ -177,9 +175,7 @@ grpc::Status PeerService::TimeoutNow(grpc::ServerContext* context, const Timeout
   grpc::Status bad = CheckPeer(request->leader_id(), request->to());
   if (!bad.ok()) return bad;
   raft::Message m = raft::TimeoutNowMessage(*request);
-  if (std::string why = raft::CheckPeerMessage(m); !why.empty()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why);
-  }
+  if (Status why = raft::CheckPeerMessage(m); !why.ok()) return ToGrpcStatus(why);
   node_->StepOneWay(m);
   return grpc::Status::OK;
 }
@@ -201,7 +197,7 @@ grpc::Status PeerService::Receive(grpc::ServerContext* context,
       grpc::Status bad = CheckPeer(req.leader_id(), req.to());
       if (!bad.ok()) return bad;
       const raft::Message m = raft::SnapshotRequestMessage(req);
-      if (std::string why = raft::CheckPeerMessage(m); !why.empty()) return invalid(why);
+      if (Status why = raft::CheckPeerMessage(m); !why.ok()) return ToGrpcStatus(why);
       name = "snapshot " + std::to_string(req.last_index()) + "/" +
              std::to_string(req.last_term()) + " from member " + std::to_string(req.leader_id());
       if (req.total_bytes() == 0) return invalid(name + ": total_bytes is 0");

@@ -101,8 +101,8 @@ Status RecoverNode(const NodeOptions& options, RecoveredState* out) {
       r.base.config = BootstrapConfig(options.cluster);
     } else if (!r.base.config.ParseFromString(loaded.meta.config)) {
       return Status::Corruption(loaded.path + ": the configuration in the header does not parse");
-    } else if (std::string why = raft::CheckMembership(r.base.config); !why.empty()) {
-      return Status::Corruption(loaded.path + ": invalid configuration in the header: " + why);
+    } else if (Status why = raft::CheckMembership(r.base.config); !why.ok()) {
+      return Status::Corruption(loaded.path + ": invalid configuration in the header: " + why.message());
     } else if (r.base.config.members_size() == 0) {
       r.base.config = BootstrapConfig(options.cluster);
     }

@@ -35,7 +35,7 @@
 #include "storage/kv_state_machine.h"
 #include "storage/log_store.h"
 #include "storage/snapshot_store.h"
-#include "storage/status.h"
+#include "common/status.h"
 
 namespace raftkv {
 

@@ -43,18 +43,15 @@ bool IsIpAddress(const std::string& host) {
 
 }  // namespace
 
-bool CheckServerCertificate(const ChannelSecurity& security, const std::string& host,
-                            std::string* error, std::string* warning) {
+Status CheckServerCertificate(const ChannelSecurity& security, const std::string& host, std::string* warning) {
   warning->clear();
   std::vector<Owned<X509>> cas = ReadCertificates(security.ca_pem);
   if (cas.empty()) {
-    *error = "--tls_ca_file: no readable certificate in it";
-    return false;
+    return Status::InvalidArgument("--tls_ca_file: no readable certificate in it");
   }
   std::vector<Owned<X509>> chain = ReadCertificates(security.cert_pem);
   if (chain.empty()) {
-    *error = "--tls_cert_file: no readable certificate in it";
-    return false;
+    return Status::InvalidArgument("--tls_cert_file: no readable certificate in it");
   }
   X509* leaf = chain[0].get();
   Owned<BIO> key_bio(
@@ -62,14 +59,12 @@ bool CheckServerCertificate(const ChannelSecurity& security, const std::string& 
   Owned<EVP_PKEY> key(PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
   ERR_clear_error();
   if (!key) {
-    *error = "--tls_key_file: no readable (unencrypted) private key in it";
-    return false;
+    return Status::InvalidArgument("--tls_key_file: no readable (unencrypted) private key in it");
   }
   if (X509_check_private_key(leaf, key.get()) != 1) {
     ERR_clear_error();
-    *error = "--tls_cert_file and --tls_key_file do not belong together (the key is not the "
-             "certificate's)";
-    return false;
+    return Status::InvalidArgument("--tls_cert_file and --tls_key_file do not belong together (the key is not the "
+             "certificate's)");
   }
 
   Owned<X509_STORE> store(X509_STORE_new());
@@ -87,12 +82,11 @@ bool CheckServerCertificate(const ChannelSecurity& security, const std::string& 
     if (X509_verify_cert(ctx.get()) != 1) {
       const int code = X509_STORE_CTX_get_error(ctx.get());
       ERR_clear_error();
-      *error = std::string("--tls_cert_file does not verify against --tls_ca_file as a TLS ") +
+      return Status::InvalidArgument(std::string("--tls_cert_file does not verify against --tls_ca_file as a TLS ") +
                (purpose == X509_PURPOSE_SSL_SERVER ? "server" : "client") +
                " certificate: " + X509_verify_cert_error_string(code) +
                " (members serve it and present it to their peers: it needs extended key usages "
-               "serverAuth and clientAuth; scripts/gen-certs.sh makes such certificates)";
-      return false;
+               "serverAuth and clientAuth; scripts/gen-certs.sh makes such certificates)");
     }
     X509_STORE_CTX_cleanup(ctx.get());
     X509_STORE_CTX_init(ctx.get(), store.get(), leaf, intermediates.get());
@@ -104,13 +98,12 @@ bool CheckServerCertificate(const ChannelSecurity& security, const std::string& 
                        : X509_check_host(leaf, name.c_str(), name.size(), 0, nullptr);
   ERR_clear_error();
   if (match != 1) {
-    *error = "--tls_cert_file does not name " + std::string(ip ? "IP address " : "host ") + name +
+    return Status::InvalidArgument("--tls_cert_file does not name " + std::string(ip ? "IP address " : "host ") + name +
              (security.server_name.empty()
                   ? " (this member's address in the cluster file, which clients and peers dial)"
                   : " (--tls_server_name)") +
              ": add it as a subject alternative name (scripts/gen-certs.sh NAME=" +
-             (ip ? "IP:" : "DNS:") + name + ")";
-    return false;
+             (ip ? "IP:" : "DNS:") + name + ")");
   }
 
   const ASN1_TIME* not_after = X509_get0_notAfter(leaf);
@@ -118,7 +111,7 @@ bool CheckServerCertificate(const ChannelSecurity& security, const std::string& 
   if (ASN1_TIME_diff(&days, &seconds, nullptr, not_after) == 1 && days < 30) {
     *warning = "--tls_cert_file expires in " + std::to_string(days) + " days";
   }
-  return true;
+  return Status::OK();
 }
 
 }  // namespace raftkv

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "client/security.h"
+#include "common/status.h"
 
 namespace raftkv {
 
@@ -14,10 +15,9 @@ namespace raftkv {
 // verifies against the CA (chain, validity period, usage as a TLS server and
 // client), and that it names `host` -- the host of this member's address in
 // the cluster file, which is what the others dial -- unless `server_name`
-// (--tls_server_name) is set, which is then checked instead. False with
-// *error (naming the flag) otherwise. *warning gets a note that does not stop
-// the server (a certificate expiring within 30 days), "" if none.
-bool CheckServerCertificate(const ChannelSecurity& security, const std::string& host,
-                            std::string* error, std::string* warning);
+// (--tls_server_name) is set, which is then checked instead.
+// InvalidArgument (naming the flag) otherwise. *warning gets a note that does
+// not stop the server (a certificate expiring within 30 days), "" if none.
+Status CheckServerCertificate(const ChannelSecurity& security, const std::string& host, std::string* warning);
 
 }  // namespace raftkv

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "storage/status.h"
+#include "common/status.h"
 
 namespace raftkv::file {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "storage/status.h"
+#include "common/status.h"
 
 namespace raftkv {
 

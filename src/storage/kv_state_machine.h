@@ -36,7 +36,7 @@
 
 #include "raftkv.pb.h"
 #include "storage/cow_btree.h"
-#include "storage/status.h"
+#include "common/status.h"
 
 namespace raftkv {
 

@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "raftkv.pb.h"
-#include "storage/status.h"
+#include "common/status.h"
 
 namespace raftkv {
 

@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "storage/file_util.h"
-#include "storage/status.h"
+#include "common/status.h"
 
 namespace raftkv {
 

@@ -29,7 +29,7 @@
 
 #include "storage/file_util.h"
 #include "storage/snapshot_format.h"
-#include "storage/status.h"
+#include "common/status.h"
 
 namespace raftkv {
 

@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "client/grpc_runtime.h"
+#include "client/kv_client.h"
 #include "client/security.h"
 #include "service/admin_service.h"
 
@@ -254,18 +255,20 @@ int main(int argc, char** argv) {
   auto security = std::make_shared<raftkv::ChannelSecurity>();
   std::unique_ptr<raftkv::CallAuthorizer> auth;
   {
-    std::string error;
-    if (!raftkv::LoadChannelSecurity(raftkv::SecurityFilesFromFlags(), security.get(), &error)) {
-      return Fail(error);
+    if (raftkv::Status bad = raftkv::LoadChannelSecurity(raftkv::SecurityFilesFromFlags(), security.get());
+        !bad.ok()) {
+      return Fail(bad.message());
     }
     raftkv::ServerSecurityOptions sec;
     sec.files = *security;
     sec.client_cert_required = FLAGS_client_cert_required;
-    if (!raftkv::CallAuthorizer::ParseNames(FLAGS_peer_cert_allowed_names, &sec.peer_allowed_names,
-                                            &error)) {
-      return Fail("--peer_cert_allowed_names: " + error);
+    if (raftkv::Status bad = raftkv::CallAuthorizer::ParseNames(FLAGS_peer_cert_allowed_names, &sec.peer_allowed_names);
+        !bad.ok()) {
+      return Fail("--peer_cert_allowed_names: " + bad.message());
     }
-    if (!raftkv::CallAuthorizer::Create(std::move(sec), &auth, &error)) return Fail(error);
+    if (raftkv::Status bad = raftkv::CallAuthorizer::Create(std::move(sec), &auth); !bad.ok()) {
+      return Fail(bad.message());
+    }
     raftkv::SetProcessChannelSecurity(security);
   }
   if (!security->tls()) {
@@ -292,12 +295,11 @@ int main(int argc, char** argv) {
                   ", but member " + std::to_string(FLAGS_id) +
                   " is listed there: start it without --join");
     }
-    std::string why;
     if (FLAGS_listen_address.empty()) {
       return Fail("--join needs --listen_address: the host:port this new member serves on");
     }
-    if (!raftkv::ValidHostPort(FLAGS_listen_address, &why)) {
-      return Fail("--listen_address '" + FLAGS_listen_address + "': " + why);
+    if (raftkv::Status bad = raftkv::ParseEndpoint(FLAGS_listen_address); !bad.ok()) {
+      return Fail("--listen_address '" + FLAGS_listen_address + "': " + bad.message());
     }
     self_address = FLAGS_listen_address;
   } else if (self == nullptr) {
@@ -316,8 +318,10 @@ int main(int argc, char** argv) {
     if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
       host = host.substr(1, host.size() - 2);
     }
-    std::string error, warning;
-    if (!raftkv::CheckServerCertificate(*security, host, &error, &warning)) return Fail(error);
+    std::string warning;
+    if (raftkv::Status bad = raftkv::CheckServerCertificate(*security, host, &warning); !bad.ok()) {
+      return Fail(bad.message());
+    }
     if (!warning.empty()) LOG(WARNING) << warning;
     LOG(INFO) << "TLS on: peers need a certificate signed by " << FLAGS_tls_ca_file
               << (FLAGS_peer_cert_allowed_names.empty()

@@ -356,9 +356,8 @@ bool LoadClusterEndpoints(const std::string& path, std::vector<std::string>* end
       *error = where + "expected '<id> <host:port>'";
       return false;
     }
-    std::string why;
-    if (!raftkv::ParseEndpoint(address, nullptr, nullptr, &why)) {
-      *error = where + why;
+    if (raftkv::Status bad = raftkv::ParseEndpoint(address); !bad.ok()) {
+      *error = where + bad.message();
       return false;
     }
     endpoints->push_back(address);
@@ -550,8 +549,8 @@ int main(int argc, char** argv) {
   if (flag_argc > 1) return Usage(std::string("unexpected argument ") + flag_argv_ptr[1]);
   google::InitGoogleLogging(argv[0]);
   raftkv::InitGrpcRuntime();
-  if (!raftkv::InitChannelSecurityFromFlags(&error)) {
-    std::cerr << "raftkvctl: " << error << std::endl;
+  if (raftkv::Status bad = raftkv::InitChannelSecurityFromFlags(); !bad.ok()) {
+    std::cerr << "raftkvctl: " << bad.message() << std::endl;
     return 2;
   }
 
@@ -603,8 +602,8 @@ int main(int argc, char** argv) {
     if (!LoadClusterEndpoints(FLAGS_cluster_file, &options.endpoints, &error)) {
       return Usage("--cluster_file: " + error);
     }
-  } else if (!raftkv::ParseEndpointList(FLAGS_endpoints, &options.endpoints, &error)) {
-    return Usage("--endpoints: " + error);
+  } else if (raftkv::Status bad = raftkv::ParseEndpointList(FLAGS_endpoints, &options.endpoints); !bad.ok()) {
+    return Usage("--endpoints: " + bad.message());
   }
   options.timeout_ms = FLAGS_timeout_ms;
   options.rpc_timeout_ms = FLAGS_rpc_timeout_ms;
@@ -618,9 +617,7 @@ int main(int argc, char** argv) {
     raftkv::AdminClient admin(admin_options);
     if (cmd == "snapshot") {
       const std::string target = FLAGS_target.empty() ? endpoints[0] : FLAGS_target;
-      if (!raftkv::ParseEndpoint(target, nullptr, nullptr, &error)) {
-        return Usage("--target: " + error);
-      }
+      if (raftkv::Status bad = raftkv::ParseEndpoint(target); !bad.ok()) return Usage("--target: " + bad.message());
       return CmdSnapshot(&admin, target);
     }
     const std::string sub = cmd == "member" ? args[0] : "";
@@ -632,9 +629,7 @@ int main(int argc, char** argv) {
     }
     if (cmd == "transfer-leader") return CmdTransferLeader(&admin, id);
     if (sub == "add") {
-      if (!raftkv::ParseEndpoint(args[2], nullptr, nullptr, &error)) {
-        return Usage("member add: " + error);
-      }
+      if (raftkv::Status bad = raftkv::ParseEndpoint(args[2]); !bad.ok()) return Usage("member add: " + bad.message());
       return CmdMemberAdd(&admin, id, args[2]);
     }
     if (sub == "promote") return CmdMemberPromote(&admin, id);

@@ -138,8 +138,8 @@ int main(int argc, char** argv) {
   raftkv::InitGrpcRuntime();
   // --tls_ca_file, --tls_cert_file, --tls_key_file, --token_file: for
   // --target clusters that use TLS (client/security.h).
-  if (std::string error; !raftkv::InitChannelSecurityFromFlags(&error)) {
-    std::fprintf(stderr, "raftkv-bench: %s\n", error.c_str());
+  if (raftkv::Status bad = raftkv::InitChannelSecurityFromFlags(); !bad.ok()) {
+    std::fprintf(stderr, "raftkv-bench: %s\n", bad.message().c_str());
     return 2;
   }
   const int rc = RUN_ALL_TESTS();

@@ -859,9 +859,9 @@ TEST(HistoryFileTest, RoundTrip) {
   TempDir dir("history");
   const std::string path = dir.Join("history.jsonl");
   std::string error;
-  ASSERT_TRUE(WriteHistory(path, history, &error)) << error;
+  ASSERT_TRUE((error = WriteHistory(path, history).message()).empty()) << error;
   std::vector<Operation> read_back = {Put(9, "stale", "x", 1, 2)};
-  ASSERT_TRUE(ReadHistory(path, &read_back, &error)) << error;
+  ASSERT_TRUE((error = ReadHistory(path, &read_back).message()).empty()) << error;
   ASSERT_EQ(read_back.size(), history.size());
   for (size_t i = 0; i < history.size(); ++i) ExpectSameOperation(history[i], read_back[i], i);
 
@@ -876,8 +876,8 @@ TEST(HistoryFileTest, RoundTrip) {
   SimOptions options;
   options.unknown_rate = 0.05;
   const std::vector<Operation> simulated = SimulateRegister(options);
-  ASSERT_TRUE(WriteHistory(path, simulated, &error)) << error;
-  ASSERT_TRUE(ReadHistory(path, &read_back, &error)) << error;
+  ASSERT_TRUE((error = WriteHistory(path, simulated).message()).empty()) << error;
+  ASSERT_TRUE((error = ReadHistory(path, &read_back).message()).empty()) << error;
   ASSERT_EQ(read_back.size(), simulated.size());
   for (size_t i = 0; i < simulated.size(); ++i) ExpectSameOperation(simulated[i], read_back[i], i);
   EXPECT_TRUE(Check(read_back).linearizable);
@@ -894,7 +894,7 @@ TEST(HistoryFileTest, ReadsHandWrittenLines) {
                  " \"outcome\": \"unknown\" }  \n");
   std::vector<Operation> history;
   std::string error;
-  ASSERT_TRUE(ReadHistory(path, &history, &error)) << error;
+  ASSERT_TRUE((error = ReadHistory(path, &history).message()).empty()) << error;
   ASSERT_EQ(history.size(), 2u);
   EXPECT_EQ(history[0].value, "a\xe9\xe2\x82\xac");
   EXPECT_EQ(history[0].return_ns, 2);
@@ -922,13 +922,13 @@ TEST(HistoryFileTest, MalformedLineNamesLineNumber) {
     WriteFileBytes(path, good + "\n" + good + bad + "\n" + good);
     std::vector<Operation> history;
     std::string error;
-    EXPECT_FALSE(ReadHistory(path, &history, &error)) << bad;
+    EXPECT_FALSE((error = ReadHistory(path, &history).message()).empty()) << bad;
     EXPECT_NE(error.find("bad.jsonl:4: "), std::string::npos) << bad << " -> " << error;
     std::cout << error << "\n";
   }
   std::vector<Operation> history;
   std::string error;
-  EXPECT_FALSE(ReadHistory(dir.Join("missing.jsonl"), &history, &error));
+  EXPECT_FALSE((error = ReadHistory(dir.Join("missing.jsonl"), &history).message()).empty());
   EXPECT_NE(error.find("missing.jsonl"), std::string::npos);
 }
 

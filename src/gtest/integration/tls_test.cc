@@ -32,8 +32,9 @@ struct Certs {
 };
 
 std::string Pem(const std::string& path) {
-  std::string contents, error;
-  EXPECT_TRUE(ReadSecurityFile(path, &contents, &error)) << error;
+  std::string contents;
+  const Status s = ReadSecurityFile(path, &contents);
+  EXPECT_TRUE(s.ok()) << s;
   return contents;
 }
 

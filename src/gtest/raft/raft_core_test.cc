@@ -401,11 +401,11 @@ TEST(RaftMessageTest, ConversionsTakeSenderAndRecipient) {
 }
 
 TEST(RaftMessageTest, CheckPeerMessageAcceptsWhatLeadersSend) {
-  EXPECT_EQ(CheckPeerMessage(AppendWithEntries(5, 0, 0, {})), "");
-  EXPECT_EQ(CheckPeerMessage(AppendWithEntries(5, 3, 2, {})), "");
-  EXPECT_EQ(CheckPeerMessage(AppendWithEntries(5, 0, 0, {MakeEntry(1, 1), MakeEntry(2, 5)})), "");
-  EXPECT_EQ(CheckPeerMessage(AppendWithEntries(5, 2, 2, {MakeEntry(3, 2), MakeEntry(4, 2)})), "");
-  EXPECT_EQ(CheckPeerMessage(VoteRequest(2, 6, 3, 5, true, 1)), "");
+  EXPECT_TRUE(CheckPeerMessage(AppendWithEntries(5, 0, 0, {})).ok());
+  EXPECT_TRUE(CheckPeerMessage(AppendWithEntries(5, 3, 2, {})).ok());
+  EXPECT_TRUE(CheckPeerMessage(AppendWithEntries(5, 0, 0, {MakeEntry(1, 1), MakeEntry(2, 5)})).ok());
+  EXPECT_TRUE(CheckPeerMessage(AppendWithEntries(5, 2, 2, {MakeEntry(3, 2), MakeEntry(4, 2)})).ok());
+  EXPECT_TRUE(CheckPeerMessage(VoteRequest(2, 6, 3, 5, true, 1)).ok());
 }
 
 // Every one of these used to reach the core, where the entries broke the
@@ -414,24 +414,24 @@ TEST(RaftMessageTest, CheckPeerMessageAcceptsWhatLeadersSend) {
 // the core refuses (CHECK) when the node restarts; terms near 2^64 wrap.
 TEST(RaftMessageTest, CheckPeerMessageRefusesMalformedAppends) {
   // Entries that do not follow prev_log_index.
-  EXPECT_NE(CheckPeerMessage(AppendWithEntries(5, 0, 0, {MakeEntry(5, 1)})), "");
-  EXPECT_NE(CheckPeerMessage(AppendWithEntries(5, 0, 0, {MakeEntry(1, 1), MakeEntry(1, 1)})), "");
-  EXPECT_NE(CheckPeerMessage(AppendWithEntries(5, 0, 0, {MakeEntry(1, 1), MakeEntry(3, 1)})), "");
+  EXPECT_FALSE(CheckPeerMessage(AppendWithEntries(5, 0, 0, {MakeEntry(5, 1)})).ok());
+  EXPECT_FALSE(CheckPeerMessage(AppendWithEntries(5, 0, 0, {MakeEntry(1, 1), MakeEntry(1, 1)})).ok());
+  EXPECT_FALSE(CheckPeerMessage(AppendWithEntries(5, 0, 0, {MakeEntry(1, 1), MakeEntry(3, 1)})).ok());
   // Terms: zero, decreasing, below prev_log_term, above the message's term.
-  EXPECT_NE(CheckPeerMessage(AppendWithEntries(5, 0, 0, {MakeEntry(1, 0)})), "");
-  EXPECT_NE(CheckPeerMessage(AppendWithEntries(5, 0, 0, {MakeEntry(1, 3), MakeEntry(2, 2)})), "");
-  EXPECT_NE(CheckPeerMessage(AppendWithEntries(5, 1, 4, {MakeEntry(2, 3)})), "");
-  EXPECT_NE(CheckPeerMessage(AppendWithEntries(5, 0, 0, {MakeEntry(1, 6)})), "");
-  EXPECT_NE(CheckPeerMessage(AppendWithEntries(5, 1, 6, {})), "");
+  EXPECT_FALSE(CheckPeerMessage(AppendWithEntries(5, 0, 0, {MakeEntry(1, 0)})).ok());
+  EXPECT_FALSE(CheckPeerMessage(AppendWithEntries(5, 0, 0, {MakeEntry(1, 3), MakeEntry(2, 2)})).ok());
+  EXPECT_FALSE(CheckPeerMessage(AppendWithEntries(5, 1, 4, {MakeEntry(2, 3)})).ok());
+  EXPECT_FALSE(CheckPeerMessage(AppendWithEntries(5, 0, 0, {MakeEntry(1, 6)})).ok());
+  EXPECT_FALSE(CheckPeerMessage(AppendWithEntries(5, 1, 6, {})).ok());
   // Index overflow and terms out of range.
-  EXPECT_NE(CheckPeerMessage(AppendWithEntries(5, UINT64_MAX, 1, {MakeEntry(0, 1)})), "");
-  EXPECT_NE(CheckPeerMessage(AppendWithEntries(kMaxTerm + 1, 0, 0, {})), "");
-  EXPECT_NE(CheckPeerMessage(AppendWithEntries(UINT64_MAX, 0, 0, {})), "");
-  EXPECT_NE(CheckPeerMessage(VoteRequest(2, UINT64_MAX, 3, 5, false, 1)), "");
-  EXPECT_NE(CheckPeerMessage(VoteRequest(2, 6, 3, 7, false, 1)), "");  // last_log_term > term
+  EXPECT_FALSE(CheckPeerMessage(AppendWithEntries(5, UINT64_MAX, 1, {MakeEntry(0, 1)})).ok());
+  EXPECT_FALSE(CheckPeerMessage(AppendWithEntries(kMaxTerm + 1, 0, 0, {})).ok());
+  EXPECT_FALSE(CheckPeerMessage(AppendWithEntries(UINT64_MAX, 0, 0, {})).ok());
+  EXPECT_FALSE(CheckPeerMessage(VoteRequest(2, UINT64_MAX, 3, 5, false, 1)).ok());
+  EXPECT_FALSE(CheckPeerMessage(VoteRequest(2, 6, 3, 7, false, 1)).ok());  // last_log_term > term
   RequestVoteResponse vote_resp;
   vote_resp.set_term(UINT64_MAX);
-  EXPECT_NE(CheckPeerMessage(VoteResponseMessage(2, 1, &vote_resp)), "");
+  EXPECT_FALSE(CheckPeerMessage(VoteResponseMessage(2, 1, &vote_resp)).ok());
 }
 
 // Member 1 of a fresh 3-member cluster, elected leader by member 2's vote,
@@ -656,11 +656,11 @@ TEST(RaftCoreTest, AppendTrimmedToTheSnapshotWithAForeignTermIsRefused) {
 // (last index + 1) wrap.
 TEST(RaftMessageTest, CheckPeerMessageRefusesIndexesOutOfRange) {
   Message ok = SnapshotFrom2(1, 3, 20, 3, {1, 2, 3, 4});
-  EXPECT_EQ(CheckPeerMessage(ok), "");
-  EXPECT_NE(CheckPeerMessage(SnapshotFrom2(1, 3, kMaxIndex + 1, 3, {1, 2, 3, 4})), "");
-  EXPECT_NE(CheckPeerMessage(SnapshotFrom2(1, 3, UINT64_MAX, 3, {1, 2, 3, 4})), "");
-  EXPECT_NE(CheckPeerMessage(Append2To1(1, 3, kMaxIndex, 3, 0, {MakeEntry(kMaxIndex + 1, 3)})), "");
-  EXPECT_EQ(CheckPeerMessage(Append2To1(1, 3, kMaxIndex - 1, 3, 0, {MakeEntry(kMaxIndex, 3)})), "");
+  EXPECT_TRUE(CheckPeerMessage(ok).ok());
+  EXPECT_FALSE(CheckPeerMessage(SnapshotFrom2(1, 3, kMaxIndex + 1, 3, {1, 2, 3, 4})).ok());
+  EXPECT_FALSE(CheckPeerMessage(SnapshotFrom2(1, 3, UINT64_MAX, 3, {1, 2, 3, 4})).ok());
+  EXPECT_FALSE(CheckPeerMessage(Append2To1(1, 3, kMaxIndex, 3, 0, {MakeEntry(kMaxIndex + 1, 3)})).ok());
+  EXPECT_TRUE(CheckPeerMessage(Append2To1(1, 3, kMaxIndex - 1, 3, 0, {MakeEntry(kMaxIndex, 3)})).ok());
 }
 
 // Found by fuzz_raft_step: requests queued before a configuration change
@@ -745,7 +745,7 @@ TEST(RaftCoreTest, MembershipChangeRules) {
   // The no-op of this term is not committed yet.
   ProposeResult p = r.ProposeMembershipChange({ChangeType::kAddLearner, 4, "h:4"});
   EXPECT_FALSE(p.accepted);
-  EXPECT_NE(p.error.find("not committed an entry of its term"), std::string::npos) << p.error;
+  EXPECT_NE(p.error.message().find("not committed an entry of its term"), std::string::npos) << p.error;
   CommitThrough2(r, 1);
   p = r.ProposeMembershipChange({ChangeType::kAddLearner, 4, "h:4"});
   ASSERT_TRUE(p.accepted) << p.error;
@@ -754,7 +754,7 @@ TEST(RaftCoreTest, MembershipChangeRules) {
   // One change at a time.
   p = r.ProposeMembershipChange({ChangeType::kRemove, 3, ""});
   EXPECT_FALSE(p.accepted);
-  EXPECT_NE(p.error.find("not committed yet"), std::string::npos) << p.error;
+  EXPECT_NE(p.error.message().find("not committed yet"), std::string::npos) << p.error;
   CommitThrough2(r, 0);
   // The learner is far behind: promotion refused.
   Config c = ThreeNodeConfig(1);
@@ -762,7 +762,7 @@ TEST(RaftCoreTest, MembershipChangeRules) {
   CommitThrough2(r, 0);
   p = r.ProposeMembershipChange({ChangeType::kPromote, 4, ""});
   EXPECT_FALSE(p.accepted);
-  EXPECT_NE(p.error.find("behind"), std::string::npos) << p.error;
+  EXPECT_NE(p.error.message().find("behind"), std::string::npos) << p.error;
   // Invalid changes.
   EXPECT_FALSE(r.ProposeMembershipChange({ChangeType::kAddLearner, 2, "h:9"}).accepted);
   EXPECT_FALSE(r.ProposeMembershipChange({ChangeType::kPromote, 2, ""}).accepted);
@@ -803,11 +803,11 @@ TEST(RaftCoreTest, RemovedLeaderStepsDownAfterCommit) {
 TEST(RaftCoreTest, TransferWaitsForTheTargetThenSendsTimeoutNow) {
   Raft r = ElectMember1();
   CommitThrough2(r, 2);
-  EXPECT_NE(r.TransferLeadership(1), "");
-  EXPECT_NE(r.TransferLeadership(9), "");
-  ASSERT_EQ(r.TransferLeadership(3), "");  // 3 is behind: no TimeoutNow yet
+  EXPECT_FALSE(r.TransferLeadership(1).ok());
+  EXPECT_FALSE(r.TransferLeadership(9).ok());
+  ASSERT_TRUE(r.TransferLeadership(3).ok());  // 3 is behind: no TimeoutNow yet
   EXPECT_FALSE(r.Propose("x").accepted);
-  EXPECT_NE(r.Propose("x").error.find("transfer"), std::string::npos);
+  EXPECT_NE(r.Propose("x").error.message().find("transfer"), std::string::npos);
   Ready rd = r.GetReady();
   for (const Message& m : rd.messages) EXPECT_NE(m.type, MessageType::kTimeoutNow);
   r.Advance(rd);

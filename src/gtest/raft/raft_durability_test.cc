@@ -31,7 +31,7 @@ uint64_t AddLearnerAndSettle(SimCluster& c) {
   const uint64_t learner = c.AddNode();
   const ProposeResult r = c.AddLearner(leader, learner);
   if (!r.accepted) {
-    c.Fail("add learner refused: " + r.error);
+    c.Fail("add learner refused: " + r.error.message());
     return 0;
   }
   if (!AwaitConverged(c)) return 0;

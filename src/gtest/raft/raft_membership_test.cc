@@ -277,10 +277,10 @@ TEST(RaftMembershipTest, PromoteRefusedWhileLaggingAcceptedWhenCaughtUp) {
     EXPECT_FALSE(early.accepted) << "a learner " << c.core(leader)->last_index()
                                  << " entries behind was promoted\n"
                                  << c.Report();
-    EXPECT_FALSE(early.error.empty()) << "the refusal must say why";
+    EXPECT_FALSE(early.error.ok()) << "the refusal must say why";
     static bool shown = false;  // once per test, not per seed
     if (!std::exchange(shown, true))
-      std::printf("    promote refused while lagging: \"%s\"\n", early.error.c_str());
+      std::printf("    promote refused while lagging: \"%s\"\n", early.error.message().c_str());
     EXPECT_FALSE(c.core(leader)->IsVoter(learner));
     EXPECT_EQ(c.core(leader)->membership_index(), add.index);
     // Caught up: accepted.
@@ -337,18 +337,18 @@ TEST(RaftMembershipTest, SecondChangeRefusedWhileTheFirstIsUncommitted) {
     ASSERT_LT(c.core(leader)->commit_index(), first.index);
     const ProposeResult second = c.AddLearner(leader, b);
     EXPECT_FALSE(second.accepted) << "second change accepted while the first is uncommitted";
-    EXPECT_FALSE(second.error.empty());
+    EXPECT_FALSE(second.error.ok());
     static bool shown = false;  // once per test, not per seed
     if (!std::exchange(shown, true))
-      std::printf("    second change refused: \"%s\"\n", second.error.c_str());
+      std::printf("    second change refused: \"%s\"\n", second.error.message().c_str());
     const uint64_t follower = VotersExcept(c, leader, {leader}).front();
     const ProposeResult remove = c.RemoveMember(leader, follower);
     EXPECT_FALSE(remove.accepted);
-    EXPECT_FALSE(remove.error.empty());
+    EXPECT_FALSE(remove.error.ok());
     // Invalid changes are refused with a reason too.
     const ProposeResult dup = c.AddLearner(leader, 1);
     EXPECT_FALSE(dup.accepted);
-    EXPECT_FALSE(dup.error.empty());
+    EXPECT_FALSE(dup.error.ok());
     EXPECT_EQ(c.core(leader)->membership_index(), first.index);
     EXPECT_EQ(ConfigString(c.core(leader)->membership()), "1v,2v,3v,4l");
     // Once the first is committed, the next one is accepted.
@@ -405,11 +405,11 @@ TEST(RaftMembershipTest, ChangeRefusedBeforeANewLeaderCommitsAnEntryOfItsTerm) {
     EXPECT_FALSE(early.accepted) << "new leader " << fresh
                                  << " accepted a change before committing an entry of its term\n"
                                  << c.Report();
-    EXPECT_FALSE(early.error.empty());
+    EXPECT_FALSE(early.error.ok());
     static bool shown = false;  // once per test, not per seed
     if (!std::exchange(shown, true))
       std::printf("    change refused before the term's first commit: \"%s\"\n",
-                  early.error.c_str());
+                  early.error.message().c_str());
     ASSERT_TRUE(c.RunUntil(
         [&] {
           const Raft* l = c.core(fresh);
@@ -594,7 +594,7 @@ TEST(RaftMembershipTest, LeaderCrashDuringAChangeConvergesToOneConfiguration) {
     ASSERT_NE(leader, 0u);
     const MembershipConfig before = c.core(leader)->membership();
     MembershipConfig after;
-    ASSERT_EQ(ApplyChange(before, change, &after), "");
+    ASSERT_TRUE(ApplyChange(before, change, &after).ok());
     const ProposeResult r = c.ProposeMembershipChange(leader, change);
     ASSERT_TRUE(r.accepted) << r.error << "\n" << c.Report();
     ProposeMany(c, leader, "b", static_cast<int>(rng.Uniform(3)));

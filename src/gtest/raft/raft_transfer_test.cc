@@ -146,12 +146,12 @@ TEST(RaftTransferTest, ProposalsRefusedDuringTransferAcceptedAfterItIsGivenUp) {
     ASSERT_EQ(c.TransferLeadership(leader, target), "") << c.Report();
     const ProposeResult refused = c.Propose(leader, "during");
     EXPECT_FALSE(refused.accepted) << "proposal accepted during a leadership transfer";
-    EXPECT_NE(Lower(refused.error).find("transfer"), std::string::npos)
+    EXPECT_NE(Lower(refused.error.message()).find("transfer"), std::string::npos)
         << "the refusal should say a transfer is in progress: \"" << refused.error << "\"";
     // Membership changes are refused too.
     const ProposeResult change = c.RemoveMember(leader, target);
     EXPECT_FALSE(change.accepted);
-    EXPECT_FALSE(change.error.empty());
+    EXPECT_FALSE(change.error.ok());
     const uint64_t start = c.ticks();
     ASSERT_TRUE(c.RunUntil([&] { return c.core(leader)->transfer_target() == 0; },
                            3 * c.options().election_ticks))

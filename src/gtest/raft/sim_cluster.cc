@@ -258,12 +258,12 @@ ProposeResult SimCluster::ProposeMembershipChange(uint64_t node, const Membershi
     lag = r.last_index() - (pr != nullptr ? pr->match() : 0);
   }
   MembershipConfig expected;
-  const std::string invalid = ApplyChange(before, change, &expected);
+  const std::string invalid = ApplyChange(before, change, &expected).message();
   ProposeResult res = r.ProposeMembershipChange(change);
   const std::string what = std::string(ChangeTypeName(change.type)) + " " + U(change.id);
   Trace("membership change at " + U(node) + " (" + what + ") -> " +
         (res.accepted ? "index " + U(res.index) + " term " + U(res.term)
-                      : "refused: " + res.error));
+                      : "refused: " + res.error.message()));
   if (res.accepted) {
     ++stats_.config_changes;
     // (A leader's configuration changes only here: it never truncates.)
@@ -311,7 +311,7 @@ ProposeResult SimCluster::ProposeMembershipChange(uint64_t node, const Membershi
                   U(r.membership_index()) + "), want " + ConfigString(expected));
       }
     }
-  } else if (was_leader && res.error.empty()) {
+  } else if (was_leader && res.error.ok()) {
     Violation("leader " + U(node) + " refused " + what + " without saying why");
   }
   ProcessReady(n);
@@ -326,7 +326,7 @@ std::string SimCluster::TransferLeadership(uint64_t node, uint64_t target) {
   Raft& r = *n.core;
   const bool was_leader = r.role() == Role::kLeader;
   const bool target_voter = r.IsVoter(target);
-  const std::string err = r.TransferLeadership(target);
+  const std::string err = r.TransferLeadership(target).message();
   Trace("transfer leadership at " + U(node) + " to " + U(target) + " -> " +
         (err.empty() ? std::string("started") : "refused: " + err));
   if (err.empty()) {
@@ -704,7 +704,7 @@ ProposeResult SimCluster::Propose(uint64_t node, const std::string& data) {
   ProposeResult r = n.core->Propose(data);
   Trace("propose at " + U(node) + " '" + data.substr(0, 24) + "' -> " +
         (r.accepted ? "index " + U(r.index) + " term " + U(r.term)
-                    : "refused" + (r.error.empty() ? std::string() : ": " + r.error)));
+                    : "refused" + (r.error.ok() ? std::string() : ": " + r.error.message())));
   if (r.accepted) {
     if (n.core->role() != Role::kLeader) {
       Violation("node " + U(node) + " accepted a proposal while " + RoleName(n.core->role()));
@@ -719,9 +719,9 @@ ProposeResult SimCluster::Propose(uint64_t node, const std::string& data) {
                 U(r.term) + " but the log ends at " + U(n.core->last_index()) + "/" +
                 U(n.core->last_term()) + " in term " + U(n.core->term()));
     }
-  } else if (n.core->role() == Role::kLeader && !(transferring && !r.error.empty())) {
+  } else if (n.core->role() == Role::kLeader && !(transferring && !r.error.ok())) {
     Violation("leader " + U(node) + " refused a proposal" +
-              (transferring ? " without saying why" : " (no transfer in progress): " + r.error));
+              (transferring ? " without saying why" : " (no transfer in progress): " + r.error.message()));
   }
   ProcessReady(n);
   AfterStep();
@@ -962,9 +962,9 @@ void SimCluster::ProcessReady(Node& n) {
         Violation("node " + U(n.id) + ": Ready::config " + ConfigString(*rd.config) +
                   " is not the configuration in effect " + ConfigString(n.core->membership()));
       }
-      if (CheckMembership(*rd.config) != "") {
+      if (!CheckMembership(*rd.config).ok()) {
         Violation("node " + U(n.id) + ": Ready::config is malformed: " +
-                  CheckMembership(*rd.config));
+                  CheckMembership(*rd.config).message());
       }
       n.reported_config = *rd.config;
       n.config_reported = true;
@@ -1446,7 +1446,7 @@ void SimCluster::RecordCommit(Node& n) {
       committed_obs_term_.push_back(MaxTerm());
       if (e.type() == ENTRY_CONFIG) {
         MembershipConfig config;
-        if (config.ParseFromString(e.data()) && CheckMembership(config).empty()) {
+        if (config.ParseFromString(e.data()) && CheckMembership(config).ok()) {
           committed_configs_[i] = config;
         }
       }
@@ -1635,7 +1635,7 @@ void SimCluster::CheckNodeFull(Node& n) {
   uint64_t want_index = n.base.index;
   for (const Entry& e : n.log) {
     MembershipConfig c;
-    if (e.type() == ENTRY_CONFIG && c.ParseFromString(e.data()) && CheckMembership(c).empty()) {
+    if (e.type() == ENTRY_CONFIG && c.ParseFromString(e.data()) && CheckMembership(c).ok()) {
       want = c;
       want_index = e.index();
     }

@@ -24,15 +24,15 @@ TEST(CallAuthTest, NameMatchesExactlyOrByPrefix) {
 
 TEST(CallAuthTest, ParseNames) {
   std::vector<std::string> names;
-  std::string error;
-  ASSERT_TRUE(CallAuthorizer::ParseNames("", &names, &error));
+  ASSERT_TRUE(CallAuthorizer::ParseNames("", &names).ok());
   EXPECT_TRUE(names.empty());
-  ASSERT_TRUE(CallAuthorizer::ParseNames(" node1 , node2,db* ", &names, &error));
+  ASSERT_TRUE(CallAuthorizer::ParseNames(" node1 , node2,db* ", &names).ok());
   EXPECT_EQ(names, (std::vector<std::string>{"node1", "node2", "db*"}));
-  EXPECT_FALSE(CallAuthorizer::ParseNames("node1,,node2", &names, &error));
-  EXPECT_NE(error.find("empty name"), std::string::npos) << error;
-  EXPECT_FALSE(CallAuthorizer::ParseNames("node1,*", &names, &error));
-  EXPECT_FALSE(CallAuthorizer::ParseNames("node1,", &names, &error));
+  const Status empty = CallAuthorizer::ParseNames("node1,,node2", &names);
+  EXPECT_EQ(empty.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(empty.message().find("empty name"), std::string::npos) << empty;
+  EXPECT_FALSE(CallAuthorizer::ParseNames("node1,*", &names).ok());
+  EXPECT_FALSE(CallAuthorizer::ParseNames("node1,", &names).ok());
 }
 
 TEST(CallAuthTest, ParseTokenTakesTheTrimmedFirstLine) {
@@ -51,43 +51,43 @@ TEST(CallAuthTest, LoadChannelSecurityChecksFilesAndCombinations) {
   ChannelSecurity s;
   std::string error;
   SecurityFiles f;
-  ASSERT_TRUE(LoadChannelSecurity(f, &s, &error)) << error;
+  ASSERT_TRUE((error = LoadChannelSecurity(f, &s).message()).empty()) << error;
   EXPECT_FALSE(s.tls());
 
   f.ca_file = cert;
-  ASSERT_TRUE(LoadChannelSecurity(f, &s, &error)) << error;
+  ASSERT_TRUE((error = LoadChannelSecurity(f, &s).message()).empty()) << error;
   EXPECT_TRUE(s.tls());
   EXPECT_TRUE(s.cert_pem.empty());
 
   f.cert_file = cert;
-  EXPECT_FALSE(LoadChannelSecurity(f, &s, &error));
+  EXPECT_FALSE((error = LoadChannelSecurity(f, &s).message()).empty());
   EXPECT_NE(error.find("go together"), std::string::npos) << error;
   f.key_file = key;
-  ASSERT_TRUE(LoadChannelSecurity(f, &s, &error)) << error;
+  ASSERT_TRUE((error = LoadChannelSecurity(f, &s).message()).empty()) << error;
   EXPECT_FALSE(s.key_pem.empty());
 
   f.key_file = cert;  // no private key in it
-  EXPECT_FALSE(LoadChannelSecurity(f, &s, &error));
+  EXPECT_FALSE((error = LoadChannelSecurity(f, &s).message()).empty());
   EXPECT_NE(error.find("--tls_key_file: " + cert + " holds no PEM block"), std::string::npos)
       << error;
   f.key_file = key;
 
   f.token_file = tok;  // a space inside the token
-  EXPECT_FALSE(LoadChannelSecurity(f, &s, &error));
+  EXPECT_FALSE((error = LoadChannelSecurity(f, &s).message()).empty());
   EXPECT_NE(error.find(tok + ":1:"), std::string::npos) << error;
   std::ofstream(tok) << "t0k3n\n";
-  ASSERT_TRUE(LoadChannelSecurity(f, &s, &error)) << error;
+  ASSERT_TRUE((error = LoadChannelSecurity(f, &s).message()).empty()) << error;
   EXPECT_EQ(s.token, "t0k3n");
 
   f.ca_file = dir.Join("missing");
-  EXPECT_FALSE(LoadChannelSecurity(f, &s, &error));
+  EXPECT_FALSE((error = LoadChannelSecurity(f, &s).message()).empty());
   EXPECT_NE(error.find("--tls_ca_file: cannot read " + dir.Join("missing")), std::string::npos)
       << error;
 
   SecurityFiles plain;
   plain.cert_file = cert;
   plain.key_file = key;
-  EXPECT_FALSE(LoadChannelSecurity(plain, &s, &error));
+  EXPECT_FALSE((error = LoadChannelSecurity(plain, &s).message()).empty());
   EXPECT_NE(error.find("needs --tls_ca_file"), std::string::npos) << error;
 }
 
@@ -95,16 +95,17 @@ TEST(CallAuthTest, CreateRefusesCertificateOptionsWithoutTls) {
   std::unique_ptr<CallAuthorizer> auth;
   std::string error;
   ServerSecurityOptions o;
-  ASSERT_TRUE(CallAuthorizer::Create(o, &auth, &error)) << error;
+  ASSERT_TRUE((error = CallAuthorizer::Create(o, &auth).message()).empty()) << error;
   EXPECT_FALSE(auth->tls());
   o.client_cert_required = true;
-  EXPECT_FALSE(CallAuthorizer::Create(o, &auth, &error));
+  EXPECT_FALSE((error = CallAuthorizer::Create(o, &auth).message()).empty());
   o.client_cert_required = false;
   o.peer_allowed_names = {"node1"};
-  EXPECT_FALSE(CallAuthorizer::Create(o, &auth, &error));
+  EXPECT_FALSE((error = CallAuthorizer::Create(o, &auth).message()).empty());
   o.peer_allowed_names.clear();
   o.files.ca_pem = "-----BEGIN CERTIFICATE-----";
-  EXPECT_FALSE(CallAuthorizer::Create(o, &auth, &error));  // TLS without its own certificate
+  // TLS without its own certificate:
+  EXPECT_FALSE((error = CallAuthorizer::Create(o, &auth).message()).empty());
   EXPECT_NE(error.find("needs its certificate"), std::string::npos) << error;
 }
 

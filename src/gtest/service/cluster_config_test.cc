@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "client/kv_client.h"
 #include "service_test_util.h"
 
 namespace raftkv {
@@ -215,16 +216,16 @@ TEST(ClusterConfigTest, LoadMissingFileIsIOError) {
   EXPECT_CONTAINS(s.message(), path + ": No such file or directory");
 }
 
-TEST(ValidHostPortTest, Accepts) {
+TEST(ParseEndpointTest, Accepts) {
   for (const std::string address :
        {"127.0.0.1:7001", "localhost:1", "host-a.example.com:65535", "[::1]:7001",
         "[fe80::1%eth0]:80", "0.0.0.0:8080"}) {
-    std::string why = "unchanged";
-    EXPECT_TRUE(ValidHostPort(address, &why)) << address << ": " << why;
+    const Status s = ParseEndpoint(address);
+    EXPECT_TRUE(s.ok()) << address << ": " << s;
   }
 }
 
-TEST(ValidHostPortTest, Rejects) {
+TEST(ParseEndpointTest, Rejects) {
   struct Case {
     std::string address;
     std::string expect;
@@ -246,9 +247,9 @@ TEST(ValidHostPortTest, Rejects) {
       {"[::1:7001", "unbalanced"},
   };
   for (const Case& c : cases) {
-    std::string why;
-    EXPECT_FALSE(ValidHostPort(c.address, &why)) << "'" << c.address << "'";
-    EXPECT_CONTAINS(why, c.expect) << "'" << c.address << "'";
+    const Status s = ParseEndpoint(c.address);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << "'" << c.address << "'";
+    EXPECT_CONTAINS(s.message(), c.expect) << "'" << c.address << "'";
   }
 }
 
@@ -256,19 +257,15 @@ TEST(ValidHostPortTest, Rejects) {
 // bracketed, non-empty IPv6 address. These are not host:port for gRPC (an
 // unbracketed "::1:7001" is an IPv6 address without a port), so they should
 // be refused when the cluster file is read, not when the first peer dials.
-TEST(ValidHostPortTest, RejectsMalformedIpv6Hosts) {
+TEST(ParseEndpointTest, RejectsMalformedIpv6Hosts) {
   for (const std::string address : {"[]:7001", "::1]:7001", "::1:7001", "fe80::1:80"}) {
-    std::string why;
-    EXPECT_FALSE(ValidHostPort(address, &why)) << "'" << address << "' was accepted";
+    EXPECT_FALSE(ParseEndpoint(address).ok()) << "'" << address << "' was accepted";
   }
 }
 
-TEST(ValidHostPortTest, ErrorNamesTheInput) {
-  std::string why;
-  ASSERT_FALSE(ValidHostPort("nohostport", &why));
-  EXPECT_CONTAINS(why, "nohostport");
-  ASSERT_FALSE(ValidHostPort("h:99999", &why));
-  EXPECT_CONTAINS(why, "99999");
+TEST(ParseEndpointTest, ErrorNamesTheInput) {
+  EXPECT_CONTAINS(ParseEndpoint("nohostport").message(), "nohostport");
+  EXPECT_CONTAINS(ParseEndpoint("h:99999").message(), "99999");
 }
 
 }  // namespace

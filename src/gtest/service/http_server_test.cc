@@ -62,14 +62,12 @@ class HttpServerTest : public ::testing::Test {
 
 TEST(HttpRequestHeadTest, ParsesAndRefuses) {
   HttpRequest r;
-  std::string error;
-  ASSERT_TRUE(ParseHttpRequestHead("GET /metrics?a=b HTTP/1.1\r\nHost: x\r\n\r\n", &r, &error))
-      << error;
+  ASSERT_TRUE(ParseHttpRequestHead("GET /metrics?a=b HTTP/1.1\r\nHost: x\r\n\r\n", &r).ok());
   EXPECT_EQ(r.method, "GET");
   EXPECT_EQ(r.target, "/metrics?a=b");
   EXPECT_EQ(r.path, "/metrics");
   EXPECT_EQ(r.version, "HTTP/1.1");
-  ASSERT_TRUE(ParseHttpRequestHead("GET / HTTP/1.0\r\n\r\n", &r, &error)) << error;
+  ASSERT_TRUE(ParseHttpRequestHead("GET / HTTP/1.0\r\n\r\n", &r).ok());
   for (const char* bad : {
            "\r\n",                                       // no request line
            "GET /metrics\r\n\r\n",                       // no version
@@ -86,7 +84,7 @@ TEST(HttpRequestHeadTest, ParsesAndRefuses) {
            "GET / HTTP/1.1\r\nA: b\x01\r\n\r\n",         // control in value
            "GET / HTTP/1.1\r\nHost: x\r\n",              // unterminated
        }) {
-    EXPECT_FALSE(ParseHttpRequestHead(bad, &r, &error)) << "accepted: " << bad;
+    EXPECT_EQ(ParseHttpRequestHead(bad, &r).code(), Status::Code::kInvalidArgument) << "accepted: " << bad;
   }
 }
 

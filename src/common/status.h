@@ -1,0 +1,61 @@
+// The result type of the whole code base: OK, or an error code with a
+// message that names what failed (file and offset, member, field, the value
+// refused and why). Nothing throws across a module boundary; functions that
+// can fail return a Status (or take a Status* beside their result). The
+// service turns it into a gRPC status at the edge (service/grpc_status.h).
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <utility>
+
+namespace raftkv {
+
+class Status {
+ public:
+  enum class Code {
+    kOk,
+    kInvalidArgument,     // the input is malformed or out of range
+    kFailedPrecondition,  // well-formed, but not possible in the current state
+    kUnavailable,         // not now: retry (not leader, shutting down)
+    kIOError,             // the operating system refused (open, write, fsync)
+    kCorruption,          // stored data fails its checks
+  };
+
+  Status() = default;
+  static Status OK() { return Status(); }
+  static Status InvalidArgument(std::string msg) { return Status(Code::kInvalidArgument, std::move(msg)); }
+  static Status FailedPrecondition(std::string msg) {
+    return Status(Code::kFailedPrecondition, std::move(msg));
+  }
+  static Status Unavailable(std::string msg) { return Status(Code::kUnavailable, std::move(msg)); }
+  static Status IOError(std::string msg) { return Status(Code::kIOError, std::move(msg)); }
+  static Status Corruption(std::string msg) { return Status(Code::kCorruption, std::move(msg)); }
+
+  bool ok() const { return code_ == Code::kOk; }
+  Code code() const { return code_; }
+  bool IsCorruption() const { return code_ == Code::kCorruption; }
+  // The message alone ("" when OK).
+  const std::string& message() const { return message_; }
+  // "OK", or the code's name and the message.
+  std::string ToString() const {
+    switch (code_) {
+      case Code::kOk: return "OK";
+      case Code::kInvalidArgument: return "Invalid argument: " + message_;
+      case Code::kFailedPrecondition: return "Failed precondition: " + message_;
+      case Code::kUnavailable: return "Unavailable: " + message_;
+      case Code::kIOError: return "IO error: " + message_;
+      case Code::kCorruption: return "Corruption: " + message_;
+    }
+    return message_;
+  }
+
+ private:
+  Status(Code code, std::string msg) : code_(code), message_(std::move(msg)) {}
+  Code code_ = Code::kOk;
+  std::string message_;
+};
+
+inline std::ostream& operator<<(std::ostream& os, const Status& status) { return os << status.ToString(); }
+
+}  // namespace raftkv
