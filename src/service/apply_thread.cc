@@ -2,10 +2,15 @@
 
 #include <utility>
 
+#include "service/thread_name.h"
+
 namespace raftkv {
 
 void ApplyThread::Start() {
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    SetThreadName("raftkv-apply");
+    Loop();
+  });
 }
 
 void ApplyThread::Hand(std::vector<Entry> entries, Completions* completions) {

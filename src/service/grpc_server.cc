@@ -10,6 +10,7 @@
 
 #include "service/client_handlers.h"
 #include "service/peer_service.h"
+#include "service/thread_name.h"
 #include "service/tsan_handoff.h"
 
 namespace raftkv {
@@ -86,7 +87,10 @@ Status GrpcServer::Start() {
   for (auto& cq : cqs_) methods_.PostAll(cq.get());
   for (auto& cq : cqs_) {
     for (int t = 0; t < std::max(1, options_.threads_per_cq); ++t) {
-      threads_.emplace_back([this, q = cq.get()] { Poll(q); });
+      threads_.emplace_back([this, q = cq.get()] {
+        SetThreadName("raftkv-cq");
+        Poll(q);
+      });
     }
   }
   LOG(INFO) << "member " << node_->id() << " serving on " << options_.listen_address << " with "

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "raft/membership.h"
+#include "service/thread_name.h"
 
 namespace raftkv {
 
@@ -71,8 +72,14 @@ void RaftNode::Start(PeerSender* sender) {
   // the cluster file does not.
   sender_->UpdateMembers(members);
   apply_.Start();
-  io_thread_ = std::thread([this] { IoLoop(); });
-  tick_thread_ = std::thread([this] { TickLoop(); });
+  io_thread_ = std::thread([this] {
+    SetThreadName("raftkv-io");
+    IoLoop();
+  });
+  tick_thread_ = std::thread([this] {
+    SetThreadName("raftkv-tick");
+    TickLoop();
+  });
 }
 
 void RaftNode::Stop() {

@@ -4,6 +4,7 @@
 
 #include "client/channel_args.h"
 #include "client/security.h"
+#include "service/thread_name.h"
 #include "service/tsan_handoff.h"
 
 namespace raftkv {
@@ -58,7 +59,10 @@ PeerClient::PeerClient(const ClusterConfig& cluster, uint64_t self_id,
   for (int i = 0; i < cq_num; ++i) cqs_.push_back(std::make_unique<grpc::CompletionQueue>());
   for (auto& cq : cqs_) {
     for (int t = 0; t < std::max(1, options_.threads_per_cq); ++t) {
-      threads_.emplace_back([this, q = cq.get()] { Poll(q); });
+      threads_.emplace_back([this, q = cq.get()] {
+        SetThreadName("raftkv-peer-cq");
+        Poll(q);
+      });
     }
   }
 }

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "raft/membership.h"
+#include "service/thread_name.h"
 #include "storage/file_util.h"
 #include "storage/snapshot_format.h"
 
@@ -123,7 +124,10 @@ void SnapshotManager::MaybeStart(uint64_t applied_index) {
   // The previous snapshot thread has posted its result, so it has finished
   // or is about to return.
   if (thread_.joinable()) thread_.join();
-  thread_ = std::thread([this] { TakeInBackground(); });
+  thread_ = std::thread([this] {
+    SetThreadName("raftkv-snapshot");
+    TakeInBackground();
+  });
 }
 
 void SnapshotManager::TakeInBackground() {
