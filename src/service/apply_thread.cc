@@ -13,6 +13,13 @@ void ApplyThread::Start() {
   });
 }
 
+void ApplyThread::SetDispatcher(DispatchFn dispatch) {
+  std::unique_lock<std::mutex> lock(mu_);
+  dispatch_ = std::move(dispatch);
+  // A batch being handed to the previous dispatcher: it returns first.
+  cv_.wait(lock, [this] { return !dispatching_; });
+}
+
 void ApplyThread::Hand(std::vector<Entry> entries, Completions* completions) {
   if (entries.empty() && completions->empty()) return;
   {
@@ -43,11 +50,14 @@ void ApplyThread::Loop() {
   for (;;) {
     std::deque<Entry> entries;
     Completions completions;
+    DispatchFn dispatch;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stop_ || !entries_.empty() || !completions_.empty(); });
       if (wakeups_ != nullptr) wakeups_->fetch_add(1, std::memory_order_relaxed);
       completions.swap(completions_);
+      if (!stop_) dispatch = dispatch_;
+      dispatching_ = static_cast<bool>(dispatch);
       if (!stop_) {
         entries.swap(entries_);
         applying_ = !entries.empty();
@@ -61,7 +71,16 @@ void ApplyThread::Loop() {
       }
       cv_.notify_all();
     }
-    RunAll(&completions);
+    if (dispatch) {
+      if (!completions.empty()) dispatch(std::move(completions));
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        dispatching_ = false;
+      }
+      cv_.notify_all();
+    } else {
+      RunAll(&completions);
+    }
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_ && completions_.empty()) return;
   }

@@ -35,6 +35,13 @@ class ApplyThread {
   ~ApplyThread() { Stop(); }
 
   void Start();
+  // Where the completions of each batch run: by default on this thread;
+  // `dispatch` hands each batch to another thread (the server's completion
+  // queues, so that a call is finished on the thread that polls it). Null
+  // restores the default. Safe to call at any time; returns once no batch
+  // is being handed to the previous dispatcher.
+  using DispatchFn = std::function<void(Completions batch)>;
+  void SetDispatcher(DispatchFn dispatch);
   // Queues `entries` and the completions (moved out of *completions).
   void Hand(std::vector<Entry> entries, Completions* completions);
   // Returns once every entry handed so far has been applied.
@@ -55,6 +62,8 @@ class ApplyThread {
   std::condition_variable cv_;
   std::deque<Entry> entries_;  // committed, in index order
   Completions completions_;
+  DispatchFn dispatch_;  // guarded by mu_
+  bool dispatching_ = false;  // a batch is being handed to dispatch_ (guarded by mu_)
   bool applying_ = false;  // the thread holds a batch taken from the queue
   bool stop_ = false;
   std::thread thread_;

@@ -10,7 +10,10 @@
 // synchronous methods run by gRPC's own sync thread pool.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,7 +52,11 @@ class GrpcServer {
   int bound_port() const { return bound_port_; }
 
  private:
+  class CompletionBatch;
   void Poll(grpc::ServerCompletionQueue* cq);
+  // Runs `batch` on a completion-queue thread (a grpc::Alarm that is already
+  // due), or here once the server drains.
+  void FinishOnCq(Completions batch);
 
   const ServerOptions options_;
   RaftNode* node_;
@@ -64,6 +71,11 @@ class GrpcServer {
   std::vector<std::thread> threads_;
   int bound_port_ = 0;
   bool shut_down_ = false;
+  std::atomic<uint64_t> next_cq_{0};
+  // Batches handed to the queues and not yet run; Join() waits for them.
+  std::mutex batches_mu_;
+  std::condition_variable batches_cv_;
+  int pending_batches_ = 0;  // guarded by batches_mu_
 };
 
 }  // namespace raftkv

@@ -106,6 +106,10 @@ class RaftNode {
   void Start(PeerSender* sender);
   // Stops both threads and fails every waiting call with UNAVAILABLE.
   void Stop();
+  // Where the apply thread runs the completions of the calls it answers
+  // (ApplyThread::SetDispatcher): the gRPC server hands them to its
+  // completion queues; null runs them on the apply thread.
+  void SetCompletionDispatcher(ApplyThread::DispatchFn dispatch) { apply_.SetDispatcher(std::move(dispatch)); }
 
   // Replicates `command` (a serialized Command). `done` runs once: OK after
   // the entry is committed and applied; FAILED_PRECONDITION if not leader;

@@ -30,6 +30,9 @@ struct ServerOptions {
   int max_request_timeout_ms = 10000;
   // Calls pre-posted per completion queue for each busy method.
   int calls_per_cq = 64;
+  // Client calls answered by the apply thread are finished on a completion
+  // queue thread, a batch at a time, rather than on the apply thread.
+  bool finish_on_cq = true;
   // OPEN_SESSION: idle time (cluster time) after which a session expires.
   uint64_t session_timeout_ms = 600000;
   // Tests only (--enable_test_faults): peer requests from blocked members are

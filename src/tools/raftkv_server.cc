@@ -49,6 +49,9 @@ DEFINE_int32(server_threads_per_cq, 1, "Threads polling each server completion q
 DEFINE_int32(peer_cq_num, 1, "Completion queues for this member's calls to its peers.");
 DEFINE_int32(peer_threads_per_cq, 1, "Threads polling each peer completion queue.");
 DEFINE_int32(calls_per_cq, 64, "Calls pre-posted per server completion queue for each busy method.");
+DEFINE_bool(finish_on_cq, true,
+            "Finish the client calls that the apply thread answers on a server completion-queue thread, "
+            "one batch per apply pass (false: the apply thread finishes them itself).");
 DEFINE_int32(tick_ms, raftkv::raft::Config().tick_ms, "Length of one logical clock tick in milliseconds.");
 DEFINE_int32(election_ticks, raftkv::raft::Config().election_ticks,
              "Minimum election timeout in ticks; each timeout is drawn from [n, 2n) ticks.");
@@ -391,6 +394,7 @@ int main(int argc, char** argv) {
   server_options.cq_num = FLAGS_server_cq_num;
   server_options.threads_per_cq = FLAGS_server_threads_per_cq;
   server_options.calls_per_cq = FLAGS_calls_per_cq;
+  server_options.finish_on_cq = FLAGS_finish_on_cq;
   server_options.max_key_bytes = FLAGS_max_key_bytes;
   server_options.max_value_bytes = FLAGS_max_value_bytes;
   server_options.max_batch_ops = FLAGS_max_batch_ops;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <random>
 #include <string>
 
@@ -47,6 +48,23 @@ TEST(Crc32cTest, MatchesReferenceAtEveryLengthAndAlignment) {
           << "start " << start << " len " << len;
     }
   }
+}
+
+// Extend uses the processor's instruction where there is one; both paths
+// must agree with the reference at every length and alignment.
+TEST(Crc32cTest, HardwareAndPortableAgree) {
+  std::mt19937 rng(7);
+  std::string data(4096 + 16, '\0');
+  for (char& c : data) c = static_cast<char>(rng());
+  for (size_t start = 0; start < 16; ++start) {
+    for (size_t len = 0; start + len <= data.size(); len = len < 64 ? len + 1 : len * 2 + 3) {
+      const uint32_t portable = crc32c::ExtendPortable(0x1234567u, data.data() + start, len);
+      ASSERT_EQ(crc32c::Extend(0x1234567u, data.data() + start, len), portable)
+          << "start " << start << " len " << len;
+    }
+  }
+  ASSERT_EQ(crc32c::ExtendPortable(0, "123456789", 9), 0xE3069283u);
+  std::printf("crc32c: processor instruction %s\n", crc32c::HardwareAvailable() ? "used" : "not available");
 }
 
 TEST(Crc32cTest, ExtendEqualsWholeValue) {
