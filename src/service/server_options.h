@@ -31,7 +31,8 @@ struct ServerOptions {
   // Calls pre-posted per completion queue for each busy method.
   int calls_per_cq = 64;
   // Client calls answered by the apply thread are finished on a completion
-  // queue thread, a batch at a time, rather than on the apply thread.
+  // queue thread, a batch at a time (of 4 calls or more; smaller batches on
+  // the apply thread), rather than on the apply thread.
   bool finish_on_cq = true;
   // OPEN_SESSION: idle time (cluster time) after which a session expires.
   uint64_t session_timeout_ms = 600000;

@@ -51,7 +51,8 @@ DEFINE_int32(peer_threads_per_cq, 1, "Threads polling each peer completion queue
 DEFINE_int32(calls_per_cq, 64, "Calls pre-posted per server completion queue for each busy method.");
 DEFINE_bool(finish_on_cq, true,
             "Finish the client calls that the apply thread answers on a server completion-queue thread, "
-            "one batch per apply pass (false: the apply thread finishes them itself).");
+            "one batch per apply pass when it holds 4 calls or more (false: the apply thread finishes "
+            "them itself).");
 DEFINE_int32(tick_ms, raftkv::raft::Config().tick_ms, "Length of one logical clock tick in milliseconds.");
 DEFINE_int32(election_ticks, raftkv::raft::Config().election_ticks,
              "Minimum election timeout in ticks; each timeout is drawn from [n, 2n) ticks.");
