@@ -96,6 +96,7 @@ Status GrpcServer::Start() {
   }
   if (options_.finish_on_cq) {
     node_->SetCompletionDispatcher([this](Completions batch) { FinishOnCq(std::move(batch)); });
+    dispatcher_set_ = true;
   }
   LOG(INFO) << "member " << node_->id() << " serving on " << options_.listen_address << " with "
             << cqs_.size() << " completion queues x " << options_.threads_per_cq << " threads";
@@ -163,7 +164,12 @@ void GrpcServer::Shutdown(int grace_ms) {
 }
 
 void GrpcServer::Join() {
-  if (node_ != nullptr && options_.finish_on_cq) node_->SetCompletionDispatcher(nullptr);
+  // Only the first Join touches the node: the destructor joins again, and
+  // the node may be gone by then.
+  if (dispatcher_set_) {
+    node_->SetCompletionDispatcher(nullptr);
+    dispatcher_set_ = false;
+  }
   {
     std::unique_lock<std::shared_mutex> lock(gate_.mu);
     gate_.draining = true;

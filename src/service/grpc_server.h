@@ -72,6 +72,7 @@ class GrpcServer {
   int bound_port_ = 0;
   bool shut_down_ = false;
   std::atomic<uint64_t> next_cq_{0};
+  bool dispatcher_set_ = false;  // the node hands answered calls to FinishOnCq
   // Batches handed to the queues and not yet run; Join() waits for them.
   std::mutex batches_mu_;
   std::condition_variable batches_cv_;
