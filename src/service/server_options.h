@@ -32,8 +32,10 @@ struct ServerOptions {
   int calls_per_cq = 64;
   // Client calls answered by the apply thread are finished on a completion
   // queue thread, a batch at a time (of 4 calls or more; smaller batches on
-  // the apply thread), rather than on the apply thread.
-  bool finish_on_cq = true;
+  // the apply thread), rather than on the apply thread. Off by default: with
+  // it on, raftkv-server under AddressSanitizer reported OpenSSL objects
+  // still allocated at exit in some TLS runs, not yet explained.
+  bool finish_on_cq = false;
   // OPEN_SESSION: idle time (cluster time) after which a session expires.
   uint64_t session_timeout_ms = 600000;
   // Tests only (--enable_test_faults): peer requests from blocked members are

@@ -72,7 +72,11 @@ class ServerTest : public ::testing::Test {
     int threads_per_cq = 2;
     int calls_per_cq = 16;
     uint64_t session_timeout_ms = 600000;
+    bool finish_on_cq = false;  // ServerOptions::finish_on_cq
   };
+
+  // 2000 asynchronous Puts at once, then reads them all back.
+  void RunManyConcurrentAsyncPuts(const Setup& setup);
 
   void StartNode(const Setup& setup) {
     NodeOptions no;
@@ -115,6 +119,7 @@ class ServerTest : public ::testing::Test {
     so.max_request_timeout_ms = setup.max_request_timeout_ms;
     so.calls_per_cq = setup.calls_per_cq;
     so.session_timeout_ms = setup.session_timeout_ms;
+    so.finish_on_cq = setup.finish_on_cq;
     server_ = std::make_unique<GrpcServer>(so, raw);
     s = server_->Start();
     ASSERT_TRUE(s.ok()) << s.ToString();
@@ -493,8 +498,19 @@ TEST_F(ServerTest, KvClientCompareAndSwap) {
 
 // Many calls in flight at once through the async client API: every Put
 // succeeds with its own log index, and every value is then readable.
-TEST_F(ServerTest, ManyConcurrentAsyncPuts) {
-  StartSingleLeader();
+TEST_F(ServerTest, ManyConcurrentAsyncPuts) { RunManyConcurrentAsyncPuts(Setup()); }
+
+// The same with the answered calls handed to the completion queues in
+// batches (--finish_on_cq): every call is finished exactly once, and the
+// server shuts down with batches possibly in flight.
+TEST_F(ServerTest, ManyConcurrentAsyncPutsFinishedOnTheQueues) {
+  Setup setup;
+  setup.finish_on_cq = true;
+  RunManyConcurrentAsyncPuts(setup);
+}
+
+void ServerTest::RunManyConcurrentAsyncPuts(const Setup& setup) {
+  StartSingleLeader(setup);
   constexpr int kCalls = 2000;
   struct PutCall {
     grpc::ClientContext ctx;
