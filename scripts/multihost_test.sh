@@ -197,8 +197,12 @@ eps_without() {  # the endpoints of every member but $1
 start_server() {  # start_server I: member I on its host, output appended to server.out
   local i=$1 h=$WORK/host$1
   echo "=== start at $(date '+%H:%M:%S') ===" >>"$h/server.out"
-  ip netns exec "$(ns "$i")" "$SERVER" --flagfile="$h/conf/node$i.flags" \
-    </dev/null >>"$h/server.out" 2>&1 &
+  # Run in the host's directory with core dumps allowed: a crash leaves a
+  # core there (with the kernel's default core_pattern), and tails() prints
+  # its stacks.
+  (cd "$h" && { ulimit -c unlimited 2>/dev/null || true; } &&
+    exec ip netns exec "$(ns "$i")" "$SERVER" --flagfile="$h/conf/node$i.flags" \
+      </dev/null >>"$h/server.out" 2>&1) &
   PIDS[$i]=$!
 }
 
@@ -228,6 +232,16 @@ tails() {
     echo "----- host $i ($(addr_of "$i")): tail of server.out and the INFO log -----" >&2
     tail -n 15 "$WORK/host$i/server.out" >&2 2>/dev/null || true
     tail -n 15 "$WORK/host$i/logs/raftkv-server.INFO" >&2 2>/dev/null || true
+    local core
+    for core in "$WORK/host$i"/core*; do
+      [[ -f $core ]] || continue
+      echo "----- host $i: $core -----" >&2
+      if command -v gdb >/dev/null; then
+        gdb -batch -ex "thread apply all bt 20" "$SERVER" "$core" 2>/dev/null | grep -E '^(Thread|#)' >&2 || true
+      else
+        echo "(no gdb to print its stacks)" >&2
+      fi
+    done
   done
 }
 

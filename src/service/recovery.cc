@@ -9,15 +9,12 @@
 #include <string>
 #include <tuple>
 
+#include "common/elapsed.h"
 #include "raft/membership.h"
 
 namespace raftkv {
 
 namespace {
-
-double MillisSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
 
 std::string JoinList(const std::vector<std::string>& items) {
   std::string out;

@@ -13,6 +13,7 @@
 #include <system_error>
 #include <utility>
 
+#include "common/elapsed.h"
 #include "raft/membership.h"
 #include "service/thread_name.h"
 #include "storage/file_util.h"
@@ -23,10 +24,6 @@ namespace raftkv {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
-
-double MillisSince(SteadyClock::time_point start) {
-  return std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
-}
 
 }  // namespace
 
@@ -74,10 +71,12 @@ bool SnapshotManager::HasWork(uint64_t applied_index) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (result_.has_value()) return true;
   if (running_ || stopped_) return false;
-  return requested_ ||
-         (options_.snapshot_entries > 0 && applied_index > newest_.index &&
-          applied_index - newest_.index >= options_.snapshot_entries &&
-          SteadyClock::now() >= retry_after_);
+  return requested_ || DueByCountLocked(applied_index);
+}
+
+bool SnapshotManager::DueByCountLocked(uint64_t applied_index) const {
+  return options_.snapshot_entries > 0 && applied_index > newest_.index &&
+         applied_index - newest_.index >= options_.snapshot_entries && SteadyClock::now() >= retry_after_;
 }
 
 raft::SnapshotRef SnapshotManager::newest() const {
@@ -107,16 +106,12 @@ void SnapshotManager::MaybeStart(uint64_t applied_index) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopped_ || running_ || result_) return;
-    bool due = requested_;
-    if (!due && applied_index > newest_.index && SteadyClock::now() >= retry_after_) {
-      if (options_.snapshot_entries > 0 &&
-          applied_index - newest_.index >= options_.snapshot_entries) {
-        due = true;
-      } else if (options_.snapshot_log_bytes > 0 && log_bytes >= options_.snapshot_log_bytes &&
-                 log_bytes >= log_bytes_after_compaction_ + options_.snapshot_log_bytes / 2) {
-        due = true;
-      }
-    }
+    // Due: asked for, or enough entries applied since the newest snapshot,
+    // or (only the I/O loop can tell) a log grown past --snapshot_log_bytes.
+    const bool due_by_size = options_.snapshot_log_bytes > 0 && applied_index > newest_.index &&
+                             SteadyClock::now() >= retry_after_ && log_bytes >= options_.snapshot_log_bytes &&
+                             log_bytes >= log_bytes_after_compaction_ + options_.snapshot_log_bytes / 2;
+    const bool due = requested_ || DueByCountLocked(applied_index) || due_by_size;
     if (!due) return;
     requested_ = false;
     running_ = true;

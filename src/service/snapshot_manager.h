@@ -124,6 +124,9 @@ class SnapshotManager {
   std::mutex store_mu_;
   std::unique_ptr<SnapshotStore> store_;  // guarded by store_mu_
 
+  // Enough entries applied since the newest snapshot (--snapshot_entries).
+  bool DueByCountLocked(uint64_t applied_index) const;  // mu_ held
+
   mutable std::mutex mu_;
   raft::SnapshotRef newest_;       // guarded by mu_ (index and term only)
   bool running_ = false;           // guarded by mu_: the snapshot thread is busy
