@@ -11,6 +11,7 @@
 
 #include "client/kv_client.h"
 #include "service/cluster_config.h"
+#include "service/server_options.h"
 
 namespace raftkv {
 
@@ -91,11 +92,7 @@ AdminServiceImpl::AdminServiceImpl(RaftNode* node, int max_request_timeout_ms,
     : node_(node), max_request_timeout_ms_(std::max(1, max_request_timeout_ms)), auth_(auth) {}
 
 Clock::time_point AdminServiceImpl::Deadline(const grpc::ServerContext& context) const {
-  const auto cap = Clock::now() + std::chrono::milliseconds(max_request_timeout_ms_);
-  const auto client = context.deadline();
-  if (client == std::chrono::system_clock::time_point::max()) return cap;
-  const auto remaining = client - std::chrono::system_clock::now();
-  return std::min(cap, Clock::now() + std::chrono::duration_cast<Clock::duration>(remaining));
+  return CallDeadline(context, max_request_timeout_ms_);
 }
 
 void AdminServiceImpl::FillMembers(const NodeStatus& st, ListMembersResponse* response) {

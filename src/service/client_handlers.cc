@@ -35,11 +35,7 @@ void ClientHandlers::Register(KV::AsyncService* kv, int busy, AsyncMethods* meth
 }
 
 Clock::time_point ClientHandlers::Deadline(grpc::ServerContext& context) const {
-  const auto cap = Clock::now() + std::chrono::milliseconds(options_.max_request_timeout_ms);
-  const auto client = context.deadline();
-  if (client == std::chrono::system_clock::time_point::max()) return cap;
-  const auto remaining = client - std::chrono::system_clock::now();
-  return std::min(cap, Clock::now() + std::chrono::duration_cast<Clock::duration>(remaining));
+  return CallDeadline(context, options_.max_request_timeout_ms);
 }
 
 void ClientHandlers::HandleEcho(EchoCall* call) {

@@ -2,6 +2,8 @@
 // pools, request limits, deadlines and security.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -48,5 +50,18 @@ struct ServerOptions {
   // Not owned; null = plaintext, every call allowed.
   const CallAuthorizer* auth = nullptr;
 };
+
+// The deadline a call waits for the node under: the client's deadline,
+// capped at `max_request_timeout_ms` (which is also used when the client set
+// none). Client (KV) and Admin calls alike.
+inline std::chrono::steady_clock::time_point CallDeadline(const grpc::ServerContext& context,
+                                                          int max_request_timeout_ms) {
+  using Steady = std::chrono::steady_clock;
+  const auto cap = Steady::now() + std::chrono::milliseconds(max_request_timeout_ms);
+  const auto client = context.deadline();
+  if (client == std::chrono::system_clock::time_point::max()) return cap;
+  const auto remaining = client - std::chrono::system_clock::now();
+  return std::min(cap, Steady::now() + std::chrono::duration_cast<Steady::duration>(remaining));
+}
 
 }  // namespace raftkv
