@@ -163,7 +163,7 @@ else
   t=$(now)
   "$CLUSTER" add 4 >/dev/null
   echo "node 4 added, caught up by snapshot and promoted in $(since "$t") s"
-  echo "node 4 reads compaction-bench-probe locally: $("$CTL" --endpoints="127.0.0.1:$((RAFTKV_BASE_PORT + 4))" --stale get compaction-bench-probe)"
+  echo "node 4 reads compaction-bench-probe locally: $("$CTL" --endpoints="127.0.0.1:$((RAFTKV_BASE_PORT + 4))" get --consistency=s --print-value-only compaction-bench-probe)"
   "$CLUSTER" members
   sizes 4
   "$CLUSTER" stop >/dev/null 2>&1 || true

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Acceptance test of the core issue through the user-facing tools: cluster.sh
-# starts 3 nodes; raftkvctl put/get/batch work against every node; after
+# starts 3 nodes; raftkvctl put/get/del/txn/batch work against every node; after
 # `cluster.sh kill` of the leader a new leader serves within 3 seconds (default
 # timeouts) and every acknowledged write is there; the restarted node catches
 # up; `cluster.sh add` / `remove` change the membership and raftkvctl
@@ -31,19 +31,32 @@ for i in 0 1 2; do
   [ "$out" = OK ] || fail "put printed '$out', expected OK"
 done
 for i in 0 1 2; do
-  v=$("$CTL" --endpoints="${EP[$(( (i + 1) % 3 ))]}" get "via$i") || fail "get via$i"
+  v=$("$CTL" --endpoints="${EP[$(( (i + 1) % 3 ))]}" get --print-value-only "via$i") || fail "get via$i"
   [ "$v" = "value$i" ] || fail "get via$i returned '$v'"
 done
-if "$CTL" --endpoints="$ENDPOINTS" get no-such-key 2>/dev/null; then fail "get of an absent key exited 0"; fi
+# get prints the key, then the value (etcdctl); nothing, exit 0, for an absent key.
+out=$("$CTL" --endpoints="$ENDPOINTS" get via0) || fail "get via0"
+[ "$out" = "$(printf 'via0\nvalue0')" ] || fail "get via0 printed '$out'"
+out=$("$CTL" --endpoints="$ENDPOINTS" get no-such-key) || fail "get of an absent key failed"
+[ -z "$out" ] || fail "get of an absent key printed '$out'"
+out=$("$CTL" --endpoints="$ENDPOINTS" get via --prefix --keys-only) || fail "get --prefix"
+[ "$out" = "$(printf 'via0\n\nvia1\n\nvia2\n')" ] || fail "get via --prefix --keys-only printed '$out'"
 for i in $(seq 1 300); do
   "$CTL" --endpoints="$ENDPOINTS" put "k$i" "v$i" >/dev/null || fail "put k$i"
 done
-"$CTL" --endpoints="$ENDPOINTS" del k300 >/dev/null || fail "del k300"
+out=$("$CTL" --endpoints="$ENDPOINTS" del k300) || fail "del k300"
+[ "$out" = 1 ] || fail "del k300 printed '$out', expected 1 (deleted)"
+out=$("$CTL" --endpoints="$ENDPOINTS" get k --prefix --count-only) || fail "get --count-only"
+[ "$out" = 299 ] || fail "get k --prefix --count-only printed '$out', expected 299"
+# txn: etcdctl's format on stdin; SUCCESS and the responses.
+out=$(printf 'value("k1") = "v1"\n\nput txn-key yes\nget k1\n\nput txn-key no\n' |
+  "$CTL" --endpoints="$ENDPOINTS" txn) || fail "txn"
+[ "$out" = "$(printf 'SUCCESS\n\nOK\n\nk1\nv1')" ] || fail "txn printed '$out'"
 # batch: several ops as one entry; a malformed batch is a usage error (exit 2).
 out=$("$CTL" --endpoints="$ENDPOINTS" batch put b1 one put b2 two del via0) || fail "batch"
 [ "$out" = OK ] || fail "batch printed '$out', expected OK"
-[ "$("$CTL" --endpoints="$ENDPOINTS" get b2)" = two ] || fail "batch put b2 not applied"
-if "$CTL" --endpoints="$ENDPOINTS" get via0 2>/dev/null; then fail "batch del via0 not applied"; fi
+[ "$("$CTL" --endpoints="$ENDPOINTS" get --print-value-only b2)" = two ] || fail "batch put b2 not applied"
+[ -z "$("$CTL" --endpoints="$ENDPOINTS" get via0)" ] || fail "batch del via0 not applied"
 rc=0; "$CTL" --endpoints="$ENDPOINTS" batch put only-key 2>/dev/null || rc=$?
 [ "$rc" = 2 ] || fail "malformed batch exited $rc, expected 2"
 
@@ -66,11 +79,13 @@ echo "new leader served a write ${elapsed_ms} ms after SIGKILL of leader $leader
 [ "$elapsed_ms" -lt 3000 ] || fail "failover took ${elapsed_ms} ms (limit 3000)"
 
 for i in $(seq 1 299); do
-  v=$("$CTL" --endpoints="$ENDPOINTS" get "k$i") || fail "acknowledged k$i lost after failover"
+  v=$("$CTL" --endpoints="$ENDPOINTS" get --print-value-only "k$i") || fail "get k$i after failover"
   [ "$v" = "v$i" ] || fail "k$i = '$v' after failover"
 done
-if "$CTL" --endpoints="$ENDPOINTS" get k300 2>/dev/null; then fail "deleted k300 is back"; fi
-[ "$("$CTL" --endpoints="$ENDPOINTS" get b1)" = one ] || fail "batched b1 lost after failover"
+out=$("$CTL" --endpoints="$ENDPOINTS" get k300) || fail "get k300 after failover"
+[ -z "$out" ] || fail "deleted k300 is back"
+[ "$("$CTL" --endpoints="$ENDPOINTS" get --print-value-only b1)" = one ] || fail "batched b1 lost after failover"
+[ "$("$CTL" --endpoints="$ENDPOINTS" get --print-value-only txn-key)" = yes ] || fail "txn-key lost after failover"
 
 "$CLUSTER" restart "$leader"
 target=$("$CTL" --endpoints="$ENDPOINTS" status --json | python3 -c '
@@ -85,7 +100,8 @@ print(json.load(sys.stdin)[0]["applied_index"])')
   sleep 0.1
 done
 [ "$caught_up" = 1 ] || fail "restarted member $leader did not catch up to $target"
-v=$("$CTL" --endpoints="${EP[$((leader - 1))]}" --stale get after-kill) || fail "stale get on restarted node"
+v=$("$CTL" --endpoints="${EP[$((leader - 1))]}" get --consistency=s --print-value-only after-kill) ||
+  fail "serializable get on restarted node"
 [ "$v" = yes ] || fail "restarted node has after-kill='$v'"
 
 # Membership through cluster.sh: node 4 joins (learner, catches up, promoted),
@@ -102,13 +118,13 @@ assert got == sys.argv[2], (got, sys.argv[2])' "$("$CLUSTER" members --json)" "$
 members_check "1:voter,2:voter,3:voter,4:voter" || fail "member list after cluster.sh add 4"
 EP4=127.0.0.1:$((RAFTKV_BASE_PORT + 4))
 "$CTL" --endpoints="$EP4" put via-node4 yes >/dev/null || fail "put through node 4"
-v=$("$CTL" --endpoints="$EP4" get k1) || fail "get k1 through node 4"
+v=$("$CTL" --endpoints="$EP4" get --print-value-only k1) || fail "get k1 through node 4"
 [ "$v" = v1 ] || fail "k1 = '$v' through node 4"
 "$CLUSTER" remove 1 >/dev/null || fail "cluster.sh remove 1"
 members_check "2:voter,3:voter,4:voter" || fail "member list after cluster.sh remove 1"
 REST="${EP[1]},${EP[2]},$EP4"
 "$CTL" --endpoints="$REST" put after-remove yes >/dev/null || fail "put after removing node 1"
-v=$("$CTL" --endpoints="$REST" get via-node4) || fail "get after removing node 1"
+v=$("$CTL" --endpoints="$REST" get --print-value-only via-node4) || fail "get after removing node 1"
 [ "$v" = yes ] || fail "via-node4 = '$v'"
 out=$("$CTL" --endpoints="$EP4" snapshot) || fail "raftkvctl snapshot on node 4"
 case $out in "OK: snapshot of $EP4 at index "*) ;; *) fail "snapshot printed '$out'" ;; esac

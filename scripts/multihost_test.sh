@@ -222,7 +222,8 @@ stop_server() {
 # Succeeds when member $1's local (stale) read of key $2 is $3.
 local_value_is() {
   local v
-  v=$(ctl --endpoints="$(addr_of "$1")" --timeout_ms=1500 --stale get "$2" 2>/dev/null) || return 1
+  v=$(ctl --endpoints="$(addr_of "$1")" --timeout_ms=1500 get --consistency=s --print-value-only "$2" \
+    2>/dev/null) || return 1
   [[ $v == "$3" ]]
 }
 
@@ -406,7 +407,7 @@ for ((i = 1; i <= N; i++)); do
   wait_for 15 local_value_is "$i" mh-b2 two ||
     step_fail "replication: member $i's local state lacks the batch after 15s"
   # A linearizable read through this member alone (followers point to the leader).
-  v=$(ctl --endpoints="$(addr_of "$i")" --timeout_ms=10000 get mh-repl) ||
+  v=$(ctl --endpoints="$(addr_of "$i")" --timeout_ms=10000 get --print-value-only mh-repl) ||
     step_fail "replication: linearizable get through member $i failed"
   [[ $v == "from-$CLIENT_IP" ]] || step_fail "replication: get through member $i returned '$v'"
 done
@@ -528,7 +529,9 @@ wait_for 30 local_value_is "$old" mh-part-5 p5 ||
   step_fail "partition: member $old did not catch up within 30s of the link coming back"
 rejoin_ms=$((($(date +%s%N) - up_ns) / 1000000))
 wait_leader "$ALL_EPS" 20 || step_fail "partition: no agreed leader after the link came back"
-if ctl --endpoints="$ALL_EPS" --timeout_ms=5000 get mh-isolated >/dev/null 2>&1; then
+# get prints nothing (and exits 0) for an absent key.
+if isolated=$(ctl --endpoints="$ALL_EPS" --timeout_ms=5000 get mh-isolated 2>/dev/null) &&
+  [[ -n $isolated ]]; then
   step_fail "partition: the write refused by the isolated member exists"
 fi
 pass "partition: member $old cut off, member $new took 5 writes, $old stepped down, rejoined and caught up ${rejoin_ms} ms after the link came back"

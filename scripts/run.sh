@@ -27,9 +27,11 @@ step "writes and reads (any endpoint works: clients follow the leader hint)"
 ctl put greeting "hello, raft"
 ctl put answer 42
 ctl get greeting
-ctl get answer
+ctl get answer --print-value-only
 ctl del answer
-ctl get answer || echo "(exit code $? : the key is gone)"
+ctl get answer
+echo "(nothing printed: the key is gone)"
+ctl get key --prefix --count-only
 for i in $(seq 1 100); do "$CTL" --endpoints="$ENDPOINTS" put "key$i" "value$i" >/dev/null; done
 echo "(100 more writes acknowledged)"
 
@@ -50,8 +52,8 @@ step "restart member $leader: it catches up from the new leader"
 "$CLUSTER" restart "$leader"
 sleep 1
 ctl status
-echo "\$ raftkvctl --endpoints=<member $leader> --stale get after-crash"
-"$CTL" --endpoints="$(echo "$ENDPOINTS" | cut -d, -f"$leader")" --stale get after-crash
+echo "\$ raftkvctl --endpoints=<member $leader> get after-crash --consistency=s"
+"$CTL" --endpoints="$(echo "$ENDPOINTS" | cut -d, -f"$leader")" get after-crash --consistency=s
 
 step "stop"
 "$CLUSTER" stop

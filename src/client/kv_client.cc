@@ -210,15 +210,18 @@ void KvClient::EndWrite(const Session& session, const grpc::Status& status) {
   }
 }
 
-KV::Stub* KvClient::StubFor(const std::string& address) {
+KvClient::Stubs* KvClient::StubsFor(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto& stub = stubs_[address];
-  if (!stub) {
-    auto channel = MakeChannel(address, RaftkvChannelArguments(), options_.security);
-    stub = KV::NewStub(channel);
+  auto& stubs = stubs_[address];
+  if (!stubs) {
+    stubs = std::make_unique<Stubs>();
+    stubs->channel = MakeChannel(address, RaftkvChannelArguments(), options_.security);
+    stubs->kv = KV::NewStub(stubs->channel);
+    stubs->lease = ::raftkv::Lease::NewStub(stubs->channel);
+    stubs->watch = ::raftkv::Watch::NewStub(stubs->channel);
     VLOG(1) << "KvClient: new channel to " << address;
   }
-  return stub.get();
+  return stubs.get();
 }
 
 std::string KvClient::LeaderHint() const {
@@ -243,10 +246,9 @@ const std::string& KvClient::last_leader() const {
   return snapshot;
 }
 
-template <typename Req, typename Resp>
-grpc::Status KvClient::Call(const char* name, RpcMethod<Req, Resp> method,
-                            const Req& request, Resp* response, bool follow_leader,
-                            bool idempotent) {
+template <typename Attempt>
+grpc::Status KvClient::Retry(const char* name, bool follow_leader, bool idempotent,
+                             Attempt attempt) {
   if (!config_error_.empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, config_error_);
   }
@@ -260,9 +262,7 @@ grpc::Status KvClient::Call(const char* name, RpcMethod<Req, Resp> method,
     const std::string target = loop.target();
     grpc::ClientContext ctx;
     SetTimeout(&ctx, std::min<Clock::duration>(loop.left(), rpc_timeout));
-    *response = Resp();
-    KV::Stub* stub = StubFor(target);
-    grpc::Status s = (stub->*method)(&ctx, request, response);
+    grpc::Status s = attempt(&ctx, target);
     if (s.ok()) {
       if (follow_leader) SetLeader(target);
       return s;
@@ -310,6 +310,26 @@ grpc::Status KvClient::Call(const char* name, RpcMethod<Req, Resp> method,
 }
 
 template <typename Req, typename Resp>
+grpc::Status KvClient::Call(const char* name, RpcMethod<Req, Resp> method, const Req& request,
+                            Resp* response, bool follow_leader, bool idempotent) {
+  return Retry(name, follow_leader, idempotent,
+               [&](grpc::ClientContext* ctx, const std::string& target) {
+                 *response = Resp();
+                 return (StubFor(target)->*method)(ctx, request, response);
+               });
+}
+
+template <typename Req, typename Resp>
+grpc::Status KvClient::CallLease(const char* name, LeaseMethod<Req, Resp> method,
+                                 const Req& request, Resp* response, bool idempotent) {
+  return Retry(name, /*follow_leader=*/true, idempotent,
+               [&](grpc::ClientContext* ctx, const std::string& target) {
+                 *response = Resp();
+                 return (LeaseStubFor(target)->*method)(ctx, request, response);
+               });
+}
+
+template <typename Req, typename Resp>
 grpc::Status KvClient::Write(const char* name, RpcMethod<Req, Resp> method, Req* request,
                              Resp* response, bool idempotent) {
   grpc::Status s = BeginWrite(request->mutable_session());
@@ -321,11 +341,229 @@ grpc::Status KvClient::Write(const char* name, RpcMethod<Req, Resp> method, Req*
 }
 
 grpc::Status KvClient::Put(const std::string& key, const std::string& value) {
+  return Put(key, value, ClientPutOptions(), nullptr);
+}
+
+grpc::Status KvClient::Put(const std::string& key, const std::string& value,
+                           const ClientPutOptions& put_options, PutResponse* response) {
   PutRequest req;
   req.set_key(key);
   req.set_value(value);
+  req.set_lease(put_options.lease);
+  req.set_prev_kv(put_options.prev_kv);
   PutResponse resp;
-  return Write("Put", &KV::Stub::Put, &req, &resp);
+  grpc::Status s = Write("Put", &KV::Stub::Put, &req, &resp);
+  if (s.ok() && response != nullptr) *response = std::move(resp);
+  return s;
+}
+
+grpc::Status KvClient::Range(const RangeRequest& request, RangeResponse* response) {
+  RangeResponse resp;
+  grpc::Status s =
+      Call("Range", &KV::Stub::Range, request, &resp, /*follow_leader=*/!request.serializable());
+  if (s.ok() && response != nullptr) *response = std::move(resp);
+  return s;
+}
+
+grpc::Status KvClient::DeleteRange(DeleteRangeRequest* request, DeleteRangeResponse* response) {
+  DeleteRangeResponse resp;
+  grpc::Status s = Write("DeleteRange", &KV::Stub::DeleteRange, request, &resp);
+  if (s.ok() && response != nullptr) *response = std::move(resp);
+  return s;
+}
+
+namespace {
+
+bool HasWrites(const google::protobuf::RepeatedPtrField<RequestOp>& ops) {
+  for (const RequestOp& op : ops) {
+    if (op.has_request_put() || op.has_request_delete_range()) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+grpc::Status KvClient::Txn(TxnRequest* request, TxnResponse* response) {
+  // Without a session a retried Txn could apply twice or fail against its own
+  // first application, unless it only reads.
+  const bool idempotent =
+      options_.use_session || (!HasWrites(request->success()) && !HasWrites(request->failure()));
+  TxnResponse resp;
+  grpc::Status s = Write("Txn", &KV::Stub::Txn, request, &resp, idempotent);
+  if (s.ok() && response != nullptr) *response = std::move(resp);
+  return s;
+}
+
+grpc::Status KvClient::LeaseGrant(int64_t ttl, int64_t id, LeaseGrantResponse* response) {
+  LeaseGrantRequest req;
+  req.set_ttl(ttl);
+  req.set_id(id);
+  LeaseGrantResponse resp;
+  grpc::Status s = CallLease("LeaseGrant", &::raftkv::Lease::Stub::LeaseGrant, req, &resp,
+                             /*idempotent=*/id == 0);
+  if (s.ok() && response != nullptr) *response = std::move(resp);
+  return s;
+}
+
+grpc::Status KvClient::LeaseRevoke(int64_t id, LeaseRevokeResponse* response) {
+  LeaseRevokeRequest req;
+  req.set_id(id);
+  LeaseRevokeResponse resp;
+  grpc::Status s = CallLease("LeaseRevoke", &::raftkv::Lease::Stub::LeaseRevoke, req, &resp);
+  if (s.ok() && response != nullptr) *response = std::move(resp);
+  return s;
+}
+
+grpc::Status KvClient::LeaseTimeToLive(int64_t id, bool keys, LeaseTimeToLiveResponse* response) {
+  LeaseTimeToLiveRequest req;
+  req.set_id(id);
+  req.set_keys(keys);
+  LeaseTimeToLiveResponse resp;
+  grpc::Status s =
+      CallLease("LeaseTimeToLive", &::raftkv::Lease::Stub::LeaseTimeToLive, req, &resp);
+  if (s.ok() && response != nullptr) *response = std::move(resp);
+  return s;
+}
+
+grpc::Status KvClient::LeaseLeases(LeaseLeasesResponse* response) {
+  LeaseLeasesRequest req;
+  LeaseLeasesResponse resp;
+  grpc::Status s = CallLease("LeaseLeases", &::raftkv::Lease::Stub::LeaseLeases, req, &resp);
+  if (s.ok() && response != nullptr) *response = std::move(resp);
+  return s;
+}
+
+grpc::Status KvClient::LeaseKeepAliveOnce(int64_t id, LeaseKeepAliveResponse* response) {
+  LeaseKeepAliveRequest req;
+  req.set_id(id);
+  LeaseKeepAliveResponse resp;
+  grpc::Status s = Retry(
+      "LeaseKeepAlive", /*follow_leader=*/true, /*idempotent=*/true,
+      [&](grpc::ClientContext* ctx, const std::string& target) {
+        resp = LeaseKeepAliveResponse();
+        auto stream = LeaseStubFor(target)->LeaseKeepAlive(ctx);
+        if (stream->Write(req) && stream->Read(&resp)) {
+          // Half-close: the server ends the stream (OK) once it has read it.
+          // The answer is in hand whatever the final status says.
+          stream->WritesDone();
+          grpc::Status finish = stream->Finish();
+          if (!finish.ok()) {
+            VLOG(1) << "KvClient: LeaseKeepAlive at " << target << " ended with "
+                    << StatusCodeName(finish.error_code()) << " after its answer";
+          }
+          return grpc::Status::OK;
+        }
+        // Refused (not the leader, ...) or broken: the status says why.
+        LeaseKeepAliveResponse ignored;
+        while (stream->Read(&ignored)) {
+        }
+        return stream->Finish();
+      });
+  if (s.ok() && response != nullptr) *response = std::move(resp);
+  return s;
+}
+
+namespace {
+
+// A watch stream that ended with one of these is opened again on another
+// member; any other status ends the watch.
+bool WatchResumable(const grpc::Status& s) {
+  switch (s.error_code()) {
+    case grpc::StatusCode::OK:  // the member closed the stream (shutting down)
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::CANCELLED:
+    case grpc::StatusCode::ABORTED:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The revision of an event: the change's (PUT: the key's new mod revision;
+// DELETE: the delete's).
+int64_t EventRevision(const Event& e) { return e.kv().mod_revision(); }
+
+}  // namespace
+
+grpc::Status KvClient::Watch(WatchRequest request,
+                             std::function<bool(const WatchResponse&)> on_response) {
+  if (!config_error_.empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, config_error_);
+  }
+  // The first revision not delivered yet: every event below it has been
+  // (0 until known: "from the next change on").
+  int64_t next_revision = request.start_revision();
+  bool created_delivered = false;
+  // The reconnection window: restarted each time a stream is established.
+  auto loop = std::make_unique<RetryLoop>(options_.endpoints, std::string(),
+                                          std::chrono::milliseconds(options_.timeout_ms),
+                                          retry_seeds_.Next());
+  grpc::Status last(grpc::StatusCode::UNAVAILABLE, "no attempt made");
+  while (loop->Start()) {
+    const std::string target = loop->target();
+    grpc::ClientContext ctx;  // no deadline: a watch lasts
+    request.set_start_revision(next_revision);
+    auto reader = WatchStubFor(target)->Watch(&ctx, request);
+    bool established = false;
+    bool stopped = false;
+    WatchResponse resp;
+    while (reader->Read(&resp)) {
+      if (!established && resp.created()) {
+        established = true;
+        VLOG(1) << "KvClient: watch established at " << target << " from revision "
+                << next_revision << " (member at revision " << resp.header().revision() << ")";
+        if (next_revision == 0) next_revision = resp.header().revision() + 1;
+      }
+      // Drop what was delivered already (a member that resent it).
+      if (resp.events_size() > 0) {
+        auto* events = resp.mutable_events();
+        int kept = 0;
+        for (int i = 0; i < events->size(); ++i) {
+          if (next_revision != 0 && EventRevision(events->Get(i)) < next_revision) continue;
+          if (kept != i) events->SwapElements(kept, i);
+          ++kept;
+        }
+        const bool had_events = events->size() > 0;
+        while (events->size() > kept) events->RemoveLast();
+        if (had_events && kept == 0 && !resp.created()) continue;
+      }
+      if (resp.created()) {
+        if (created_delivered) {
+          if (resp.events_size() == 0) continue;
+          resp.set_created(false);
+        }
+        created_delivered = true;
+      }
+      int64_t highest = 0;
+      for (const Event& e : resp.events()) highest = std::max(highest, EventRevision(e));
+      if (!on_response(resp)) {
+        stopped = true;
+        break;
+      }
+      if (highest >= next_revision) next_revision = highest + 1;
+    }
+    if (stopped) {
+      ctx.TryCancel();
+      reader->Finish();
+      return grpc::Status::OK;
+    }
+    grpc::Status s = reader->Finish();
+    VLOG(1) << "KvClient: watch at " << target << " ended: " << StatusCodeName(s.error_code())
+            << ": " << s.error_message();
+    if (!WatchResumable(s)) return s;
+    if (s.ok()) s = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the member ended the watch");
+    last = s;
+    if (established) {
+      // A new window, from the member after this one.
+      loop = std::make_unique<RetryLoop>(options_.endpoints, target,
+                                         std::chrono::milliseconds(options_.timeout_ms),
+                                         retry_seeds_.Next());
+    }
+    loop->Advance();
+    if (!loop->Backoff()) break;
+  }
+  return loop->GaveUp(last, "Watch");
 }
 
 grpc::Status KvClient::Get(const std::string& key, std::string* value, bool* found,

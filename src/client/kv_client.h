@@ -38,8 +38,17 @@
 // connection from one dropped after the server accepted the call) and
 // DEADLINE_EXCEEDED are then returned at once: the outcome is unknown and the
 // caller must read the key to find out.
+//
+// The etcd-style calls follow the same rules: Range like Get (serializable
+// ranges go to the first reachable endpoint, linearizable ones follow the
+// leader), DeleteRange and Txn like Delete and CompareAndSwap (session writes;
+// without a session a Txn with writes is retried only when nothing can have
+// been applied), and the Lease calls go to the leader with the same redirects
+// and retries. Watch is a long-lived stream on any member that moves to
+// another member when its member goes away (see Watch below).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -66,6 +75,12 @@ inline constexpr char kNotAppliedMetadataKey[] = "raftkv-not-applied";
 // Trailing-metadata key ("1") of an ABORTED write whose session is unknown or
 // expired on the servers.
 inline constexpr char kSessionExpiredMetadataKey[] = "raftkv-session-expired";
+
+// The options of a Put beyond its key and value.
+struct ClientPutOptions {
+  int64_t lease = 0;     // attach the key to this lease (0: none, detaches it)
+  bool prev_kv = false;  // answer with the key-value before the put
+};
 
 struct ClientOptions {
   // Server addresses ("host:port"), tried in this order when no leader is known.
@@ -120,6 +135,10 @@ class KvClient {
 
   // Sets key to value through the leader.
   grpc::Status Put(const std::string& key, const std::string& value);
+  // The same with a lease and prev_kv; *response (if non-null) gets the
+  // answer (revision, prev_kv when asked for and the key existed).
+  grpc::Status Put(const std::string& key, const std::string& value,
+                   const ClientPutOptions& put_options, PutResponse* response);
 
   // Reads key. *found tells whether it exists; *value is its value (cleared
   // when absent). With allow_stale the read is served from the local state of
@@ -147,6 +166,56 @@ class KvClient {
   // non-null) gets one flag per op: whether its key was present just before.
   grpc::Status Batch(const std::vector<BatchOp>& ops, std::vector<bool>* existed = nullptr);
 
+  // The keys in [key, range_end) (RangeRequest). request.serializable: from
+  // the local state of the first reachable endpoint, not redirected (like
+  // Get with allow_stale); otherwise linearizable, through the leader.
+  grpc::Status Range(const RangeRequest& request, RangeResponse* response);
+
+  // Deletes [key, range_end) through the leader, exactly once with a session
+  // (request->session is filled in here). Without one, a retry may count
+  // fewer keys deleted than its first, unacknowledged attempt removed.
+  grpc::Status DeleteRange(DeleteRangeRequest* request, DeleteRangeResponse* response);
+
+  // A transaction through the leader, exactly once with a session
+  // (request->session is filled in here). Without a session, a Txn with a
+  // put or delete in either list is retried only when nothing can have been
+  // applied (as CompareAndSwap); a read-only one always.
+  grpc::Status Txn(TxnRequest* request, TxnResponse* response);
+
+  // Leases, through the leader. LeaseGrant: ttl seconds, id 0 for one picked
+  // by the server. A grant with id 0 is retried like a Put (a duplicate only
+  // leaves an unused lease that expires); one with an explicit id only when
+  // nothing can have been applied. A retried LeaseRevoke may report NOT_FOUND
+  // for a lease its first attempt revoked.
+  grpc::Status LeaseGrant(int64_t ttl, int64_t id, LeaseGrantResponse* response);
+  grpc::Status LeaseRevoke(int64_t id, LeaseRevokeResponse* response = nullptr);
+  grpc::Status LeaseTimeToLive(int64_t id, bool keys, LeaseTimeToLiveResponse* response);
+  grpc::Status LeaseLeases(LeaseLeasesResponse* response);
+  // Renews lease `id` once: opens a LeaseKeepAlive stream to the leader,
+  // sends one request and reads one answer (TTL 0: the lease is gone).
+  grpc::Status LeaseKeepAliveOnce(int64_t id, LeaseKeepAliveResponse* response);
+
+  // Watches [request.key, request.range_end) from request.start_revision
+  // (0: from the next change on), calling on_response for each answer on
+  // this thread until it returns false (then returns OK). The first answer
+  // has created = true; the following ones carry the events.
+  //
+  // When the stream breaks (UNAVAILABLE, connection lost, CANCELLED by the
+  // server, or the member ended it with OK), the watch is opened again on the
+  // next endpoint after a jittered back-off, from the revision after the
+  // last event delivered (or the original start_revision, or the first
+  // member's revision + 1 when it was 0 and nothing was delivered yet), so
+  // no event is lost or repeated and no second created answer is delivered.
+  // A new stream must be established within timeout_ms of the break, else
+  // the last error is returned (with the endpoints tried). Any other error
+  // ends the watch: OUT_OF_RANGE (compacted start revision), INVALID_ARGUMENT,
+  // RESOURCE_EXHAUSTED, ...
+  //
+  // A member that stops answering without closing the connection (a network
+  // partition) is not detected: the stream then stays idle.
+  grpc::Status Watch(WatchRequest request,
+                     std::function<bool(const WatchResponse&)> on_response);
+
   // Queries the status of one server: a single attempt, no redirect, no retry.
   grpc::Status StatusOf(const std::string& endpoint, StatusResponse* out,
                         int timeout_ms = 1000);
@@ -161,17 +230,43 @@ class KvClient {
   template <typename Req, typename Resp>
   using RpcMethod = grpc::Status (KV::Stub::*)(grpc::ClientContext*, const Req&, Resp*);
 
-  // Runs `method` with the retry policy described at the top of this file.
+  template <typename Req, typename Resp>
+  using LeaseMethod =
+      grpc::Status (::raftkv::Lease::Stub::*)(grpc::ClientContext*, const Req&, Resp*);
+
+  // Runs attempt(&ctx, target) -> grpc::Status with the retry policy
+  // described at the top of this file; ctx has the attempt's deadline.
   // follow_leader=false (stale reads) starts at the first endpoint and never
   // redirects or updates the leader cache. idempotent=false (CAS) stops at an
   // attempt whose outcome is unknown instead of retrying it.
+  template <typename Attempt>
+  grpc::Status Retry(const char* name, bool follow_leader, bool idempotent, Attempt attempt);
+
+  // Retry of a unary KV method.
   template <typename Req, typename Resp>
   grpc::Status Call(const char* name, RpcMethod<Req, Resp> method, const Req& request,
                     Resp* response, bool follow_leader, bool idempotent = true);
+  // Retry of a unary Lease method, through the leader.
+  template <typename Req, typename Resp>
+  grpc::Status CallLease(const char* name, LeaseMethod<Req, Resp> method, const Req& request,
+                         Resp* response, bool idempotent = true);
 
-  // The stub for `address`, creating its channel on first use. Never null;
-  // stubs live as long as the client.
-  KV::Stub* StubFor(const std::string& address);
+  // The stubs of the channel to `address`, creating it on first use. Never
+  // null; stubs live as long as the client.
+  struct Stubs {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<KV::Stub> kv;
+    std::unique_ptr<::raftkv::Lease::Stub> lease;
+    std::unique_ptr<::raftkv::Watch::Stub> watch;
+  };
+  Stubs* StubsFor(const std::string& address);
+  KV::Stub* StubFor(const std::string& address) { return StubsFor(address)->kv.get(); }
+  ::raftkv::Lease::Stub* LeaseStubFor(const std::string& address) {
+    return StubsFor(address)->lease.get();
+  }
+  ::raftkv::Watch::Stub* WatchStubFor(const std::string& address) {
+    return StubsFor(address)->watch.get();
+  }
 
   // Session bookkeeping around one write: Begin opens the session if needed
   // and fills `session` with a new sequence; End retires the sequence and,
@@ -194,7 +289,7 @@ class KvClient {
 
   mutable std::mutex mu_;
   std::string leader_;                                    // guarded by mu_
-  std::map<std::string, std::unique_ptr<KV::Stub>> stubs_;  // guarded by mu_
+  std::map<std::string, std::unique_ptr<Stubs>> stubs_;  // guarded by mu_
 
   std::mutex open_mu_;  // one OpenSession at a time; taken before session_mu_
   mutable std::mutex session_mu_;

@@ -20,6 +20,8 @@ class Status {
     kUnavailable,         // not now: retry (not leader, shutting down)
     kIOError,             // the operating system refused (open, write, fsync)
     kCorruption,          // stored data fails its checks
+    kNotFound,            // the named thing (a lease) does not exist
+    kOutOfRange,          // a revision outside the history kept (compacted, or future)
   };
 
   Status() = default;
@@ -31,6 +33,8 @@ class Status {
   static Status Unavailable(std::string msg) { return Status(Code::kUnavailable, std::move(msg)); }
   static Status IOError(std::string msg) { return Status(Code::kIOError, std::move(msg)); }
   static Status Corruption(std::string msg) { return Status(Code::kCorruption, std::move(msg)); }
+  static Status NotFound(std::string msg) { return Status(Code::kNotFound, std::move(msg)); }
+  static Status OutOfRange(std::string msg) { return Status(Code::kOutOfRange, std::move(msg)); }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
@@ -46,6 +50,8 @@ class Status {
       case Code::kUnavailable: return "Unavailable: " + message_;
       case Code::kIOError: return "IO error: " + message_;
       case Code::kCorruption: return "Corruption: " + message_;
+      case Code::kNotFound: return "Not found: " + message_;
+      case Code::kOutOfRange: return "Out of range: " + message_;
     }
     return message_;
   }

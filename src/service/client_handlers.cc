@@ -1,5 +1,7 @@
 #include "service/client_handlers.h"
 
+#include "service/grpc_status.h"
+
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -32,6 +34,18 @@ void ClientHandlers::Register(KV::AsyncService* kv, int busy, AsyncMethods* meth
       kv, &S::RequestOpenSession, c, rare, [this](OpenSessionCall* call) { HandleOpenSession(call); });
   methods->Add<CloseSessionRequest, CloseSessionResponse>(
       kv, &S::RequestCloseSession, c, rare, [this](CloseSessionCall* call) { HandleCloseSession(call); });
+  methods->Add<RangeRequest, RangeResponse>(kv, &S::RequestRange, c, std::max(rare, busy / 4),
+                                            [this](RangeCall* call) { HandleRange(call); });
+  methods->Add<DeleteRangeRequest, DeleteRangeResponse>(
+      kv, &S::RequestDeleteRange, c, rare, [this](DeleteRangeCall* call) { HandleDeleteRange(call); });
+  methods->Add<TxnRequest, TxnResponse>(kv, &S::RequestTxn, c, std::max(rare, busy / 4),
+                                        [this](TxnCall* call) { HandleTxn(call); });
+}
+
+void ClientHandlers::FillHeader(int64_t revision, uint64_t term, ResponseHeader* header) const {
+  header->set_member_id(node_->id());
+  header->set_revision(revision);
+  header->set_raft_term(term);
 }
 
 Clock::time_point ClientHandlers::Deadline(grpc::ServerContext& context) const {
@@ -81,6 +95,8 @@ void ClientHandlers::HandlePut(PutCall* call) {
     PutResponse resp;
     resp.set_index(out.index);
     resp.set_term(out.term);
+    resp.set_revision(out.apply.answer.revision());
+    if (out.apply.answer.has_prev_kv()) resp.mutable_prev_kv()->Swap(out.apply.answer.mutable_prev_kv());
     call->Finish(resp);
   });
 }
@@ -95,6 +111,7 @@ void ClientHandlers::HandleDelete(DeleteCall* call) {
     resp.set_existed(out.apply.existed);
     resp.set_index(out.index);
     resp.set_term(out.term);
+    resp.set_revision(out.apply.answer.revision());
     call->Finish(resp);
   });
 }
@@ -139,9 +156,16 @@ void ClientHandlers::HandleGet(GetCall* call) {
   const KvStateMachine& sm = node_->state_machine();
   auto answer = [call, &sm](uint64_t index) {
     GetResponse resp;
-    if (auto value = sm.Get(call->request().key())) {
+    resp.set_revision(sm.Revision());
+    if (auto record = sm.GetRecord(call->request().key())) {
       resp.set_found(true);
-      resp.set_value(std::move(*value));
+      resp.set_value(std::move(record->value));
+      KeyValue* kv = resp.mutable_kv();
+      kv->set_key(call->request().key());
+      kv->set_create_revision(record->create_revision);
+      kv->set_mod_revision(record->mod_revision);
+      kv->set_version(record->version);
+      kv->set_lease(record->lease);
     }
     resp.set_applied_index(std::max(index, sm.AppliedIndex()));
     call->Finish(resp);
@@ -150,6 +174,79 @@ void ClientHandlers::HandleGet(GetCall* call) {
   node_->ReadBarrier(Deadline(call->context()), [call, answer](Outcome out) {
     if (!out.status.ok()) return FinishWithOutcome(call, out);
     answer(out.index);
+  });
+}
+
+// Served from this member's state after a ReadIndex barrier (or at once
+// when serializable); a range at a past revision reads the history.
+void ClientHandlers::HandleRange(RangeCall* call) {
+  grpc::Status bad = CheckRangeRequest(call->request(), limits_);
+  if (!bad.ok()) return call->FinishWithError(bad);
+  auto answer = [this, call](uint64_t term) {
+    RangeResponse resp;
+    Status s = node_->state_machine().Range(call->request(), &resp);
+    if (!s.ok()) return call->FinishWithError(ToGrpcStatus(s));
+    FillHeader(resp.header().revision(), term, resp.mutable_header());
+    call->Finish(resp);
+  };
+  if (call->request().serializable()) return answer(node_->GetStatus().term);
+  node_->ReadBarrier(Deadline(call->context()), [call, answer](Outcome out) {
+    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    answer(out.term);
+  });
+}
+
+void ClientHandlers::HandleDeleteRange(DeleteRangeCall* call) {
+  Command cmd;
+  grpc::Status bad = DeleteRangeCommand(&call->request(), limits_, &cmd);
+  if (!bad.ok()) return call->FinishWithError(bad);
+  node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [this, call](Outcome out) {
+    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    DeleteRangeResponse resp;
+    FillHeader(out.apply.answer.revision(), out.term, resp.mutable_header());
+    resp.set_deleted(out.apply.answer.deleted());
+    resp.mutable_prev_kvs()->Swap(out.apply.answer.mutable_prev_kvs());
+    resp.set_index(out.index);
+    call->Finish(resp);
+  });
+}
+
+// Through the log as one entry; a transaction that only reads is served
+// like a range (ReadIndex, then this member's state).
+void ClientHandlers::HandleTxn(TxnCall* call) {
+  if (TxnIsReadOnly(call->request())) {
+    Command unused;
+    TxnRequest copy = call->request();
+    grpc::Status bad = TxnCommand(&copy, limits_, &unused);
+    if (!bad.ok()) return call->FinishWithError(bad);
+    node_->ReadBarrier(Deadline(call->context()), [this, call](Outcome out) {
+      if (!out.status.ok()) return FinishWithOutcome(call, out);
+      TxnResponse resp;
+      node_->state_machine().ReadTxn(call->request(), &resp);
+      FillHeader(resp.header().revision(), out.term, resp.mutable_header());
+      for (ResponseOp& r : *resp.mutable_responses()) {
+        FillHeader(resp.header().revision(), out.term, r.mutable_response_range()->mutable_header());
+      }
+      call->Finish(resp);
+    });
+    return;
+  }
+  Command cmd;
+  grpc::Status bad = TxnCommand(&call->request(), limits_, &cmd);
+  if (!bad.ok()) return call->FinishWithError(bad);
+  node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [this, call](Outcome out) {
+    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    TxnResponse resp;
+    resp.Swap(out.apply.answer.mutable_txn());
+    FillHeader(resp.header().revision(), out.term, resp.mutable_header());
+    for (ResponseOp& r : *resp.mutable_responses()) {
+      ResponseHeader* h = r.has_response_range() ? r.mutable_response_range()->mutable_header()
+                          : r.has_response_delete_range() ? r.mutable_response_delete_range()->mutable_header()
+                                                          : nullptr;
+      if (h != nullptr) FillHeader(resp.header().revision(), out.term, h);
+    }
+    resp.set_index(out.index);
+    call->Finish(resp);
   });
 }
 

@@ -28,6 +28,9 @@ class ClientHandlers {
   using EchoCall = UnaryCall<EchoRequest, EchoResponse>;
   using OpenSessionCall = UnaryCall<OpenSessionRequest, OpenSessionResponse>;
   using CloseSessionCall = UnaryCall<CloseSessionRequest, CloseSessionResponse>;
+  using RangeCall = UnaryCall<RangeRequest, RangeResponse>;
+  using DeleteRangeCall = UnaryCall<DeleteRangeRequest, DeleteRangeResponse>;
+  using TxnCall = UnaryCall<TxnRequest, TxnResponse>;
 
   // The client's deadline, capped at --max_request_timeout_ms.
   Clock::time_point Deadline(grpc::ServerContext& context) const;
@@ -41,6 +44,11 @@ class ClientHandlers {
   void HandleEcho(EchoCall* call);
   void HandleOpenSession(OpenSessionCall* call);
   void HandleCloseSession(CloseSessionCall* call);
+  void HandleRange(RangeCall* call);
+  void HandleDeleteRange(DeleteRangeCall* call);
+  void HandleTxn(TxnCall* call);
+  // member_id, raft_term and revision of an answer.
+  void FillHeader(int64_t revision, uint64_t term, ResponseHeader* header) const;
 
   const ServerOptions options_;
   const RequestLimits limits_;

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "service/client_handlers.h"
+#include "service/lease_service.h"
 #include "service/peer_service.h"
 #include "service/thread_name.h"
 #include "service/tsan_handoff.h"
@@ -27,11 +28,21 @@ GrpcServer::GrpcServer(const ServerOptions& options, RaftNode* node)
     : options_(options),
       node_(node),
       methods_(options.auth, &gate_),
+      hub_(options.watch, &node->state_machine(), node->id()),
+      keeper_(options.lease, node),
+      lease_service_(std::make_unique<LeaseService>(options, node, &keeper_)),
       client_handlers_(std::make_unique<ClientHandlers>(options, node)),
       peer_service_(std::make_unique<PeerService>(options, node)) {
   // Every asynchronous method, registered once with who may call it.
   client_handlers_->Register(&kv_service_, options_.calls_per_cq, &methods_);
   peer_service_->Register(&testing_service_, options_.calls_per_cq, &methods_);
+  lease_service_->Register(&methods_);
+  watch_method_.service = &watch_service_;
+  watch_method_.hub = &hub_;
+  watch_method_.limits = RequestLimits{options.max_key_bytes, options.max_value_bytes,
+                                       options.max_batch_ops, options.max_batch_bytes};
+  watch_method_.auth = options.auth;
+  watch_method_.gate = &gate_;
 }
 
 GrpcServer::~GrpcServer() {
@@ -69,6 +80,8 @@ Status GrpcServer::Start() {
                                                     : grpc::InsecureServerCredentials(),
                            &bound_port_);
   builder.RegisterService(&kv_service_);
+  builder.RegisterService(&watch_service_);
+  builder.RegisterService(lease_service_.get());
   builder.RegisterService(peer_service_.get());
   if (options_.faults != nullptr) builder.RegisterService(&testing_service_);
   if (options_.admin_service != nullptr) builder.RegisterService(options_.admin_service);
@@ -85,7 +98,14 @@ Status GrpcServer::Start() {
              ? " or --tls_cert_file and --tls_key_file do not belong together?)"
              : ")"));
   }
-  for (auto& cq : cqs_) methods_.PostAll(cq.get());
+  for (auto& cq : cqs_) {
+    methods_.PostAll(cq.get());
+    for (int i = 0; i < 4; ++i) WatchCall::Post(&watch_method_, cq.get());
+  }
+  hub_.Start();
+  keeper_.Start();
+  node_->SetApplyObserver([this] { hub_.Notify(); });
+  observer_set_ = true;
   for (auto& cq : cqs_) {
     for (int t = 0; t < std::max(1, options_.threads_per_cq); ++t) {
       threads_.emplace_back([this, q = cq.get()] {
@@ -159,6 +179,8 @@ void GrpcServer::Poll(grpc::ServerCompletionQueue* cq) {
 void GrpcServer::Shutdown(int grace_ms) {
   if (shut_down_ || !server_) return;
   shut_down_ = true;
+  hub_.Stop();  // watch streams never end by themselves
+  keeper_.Stop();
   if (auto* health = server_->GetHealthCheckService()) health->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
 }
@@ -169,6 +191,10 @@ void GrpcServer::Join() {
   if (dispatcher_set_) {
     node_->SetCompletionDispatcher(nullptr);
     dispatcher_set_ = false;
+  }
+  if (observer_set_) {
+    node_->SetApplyObserver(nullptr);
+    observer_set_ = false;
   }
   {
     std::unique_lock<std::shared_mutex> lock(gate_.mu);

@@ -23,12 +23,16 @@
 #include "raftkv.grpc.pb.h"
 #include "service/async_call.h"
 #include "service/node.h"
+#include "service/lease_keeper.h"
 #include "service/server_options.h"
+#include "service/watch_call.h"
+#include "service/watch_hub.h"
 
 namespace raftkv {
 
 class ClientHandlers;
 class PeerService;
+class LeaseService;
 
 // The gRPC receive limit of the server port: twice the largest message a
 // client or a peer may legitimately send -- a Put or CAS of the largest key
@@ -45,11 +49,14 @@ class GrpcServer {
   ~GrpcServer();
   // Binds and starts the completion-queue threads.
   Status Start();
-  // Stops accepting calls; calls in flight get `grace_ms` to finish.
+  // Ends every watch (UNAVAILABLE), stops the lease clock, stops accepting
+  // calls; calls in flight get `grace_ms` to finish.
   void Shutdown(int grace_ms = 1000);
   // Drains and joins the completion queues; call after the node stopped.
   void Join();
   int bound_port() const { return bound_port_; }
+  const WatchHub& watch_hub() const { return hub_; }
+  const LeaseKeeper& lease_keeper() const { return keeper_; }
 
  private:
   class CompletionBatch;
@@ -64,6 +71,12 @@ class GrpcServer {
   AsyncMethods methods_;
   KV::AsyncService kv_service_;
   Testing::AsyncService testing_service_;
+  Watch::AsyncService watch_service_;
+  WatchHub hub_;
+  WatchMethod watch_method_;
+  LeaseKeeper keeper_;
+  std::unique_ptr<LeaseService> lease_service_;
+  bool observer_set_ = false;  // the node tells hub_ when it applies
   std::unique_ptr<ClientHandlers> client_handlers_;
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<grpc::Server> server_;

@@ -15,6 +15,8 @@ inline grpc::StatusCode ToGrpcCode(Status::Code code) {
     case Status::Code::kUnavailable: return grpc::StatusCode::UNAVAILABLE;
     case Status::Code::kIOError: return grpc::StatusCode::INTERNAL;
     case Status::Code::kCorruption: return grpc::StatusCode::DATA_LOSS;
+    case Status::Code::kNotFound: return grpc::StatusCode::NOT_FOUND;
+    case Status::Code::kOutOfRange: return grpc::StatusCode::OUT_OF_RANGE;
   }
   return grpc::StatusCode::UNKNOWN;
 }

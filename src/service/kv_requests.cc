@@ -1,6 +1,9 @@
 #include "service/kv_requests.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <utility>
+#include <vector>
 
 namespace raftkv {
 
@@ -56,12 +59,18 @@ grpc::Status PutCommand(PutRequest* req, const RequestLimits& limits, Command* c
   grpc::Status bad = CheckKey(req->key(), limits);
   if (bad.ok()) bad = CheckValue(req->value(), limits);
   if (bad.ok()) bad = CheckSession(req->has_session(), req->session());
+  if (bad.ok() && req->lease() < 0) {
+    bad = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                       "lease must be >= 0 (0: none), got " + std::to_string(req->lease()));
+  }
   if (!bad.ok()) return bad;
   cmd->Clear();
   CopySession(req->has_session(), req->session(), cmd);
   cmd->set_op(Command::PUT);
   cmd->set_key(std::move(*req->mutable_key()));
   cmd->set_value(std::move(*req->mutable_value()));
+  cmd->set_lease(req->lease());
+  cmd->set_prev_kv(req->prev_kv());
   return grpc::Status::OK;
 }
 
@@ -140,6 +149,171 @@ grpc::Status BatchCommand(BatchRequest* req, const RequestLimits& limits, Comman
 
 grpc::Status CheckGetRequest(const GetRequest& req, const RequestLimits& limits) {
   return CheckKey(req.key(), limits);
+}
+
+namespace {
+
+grpc::Status Invalid(const std::string& message) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
+}
+
+bool IsAllKeysEnd(const std::string& end) { return end.size() == 1 && end[0] == '\0'; }
+
+// "key" printed for an error message: printable bytes as they are, others escaped.
+std::string Printable(const std::string& bytes) {
+  std::string out;
+  for (unsigned char c : bytes.substr(0, 64)) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char buf[8];
+      snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    }
+  }
+  if (bytes.size() > 64) out += "...";
+  return out;
+}
+
+}  // namespace
+
+grpc::Status CheckKeyRange(const std::string& key, const std::string& range_end,
+                           const RequestLimits& limits) {
+  if (key.empty()) return Invalid("key must not be empty (use key \"\\0\" with range_end \"\\0\" for every key)");
+  if (grpc::Status bad = CheckKey(key, limits); !bad.ok()) return bad;
+  if (range_end.size() > limits.max_key_bytes) {
+    return Invalid("range_end is " + std::to_string(range_end.size()) + " bytes; the limit is " +
+                   std::to_string(limits.max_key_bytes) + " (--max_key_bytes)");
+  }
+  if (!range_end.empty() && !IsAllKeysEnd(range_end) && range_end <= key) {
+    return Invalid("range_end \"" + Printable(range_end) + "\" is not after key \"" +
+                   Printable(key) + "\": the range [key, range_end) is empty");
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CheckRangeRequest(const RangeRequest& req, const RequestLimits& limits) {
+  if (grpc::Status bad = CheckKeyRange(req.key(), req.range_end(), limits); !bad.ok()) return bad;
+  if (req.limit() < 0) return Invalid("limit must be >= 0 (0: no limit), got " + std::to_string(req.limit()));
+  if (req.revision() < 0) return Invalid("revision must be >= 0 (0: now), got " + std::to_string(req.revision()));
+  return grpc::Status::OK;
+}
+
+grpc::Status DeleteRangeCommand(DeleteRangeRequest* req, const RequestLimits& limits, Command* cmd) {
+  grpc::Status bad = CheckKeyRange(req->key(), req->range_end(), limits);
+  if (bad.ok()) bad = CheckSession(req->has_session(), req->session());
+  if (!bad.ok()) return bad;
+  cmd->Clear();
+  CopySession(req->has_session(), req->session(), cmd);
+  cmd->set_op(Command::DELETE_RANGE);
+  cmd->set_key(std::move(*req->mutable_key()));
+  cmd->set_range_end(std::move(*req->mutable_range_end()));
+  cmd->set_prev_kv(req->prev_kv());
+  return grpc::Status::OK;
+}
+
+namespace {
+
+// Checks one list of a transaction; adds its bytes and counts its writes.
+grpc::Status CheckTxnOps(const google::protobuf::RepeatedPtrField<RequestOp>& ops, const char* list,
+                         const RequestLimits& limits, size_t* bytes) {
+  std::vector<std::pair<std::string, std::string>> deletes;  // [key, end)
+  std::vector<std::string> puts;
+  for (int i = 0; i < ops.size(); ++i) {
+    const RequestOp& op = ops[i];
+    auto at = [&](const grpc::Status& s) {
+      return Invalid(std::string(list) + "[" + std::to_string(i) + "]: " + s.error_message());
+    };
+    if (op.has_request_range()) {
+      const RangeRequest& r = op.request_range();
+      if (grpc::Status bad = CheckRangeRequest(r, limits); !bad.ok()) return at(bad);
+      if (r.revision() != 0) {
+        return at(Invalid("a range inside a transaction reads the current revision (revision must be 0)"));
+      }
+      *bytes += r.key().size() + r.range_end().size();
+    } else if (op.has_request_put()) {
+      const PutRequest& p = op.request_put();
+      if (grpc::Status bad = CheckKey(p.key(), limits); !bad.ok()) return at(bad);
+      if (grpc::Status bad = CheckValue(p.value(), limits); !bad.ok()) return at(bad);
+      if (p.lease() < 0) return at(Invalid("lease must be >= 0"));
+      *bytes += p.key().size() + p.value().size();
+      puts.push_back(p.key());
+    } else if (op.has_request_delete_range()) {
+      const DeleteRangeRequest& d = op.request_delete_range();
+      if (grpc::Status bad = CheckKeyRange(d.key(), d.range_end(), limits); !bad.ok()) return at(bad);
+      *bytes += d.key().size() + d.range_end().size();
+      deletes.emplace_back(d.key(), d.range_end());
+    } else {
+      return at(Invalid("the operation is empty (set request_range, request_put or request_delete_range)"));
+    }
+  }
+  std::sort(puts.begin(), puts.end());
+  for (size_t i = 1; i < puts.size(); ++i) {
+    if (puts[i] == puts[i - 1]) {
+      return Invalid(std::string(list) + ": key \"" + Printable(puts[i]) +
+                     "\" is put twice (a key may be written once per transaction list)");
+    }
+  }
+  for (const auto& [key, end] : deletes) {
+    for (const std::string& p : puts) {
+      const bool inside = end.empty() ? p == key : (p >= key && (IsAllKeysEnd(end) || p < end));
+      if (inside) {
+        return Invalid(std::string(list) + ": key \"" + Printable(p) +
+                       "\" is both put and deleted (a key may be written once per transaction list)");
+      }
+    }
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+grpc::Status TxnCommand(TxnRequest* req, const RequestLimits& limits, Command* cmd) {
+  const size_t n = static_cast<size_t>(req->compare_size() + req->success_size() + req->failure_size());
+  if (n > limits.max_batch_ops) {
+    return Invalid("transaction has " + std::to_string(n) +
+                   " compares and operations; the limit is " + std::to_string(limits.max_batch_ops) +
+                   " (--max_batch_ops)");
+  }
+  size_t bytes = 0;
+  for (int i = 0; i < req->compare_size(); ++i) {
+    const Compare& c = req->compare(i);
+    auto at = [&](const grpc::Status& s) {
+      return Invalid("compare[" + std::to_string(i) + "]: " + s.error_message());
+    };
+    if (grpc::Status bad = CheckKey(c.key(), limits); !bad.ok()) return at(bad);
+    if (!Compare::CompareResult_IsValid(c.result())) return at(Invalid("unknown result " + std::to_string(c.result())));
+    if (!Compare::CompareTarget_IsValid(c.target())) return at(Invalid("unknown target " + std::to_string(c.target())));
+    if (c.target() == Compare::VALUE) {
+      if (grpc::Status bad = CheckValue(c.value(), limits); !bad.ok()) return at(bad);
+    }
+    bytes += c.key().size() + c.value().size();
+  }
+  if (grpc::Status bad = CheckTxnOps(req->success(), "success", limits, &bytes); !bad.ok()) return bad;
+  if (grpc::Status bad = CheckTxnOps(req->failure(), "failure", limits, &bytes); !bad.ok()) return bad;
+  if (bytes > limits.max_batch_bytes) {
+    return Invalid("transaction holds " + std::to_string(bytes) +
+                   " bytes of keys and values; the limit is " +
+                   std::to_string(limits.max_batch_bytes) + " (--max_batch_bytes)");
+  }
+  if (grpc::Status bad = CheckSession(req->has_session(), req->session()); !bad.ok()) return bad;
+  cmd->Clear();
+  CopySession(req->has_session(), req->session(), cmd);
+  cmd->set_op(Command::TXN);
+  TxnRequest* txn = cmd->mutable_txn();
+  txn->mutable_compare()->Swap(req->mutable_compare());
+  txn->mutable_success()->Swap(req->mutable_success());
+  txn->mutable_failure()->Swap(req->mutable_failure());
+  return grpc::Status::OK;
+}
+
+bool TxnIsReadOnly(const TxnRequest& req) {
+  for (const auto* list : {&req.success(), &req.failure()}) {
+    for (const RequestOp& op : *list) {
+      if (!op.has_request_range()) return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace raftkv

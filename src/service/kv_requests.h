@@ -43,4 +43,19 @@ grpc::Status CompareAndSwapCommand(CompareAndSwapRequest* req, const RequestLimi
 grpc::Status BatchCommand(BatchRequest* req, const RequestLimits& limits, Command* cmd);
 grpc::Status CheckGetRequest(const GetRequest& req, const RequestLimits& limits);
 
+// A key range (RangeRequest's rules): a valid key; range_end empty, "\0", or
+// after the key. `what` names the request in the message.
+grpc::Status CheckKeyRange(const std::string& key, const std::string& range_end,
+                           const RequestLimits& limits);
+grpc::Status CheckRangeRequest(const RangeRequest& req, const RequestLimits& limits);
+grpc::Status DeleteRangeCommand(DeleteRangeRequest* req, const RequestLimits& limits, Command* cmd);
+// A TXN command: at most max_batch_ops compares + operations and
+// max_batch_bytes of keys and values; each compare, range, put and delete
+// valid; ranges at the current revision only (revision 0: every replica
+// must read alike); no key written twice in one list (as etcd).
+grpc::Status TxnCommand(TxnRequest* req, const RequestLimits& limits, Command* cmd);
+// True when neither list of the transaction writes: it can be served as a
+// read (ReadIndex) rather than through the log.
+bool TxnIsReadOnly(const TxnRequest& req);
+
 }  // namespace raftkv

@@ -457,6 +457,7 @@ void RaftNode::InstallSnapshot(const raft::SnapshotRef& snap, Completions* compl
   // them, so the state machine is idle while it is replaced.
   apply_.WaitApplied();
   snapshots_.Install(snap);
+  if (apply_observer_) apply_observer_();
   std::lock_guard<std::mutex> lock(mu_);
   applied_index_ = snap.index;
   // Writes waiting at or below the snapshot cannot be matched with their
@@ -474,6 +475,7 @@ void RaftNode::ApplyEntries(const std::deque<Entry>& committed, Completions* com
   results.reserve(committed.size());
   for (const Entry& e : committed) results.push_back(state_machine_->Apply(e));
   metrics_.applied_entries.fetch_add(results.size(), std::memory_order_relaxed);
+  if (apply_observer_) apply_observer_();
   std::lock_guard<std::mutex> lock(mu_);
   applied_index_ = committed.back().index();
   calls_.WritesApplied(committed, results, completions);

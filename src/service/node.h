@@ -110,6 +110,10 @@ class RaftNode {
   // (ApplyThread::SetDispatcher): the gRPC server hands them to its
   // completion queues; null runs them on the apply thread.
   void SetCompletionDispatcher(ApplyThread::DispatchFn dispatch) { apply_.SetDispatcher(std::move(dispatch)); }
+  // Called (without locks) after each pass of the apply thread and after a
+  // snapshot replaced the state: the watchers' hub is told the store moved.
+  // Set before Start(), or while the node is stopped.
+  void SetApplyObserver(std::function<void()> observer) { apply_observer_ = std::move(observer); }
 
   // Replicates `command` (a serialized Command). `done` runs once: OK after
   // the entry is committed and applied; FAILED_PRECONDITION if not leader;
@@ -203,6 +207,7 @@ class RaftNode {
   uint64_t last_leader_seen_ = 0;  // I/O loop only: counts metrics_.leader_changes
 
   SnapshotManager snapshots_;
+  std::function<void()> apply_observer_;
   ApplyThread apply_;
   std::thread io_thread_;
   std::thread tick_thread_;

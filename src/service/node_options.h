@@ -38,6 +38,10 @@ struct NodeOptions {
   // Nice value added to the snapshot thread (Linux; 0: none): it yields the
   // cores to the threads serving writes when they compete.
   int snapshot_nice = 10;
+  // The history of changes kept for watches and reads at a past revision:
+  // at most this many revisions and bytes (KvStateMachine::SetHistoryLimits).
+  size_t history_revisions = 100000;
+  size_t history_bytes = 64 << 20;
 };
 
 }  // namespace raftkv

@@ -1,5 +1,7 @@
 #include "service/pending_calls.h"
 
+#include "service/grpc_status.h"
+
 #include <utility>
 
 namespace raftkv {
@@ -57,6 +59,8 @@ void PendingCalls::WritesApplied(const std::deque<Entry>& entries,
         o.session_expired = true;
       } else if (o.apply.session_error == ApplyResult::SessionError::kStaleSequence) {
         o.status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, o.apply.error);
+      } else if (o.apply.rejected()) {  // e.g. a put on a lease that does not exist
+        o.status = ToGrpcStatus(o.apply.Rejection());
       }
     }
     Answer(std::move(it->second.done), std::move(o), out);

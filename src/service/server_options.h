@@ -12,6 +12,8 @@
 
 #include "service/call_auth.h"
 #include "service/fault_injector.h"
+#include "service/lease_keeper.h"
+#include "service/watch_hub.h"
 
 namespace raftkv {
 
@@ -40,6 +42,10 @@ struct ServerOptions {
   bool finish_on_cq = false;
   // OPEN_SESSION: idle time (cluster time) after which a session expires.
   uint64_t session_timeout_ms = 600000;
+  // Leases: TTL bounds and how often the leader looks for expired ones.
+  LeaseOptions lease;
+  // Watches: most watchers per member, events per response.
+  WatchOptions watch;
   // Tests only (--enable_test_faults): peer requests from blocked members are
   // refused and the Testing service is served. Not owned; null = disabled.
   FaultInjector* faults = nullptr;

@@ -1,6 +1,7 @@
 #include "storage/kv_state_machine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <mutex>
 
 #include <glog/logging.h>
@@ -13,7 +14,32 @@ namespace {
 
 bool IsDataOp(Command::Op op) {
   return op == Command::PUT || op == Command::DELETE || op == Command::CAS ||
-         op == Command::BATCH;
+         op == Command::BATCH || op == Command::TXN || op == Command::DELETE_RANGE ||
+         op == Command::LEASE_GRANT || op == Command::LEASE_REVOKE;
+}
+
+std::string Hex(int64_t id) {
+  char buf[32];
+  snprintf(buf, sizeof(buf), "%llx", static_cast<unsigned long long>(id));
+  return buf;
+}
+
+void Reject(ApplyResult* result, Status::Code code, std::string message) {
+  result->answer.set_reject_code(static_cast<uint32_t>(code));
+  result->answer.set_reject_message(std::move(message));
+}
+
+// Adds one key of a range to `resp` (count, and the key-value unless
+// count_only or past the limit).
+void AddToRange(const std::string& key, const KvRecord& r, const RangeRequest& req,
+                RangeResponse* resp) {
+  resp->set_count(resp->count() + 1);
+  if (req.count_only()) return;
+  if (req.limit() > 0 && resp->kvs_size() >= req.limit()) {
+    resp->set_more(true);
+    return;
+  }
+  ToKeyValue(key, r, req.keys_only(), resp->add_kvs());
 }
 
 // Empty if every op of a BATCH is a PUT or DELETE, else why not. The server
@@ -34,6 +60,25 @@ constexpr uint32_t kMaxSessionError =
     static_cast<uint32_t>(ApplyResult::SessionError::kStaleSequence);
 
 }  // namespace
+
+void ToKeyValue(const std::string& key, const KvRecord& r, bool keys_only, KeyValue* out) {
+  out->set_key(key);
+  out->set_create_revision(r.create_revision);
+  out->set_mod_revision(r.mod_revision);
+  out->set_version(r.version);
+  out->set_lease(r.lease);
+  if (!keys_only) out->set_value(r.value);
+}
+
+Status ApplyResult::Rejection() const {
+  switch (static_cast<Status::Code>(answer.reject_code())) {
+    case Status::Code::kOk: return Status::OK();
+    case Status::Code::kNotFound: return Status::NotFound(answer.reject_message());
+    case Status::Code::kOutOfRange: return Status::OutOfRange(answer.reject_message());
+    case Status::Code::kInvalidArgument: return Status::InvalidArgument(answer.reject_message());
+    default: return Status::FailedPrecondition(answer.reject_message());
+  }
+}
 
 ApplyResult KvStateMachine::Apply(const Entry& entry) {
   ApplyResult result;
@@ -148,30 +193,235 @@ void KvStateMachine::ApplyLocked(const Entry& entry, Command& command, bool have
 }
 
 void KvStateMachine::ApplyToMap(Command& command, ApplyResult* result) {
-  if (command.op() == Command::PUT) {
-    data_.insert_or_assign(std::move(*command.mutable_key()), std::move(*command.mutable_value()));
-  } else if (command.op() == Command::DELETE) {
-    result->existed = data_.erase(command.key());
-  } else if (command.op() == Command::BATCH) {
-    result->batch_existed.reserve(static_cast<size_t>(command.ops_size()));
-    for (Command& op : *command.mutable_ops()) {
-      if (op.op() == Command::PUT) {
-        result->batch_existed.push_back(
-            !data_.insert_or_assign(std::move(*op.mutable_key()), std::move(*op.mutable_value())));
-      } else {
-        result->batch_existed.push_back(data_.erase(op.key()));
+  Changes changes;
+  changes.rev = revision_ + 1;
+  SavedAnswer& answer = result->answer;
+  switch (command.op()) {
+    case Command::PUT:
+      if (command.lease() != 0 && leases_.count(command.lease()) == 0) {
+        Reject(result, Status::Code::kNotFound, "lease " + Hex(command.lease()) + " not found");
+        break;
       }
+      result->existed = PutKey(std::move(*command.mutable_key()), std::move(*command.mutable_value()),
+                               command.lease(), &changes,
+                               command.prev_kv() ? answer.mutable_prev_kv() : nullptr);
+      if (!result->existed) answer.clear_prev_kv();
+      break;
+    case Command::DELETE:
+      result->existed = DeleteKey(command.key(), &changes, nullptr);
+      break;
+    case Command::DELETE_RANGE:
+      answer.set_deleted(DeleteRangeKeys(command.key(), command.range_end(), &changes,
+                                         command.prev_kv() ? answer.mutable_prev_kvs() : nullptr));
+      break;
+    case Command::BATCH:
+      result->batch_existed.reserve(static_cast<size_t>(command.ops_size()));
+      for (Command& op : *command.mutable_ops()) {
+        if (op.op() == Command::PUT) {
+          result->batch_existed.push_back(PutKey(std::move(*op.mutable_key()),
+                                                 std::move(*op.mutable_value()), 0, &changes, nullptr));
+        } else {
+          result->batch_existed.push_back(DeleteKey(op.key(), &changes, nullptr));
+        }
+      }
+      break;
+    case Command::CAS: {
+      const KvRecord* current = data_.find(command.key());
+      result->found = current != nullptr;
+      if (result->found) result->current = current->value;
+      result->swapped = command.has_expected() ? result->found && current->value == command.expected()
+                                               : !result->found;
+      if (result->swapped) {
+        PutKey(std::move(*command.mutable_key()), std::move(*command.mutable_value()), 0, &changes,
+               nullptr);
+      }
+      break;
     }
-  } else {  // CAS
-    const std::string* current = data_.find(command.key());
-    result->found = current != nullptr;
-    if (result->found) result->current = *current;
-    result->swapped = command.has_expected() ? result->found && *current == command.expected()
-                                             : !result->found;
-    if (result->swapped) {
-      data_.insert_or_assign(std::move(*command.mutable_key()), std::move(*command.mutable_value()));
+    case Command::TXN:
+      ApplyTxn(command, result, &changes);
+      break;
+    case Command::LEASE_GRANT: {
+      const int64_t id = command.lease() != 0 ? command.lease()
+                                              : static_cast<int64_t>(result->index);
+      if (id <= 0 || command.lease_ttl() <= 0) {
+        Reject(result, Status::Code::kInvalidArgument,
+               "lease id and TTL must be > 0 (id " + std::to_string(id) + ", TTL " +
+                   std::to_string(command.lease_ttl()) + ")");
+      } else if (!leases_.emplace(id, LeaseState{command.lease_ttl(), {}}).second) {
+        Reject(result, Status::Code::kFailedPrecondition, "lease " + Hex(id) + " already exists");
+      } else {
+        ++lease_generation_;
+        answer.set_lease_id(id);
+        answer.set_lease_ttl(command.lease_ttl());
+      }
+      break;
+    }
+    case Command::LEASE_REVOKE:
+      ApplyLeaseRevoke(command.lease(), result, &changes);
+      break;
+    default:
+      break;
+  }
+  if (!changes.events.empty()) {
+    revision_ = changes.rev;
+    history_.AppendRevision(&changes.events);
+  }
+  answer.set_revision(revision_);
+}
+
+bool KvStateMachine::PutKey(std::string key, std::string value, int64_t lease, Changes* changes,
+                            KeyValue* prev) {
+  KvEvent e;
+  e.revision = changes->rev;
+  KvRecord r;
+  if (const KvRecord* old = data_.find(key)) {
+    e.has_prev = true;
+    e.prev = *old;
+    r.create_revision = old->create_revision;
+    r.version = old->version + 1;
+    if (old->lease != lease) DetachLease(key, old->lease);
+  } else {
+    r.create_revision = changes->rev;
+    r.version = 1;
+  }
+  r.mod_revision = changes->rev;
+  r.lease = lease;
+  if (lease != 0) {
+    auto it = leases_.find(lease);
+    if (it != leases_.end()) it->second.keys.insert(key);
+  }
+  if (prev != nullptr && e.has_prev) ToKeyValue(key, e.prev, false, prev);
+  r.value = std::move(value);
+  e.kv = r;
+  e.key = key;
+  data_.insert_or_assign(std::move(key), std::move(r));
+  changes->events.push_back(std::move(e));
+  return changes->events.back().has_prev;
+}
+
+bool KvStateMachine::DeleteKey(const std::string& key, Changes* changes, KeyValue* prev) {
+  const KvRecord* old = data_.find(key);
+  if (old == nullptr) return false;
+  KvEvent e;
+  e.revision = changes->rev;
+  e.is_delete = true;
+  e.key = key;
+  e.kv.mod_revision = changes->rev;
+  e.has_prev = true;
+  e.prev = *old;
+  if (prev != nullptr) ToKeyValue(key, *old, false, prev);
+  DetachLease(key, old->lease);
+  data_.erase(key);
+  changes->events.push_back(std::move(e));
+  return true;
+}
+
+int64_t KvStateMachine::DeleteRangeKeys(const std::string& key, const std::string& end,
+                                        Changes* changes,
+                                        google::protobuf::RepeatedPtrField<KeyValue>* prevs) {
+  if (key.empty()) return 0;
+  std::vector<std::string> keys;
+  if (end.empty()) {
+    if (data_.find(key) != nullptr) keys.push_back(key);
+  } else {
+    for (auto it = data_.lower_bound(key); it.Valid() && InKeyRange(it.key(), key, end); it.Next()) {
+      keys.push_back(it.key());
     }
   }
+  for (const std::string& k : keys) DeleteKey(k, changes, prevs != nullptr ? prevs->Add() : nullptr);
+  return static_cast<int64_t>(keys.size());
+}
+
+void KvStateMachine::DetachLease(const std::string& key, int64_t lease) {
+  if (lease == 0) return;
+  auto it = leases_.find(lease);
+  if (it != leases_.end()) it->second.keys.erase(key);
+}
+
+bool KvStateMachine::CompareHolds(const Compare& c) const {
+  const KvRecord* r = data_.find(c.key());
+  int cmp = 0;
+  auto three_way = [](int64_t a, int64_t b) { return a < b ? -1 : (a > b ? 1 : 0); };
+  switch (c.target()) {
+    case Compare::VALUE:
+      if (r == nullptr) return false;  // as etcd: no value to compare
+      cmp = r->value.compare(c.value());
+      cmp = cmp < 0 ? -1 : (cmp > 0 ? 1 : 0);
+      break;
+    case Compare::VERSION: cmp = three_way(r ? r->version : 0, c.version()); break;
+    case Compare::CREATE: cmp = three_way(r ? r->create_revision : 0, c.create_revision()); break;
+    case Compare::MOD: cmp = three_way(r ? r->mod_revision : 0, c.mod_revision()); break;
+    case Compare::LEASE: cmp = three_way(r ? r->lease : 0, c.lease()); break;
+    default: return false;
+  }
+  switch (c.result()) {
+    case Compare::EQUAL: return cmp == 0;
+    case Compare::NOT_EQUAL: return cmp != 0;
+    case Compare::GREATER: return cmp > 0;
+    case Compare::LESS: return cmp < 0;
+    default: return false;
+  }
+}
+
+void KvStateMachine::ApplyTxn(Command& command, ApplyResult* result, Changes* changes) {
+  TxnRequest& txn = *command.mutable_txn();
+  bool succeeded = true;
+  for (const Compare& c : txn.compare()) {
+    if (!CompareHolds(c)) {
+      succeeded = false;
+      break;
+    }
+  }
+  auto& ops = succeeded ? *txn.mutable_success() : *txn.mutable_failure();
+  // Refused whole before any change: a put on a lease that does not exist.
+  for (const RequestOp& op : ops) {
+    if (op.has_request_put() && op.request_put().lease() != 0 &&
+        leases_.count(op.request_put().lease()) == 0) {
+      Reject(result, Status::Code::kNotFound,
+             "lease " + Hex(op.request_put().lease()) + " not found");
+      return;
+    }
+  }
+  TxnResponse* resp = result->answer.mutable_txn();
+  resp->set_succeeded(succeeded);
+  for (RequestOp& op : ops) {
+    ResponseOp* r = resp->add_responses();
+    if (op.has_request_range()) {
+      RangeRequest range = op.request_range();
+      range.set_revision(0);  // the current state: every replica reads alike
+      RangeLocked(range, r->mutable_response_range());
+      r->mutable_response_range()->mutable_header()->set_revision(changes->events.empty()
+                                                                      ? revision_
+                                                                      : changes->rev);
+    } else if (op.has_request_put()) {
+      PutRequest& put = *op.mutable_request_put();
+      PutResponse* pr = r->mutable_response_put();
+      KeyValue prev;
+      const bool existed = PutKey(std::move(*put.mutable_key()), std::move(*put.mutable_value()),
+                                  put.lease(), changes, put.prev_kv() ? &prev : nullptr);
+      if (put.prev_kv() && existed) *pr->mutable_prev_kv() = std::move(prev);
+      pr->set_revision(changes->rev);
+    } else if (op.has_request_delete_range()) {
+      const DeleteRangeRequest& del = op.request_delete_range();
+      DeleteRangeResponse* dr = r->mutable_response_delete_range();
+      dr->set_deleted(DeleteRangeKeys(del.key(), del.range_end(), changes,
+                                      del.prev_kv() ? dr->mutable_prev_kvs() : nullptr));
+    }
+  }
+  resp->mutable_header()->set_revision(changes->events.empty() ? revision_ : changes->rev);
+}
+
+void KvStateMachine::ApplyLeaseRevoke(int64_t id, ApplyResult* result, Changes* changes) {
+  auto it = leases_.find(id);
+  if (it == leases_.end()) {
+    Reject(result, Status::Code::kNotFound, "lease " + Hex(id) + " not found");
+    return;
+  }
+  const std::set<std::string> keys = std::move(it->second.keys);
+  leases_.erase(it);
+  ++lease_generation_;
+  for (const std::string& k : keys) DeleteKey(k, changes, nullptr);
+  result->answer.set_deleted(static_cast<int64_t>(keys.size()));
 }
 
 void KvStateMachine::Touch(uint64_t id, Session* session, uint64_t now_ms) {
@@ -193,8 +443,9 @@ void KvStateMachine::ExpireSessions(uint64_t now_ms) {
 void KvStateMachine::Snapshot(SnapshotWriter* out) const {
   // The image: the map's root is shared (O(1)); the sessions are copied.
   // Apply waits only for this; it goes on while the image is encoded.
-  CowBTree<std::string, std::string> data;
+  CowBTree<std::string, KvRecord> data;
   std::map<uint64_t, Session> sessions;
+  SnapshotStoreState store;
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
     out->meta().last_index = applied_index_;
@@ -202,6 +453,12 @@ void KvStateMachine::Snapshot(SnapshotWriter* out) const {
     out->meta().cluster_time_ms = cluster_time_ms_;
     data = data_;
     sessions = sessions_;
+    store.set_revision(revision_);
+    for (const auto& [id, lease] : leases_) {
+      SnapshotStoreState::LeaseRecord* l = store.add_leases();
+      l->set_id(id);
+      l->set_ttl(lease.ttl);
+    }
   }
   SnapshotSession session;
   SnapshotSessionResult saved;
@@ -230,18 +487,27 @@ void KvStateMachine::Snapshot(SnapshotWriter* out) const {
       saved.set_term(r.term);
       saved.set_result_client_id(r.client_id);
       for (bool e : r.batch_existed) saved.add_batch_existed(e);
+      r.answer.SerializeToString(saved.mutable_answer());
       saved.SerializeToString(&buf);
       out->AddRecord(SnapshotRecordType::kSessionResult, buf);
     }
   }
-  for (auto it = data.begin(); it.Valid(); it.Next()) out->AddKv(it.key(), it.value());
+  store.SerializeToString(&buf);
+  out->AddRecord(SnapshotRecordType::kStore, buf);
+  for (auto it = data.begin(); it.Valid(); it.Next()) {
+    const KvRecord& r = it.value();
+    out->AddKv(it.key(), r.value, r.create_revision, r.mod_revision, r.version, r.lease);
+  }
 }
 
 Status KvStateMachine::Restore(SnapshotReader* in) {
   // Built aside; swapped in only once the reader has verified the file.
-  CowBTree<std::string, std::string> data;
+  CowBTree<std::string, KvRecord> data;
   std::map<uint64_t, Session> sessions;
   std::set<std::pair<uint64_t, uint64_t>> expiry;
+  std::map<int64_t, LeaseState> leases;
+  int64_t revision = 0;
+  bool have_store = false;  // files written before revisions have no store record
 
   uint64_t record = 0;
   auto bad = [&](const std::string& what) {
@@ -250,6 +516,7 @@ Status KvStateMachine::Restore(SnapshotReader* in) {
   SnapshotSession session_msg;
   SnapshotSessionResult result_msg;
   SnapshotKv kv_msg;
+  SnapshotStoreState store_msg;
   Session* session = nullptr;   // the session whose results are being read
   uint64_t session_id = 0;
   uint64_t results_left = 0;
@@ -311,16 +578,53 @@ Status KvStateMachine::Restore(SnapshotReader* in) {
         r.term = result_msg.term();
         r.client_id = result_msg.result_client_id();
         r.batch_existed.assign(result_msg.batch_existed().begin(), result_msg.batch_existed().end());
+        if (!r.answer.ParseFromString(result_msg.answer())) return bad("bad saved answer");
         session->results.emplace_hint(session->results.end(), sequence, std::move(r));
         --results_left;
+        break;
+      }
+      case SnapshotRecordType::kStore: {
+        if (in_data || have_store) return bad("store record after the key/value records");
+        if (!store_msg.ParseFromArray(msg.data(), size)) return bad("bad SnapshotStoreState");
+        if (store_msg.revision() < 0) return bad("negative revision");
+        revision = store_msg.revision();
+        for (const SnapshotStoreState::LeaseRecord& l : store_msg.leases()) {
+          if (l.id() <= 0 || (!leases.empty() && l.id() <= leases.rbegin()->first)) {
+            return bad("lease id " + std::to_string(l.id()) + " out of order");
+          }
+          leases.emplace_hint(leases.end(), l.id(), LeaseState{l.ttl(), {}});
+        }
+        have_store = true;
         break;
       }
       case SnapshotRecordType::kKv: {
         if (!kv_msg.ParseFromArray(msg.data(), size)) return bad("bad SnapshotKv");
         if (!last_key.empty() && !(last_key < kv_msg.key())) return bad("key out of order");
         last_key = kv_msg.key();
-        if (!data.insert_or_assign(std::move(*kv_msg.mutable_key()),
-                                   std::move(*kv_msg.mutable_value()))) {
+        KvRecord r;
+        if (!have_store) {  // before revisions: every key as created at revision 1
+          revision = 1;
+          r.create_revision = r.mod_revision = r.version = 1;
+        } else {
+          r.create_revision = kv_msg.create_revision();
+          r.mod_revision = kv_msg.mod_revision();
+          r.version = kv_msg.version();
+          r.lease = kv_msg.lease();
+          if (r.create_revision <= 0 || r.mod_revision < r.create_revision ||
+              r.mod_revision > revision || r.version <= 0) {
+            return bad("key revisions out of bounds (create " + std::to_string(r.create_revision) +
+                       ", mod " + std::to_string(r.mod_revision) + ", version " +
+                       std::to_string(r.version) + ", store revision " +
+                       std::to_string(revision) + ")");
+          }
+          if (r.lease != 0) {
+            auto l = leases.find(r.lease);
+            if (l == leases.end()) return bad("key attached to unknown lease " + std::to_string(r.lease));
+            l->second.keys.insert(kv_msg.key());
+          }
+        }
+        r.value = std::move(*kv_msg.mutable_value());
+        if (!data.insert_or_assign(std::move(*kv_msg.mutable_key()), std::move(r))) {
           return bad("key out of order");  // a repeated key (possible only for "")
         }
         in_data = true;
@@ -339,6 +643,10 @@ Status KvStateMachine::Restore(SnapshotReader* in) {
     data_.swap(data);
     sessions_.swap(sessions);
     expiry_.swap(expiry);
+    leases_.swap(leases);
+    ++lease_generation_;
+    revision_ = revision;
+    history_.Reset(revision);
     applied_index_ = meta.last_index;
     applied_term_ = meta.last_term;
     cluster_time_ms_ = meta.cluster_time_ms;
@@ -349,9 +657,182 @@ Status KvStateMachine::Restore(SnapshotReader* in) {
 
 std::optional<std::string> KvStateMachine::Get(const std::string& key) const {
   std::shared_lock<std::shared_mutex> lock(mu_);
-  const std::string* value = data_.find(key);
-  if (value == nullptr) return std::nullopt;
-  return *value;
+  const KvRecord* r = data_.find(key);
+  if (r == nullptr) return std::nullopt;
+  return r->value;
+}
+
+std::optional<KvRecord> KvStateMachine::GetRecord(const std::string& key) const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  const KvRecord* r = data_.find(key);
+  if (r == nullptr) return std::nullopt;
+  return *r;
+}
+
+void KvStateMachine::RangeLocked(const RangeRequest& req, RangeResponse* resp) const {
+  const std::string& key = req.key();
+  if (req.range_end().empty()) {
+    if (const KvRecord* r = data_.find(key)) AddToRange(key, *r, req, resp);
+    return;
+  }
+  for (auto it = data_.lower_bound(key); it.Valid() && InKeyRange(it.key(), key, req.range_end());
+       it.Next()) {
+    AddToRange(it.key(), it.value(), req, resp);
+  }
+}
+
+Status KvStateMachine::RangeAtLocked(const RangeRequest& req, RangeResponse* resp) const {
+  const int64_t at = req.revision();
+  if (at > revision_) {
+    return Status::OutOfRange("revision " + std::to_string(at) +
+                              " is a future revision (the store is at " +
+                              std::to_string(revision_) + ")");
+  }
+  if (at < history_.compacted()) {
+    return Status::OutOfRange("revision " + std::to_string(at) +
+                              " has been compacted; the oldest revision kept is " +
+                              std::to_string(history_.compacted()));
+  }
+  // The range now, then every later change undone, newest first.
+  std::map<std::string, KvRecord> keys;
+  const std::string& end = req.range_end();
+  if (end.empty()) {
+    if (const KvRecord* r = data_.find(req.key())) keys.emplace(req.key(), *r);
+  } else {
+    for (auto it = data_.lower_bound(req.key()); it.Valid() && InKeyRange(it.key(), req.key(), end);
+         it.Next()) {
+      keys.emplace_hint(keys.end(), it.key(), it.value());
+    }
+  }
+  for (size_t i = history_.size(); i > 0 && history_.at(i - 1).revision > at; --i) {
+    const KvEvent& e = history_.at(i - 1);
+    if (!InKeyRange(e.key, req.key(), end)) continue;
+    if (e.has_prev) {
+      keys[e.key] = e.prev;
+    } else {
+      keys.erase(e.key);
+    }
+  }
+  for (const auto& [k, r] : keys) AddToRange(k, r, req, resp);
+  return Status::OK();
+}
+
+Status KvStateMachine::Range(const RangeRequest& req, RangeResponse* resp) const {
+  resp->Clear();
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    resp->mutable_header()->set_revision(revision_);
+    if (req.revision() != 0 && req.revision() != revision_) return RangeAtLocked(req, resp);
+    if (req.range_end().empty()) {
+      RangeLocked(req, resp);
+      return Status::OK();
+    }
+  }
+  // A range of the current state: walked outside the lock on an O(1)
+  // copy-on-write image, so a long range does not hold up Apply().
+  CowBTree<std::string, KvRecord> image;
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    if (resp->header().revision() != revision_) {  // moved on in between: use the new one
+      resp->mutable_header()->set_revision(revision_);
+    }
+    image = data_;
+  }
+  for (auto it = image.lower_bound(req.key());
+       it.Valid() && InKeyRange(it.key(), req.key(), req.range_end()); it.Next()) {
+    AddToRange(it.key(), it.value(), req, resp);
+  }
+  return Status::OK();
+}
+
+void KvStateMachine::ReadTxn(const TxnRequest& req, TxnResponse* resp) const {
+  resp->Clear();
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  bool succeeded = true;
+  for (const Compare& c : req.compare()) {
+    if (!CompareHolds(c)) {
+      succeeded = false;
+      break;
+    }
+  }
+  resp->set_succeeded(succeeded);
+  resp->mutable_header()->set_revision(revision_);
+  for (const RequestOp& op : succeeded ? req.success() : req.failure()) {
+    RangeResponse* r = resp->add_responses()->mutable_response_range();
+    RangeLocked(op.request_range(), r);
+    r->mutable_header()->set_revision(revision_);
+  }
+}
+
+Status KvStateMachine::ReadEvents(const std::string& key, const std::string& end, int64_t from,
+                                  size_t max_bytes, EventBatch* out) const {
+  out->events.clear();
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  out->revision = revision_;
+  if (from <= history_.compacted()) {
+    return Status::OutOfRange("revision " + std::to_string(from) +
+                              " has been compacted; the oldest revision a watch may start at is " +
+                              std::to_string(history_.compacted() + 1));
+  }
+  size_t bytes = 0;
+  size_t i = history_.LowerBound(from);
+  out->next_revision = std::max(from, revision_ + 1);
+  while (i < history_.size()) {
+    const int64_t rev = history_.at(i).revision;
+    for (; i < history_.size() && history_.at(i).revision == rev; ++i) {
+      const KvEvent& e = history_.at(i);
+      if (!InKeyRange(e.key, key, end)) continue;
+      bytes += e.Bytes();
+      out->events.push_back(e);
+    }
+    if (bytes >= max_bytes && i < history_.size()) {
+      out->next_revision = rev + 1;
+      break;
+    }
+  }
+  return Status::OK();
+}
+
+int64_t KvStateMachine::Revision() const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  return revision_;
+}
+
+int64_t KvStateMachine::CompactedRevision() const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  return history_.compacted();
+}
+
+void KvStateMachine::SetHistoryLimits(size_t max_revisions, size_t max_bytes) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  history_.SetLimits(max_revisions, max_bytes);
+}
+
+size_t KvStateMachine::HistoryBytes() const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  return history_.bytes();
+}
+
+bool KvStateMachine::GetLease(int64_t id, int64_t* ttl, std::vector<std::string>* keys) const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return false;
+  *ttl = it->second.ttl;
+  if (keys != nullptr) keys->assign(it->second.keys.begin(), it->second.keys.end());
+  return true;
+}
+
+std::vector<std::pair<int64_t, int64_t>> KvStateMachine::Leases() const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  std::vector<std::pair<int64_t, int64_t>> out;
+  out.reserve(leases_.size());
+  for (const auto& [id, l] : leases_) out.emplace_back(id, l.ttl);
+  return out;
+}
+
+uint64_t KvStateMachine::LeaseGeneration() const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  return lease_generation_;
 }
 
 uint64_t KvStateMachine::AppliedTerm() const {

@@ -38,6 +38,23 @@ void PutVarint32(std::string* out, uint32_t v) {
   out->push_back(static_cast<char>(v));
 }
 
+void PutVarint64(std::string* out, uint64_t v) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>((v & 0x7F) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+size_t Varint64Size(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
 size_t Varint32Size(uint32_t v) {
   size_t n = 1;
   while (v >= 0x80) {
@@ -130,13 +147,19 @@ void SnapshotWriter::AddRecord(SnapshotRecordType type, std::string_view message
   chunk->append(message.data(), message.size());
 }
 
-void SnapshotWriter::AddKv(std::string_view key, std::string_view value) {
+void SnapshotWriter::AddKv(std::string_view key, std::string_view value, int64_t create_revision,
+                           int64_t mod_revision, int64_t version, int64_t lease) {
   // SnapshotKv wire format: field 1 (key) and field 2 (value), both
   // length-delimited: tag 0x0A / 0x12, varint length, bytes. Both fields are
-  // always written (an empty value too; parsers accept that).
+  // always written (an empty value too; parsers accept that). Fields 3-6
+  // (varints, tags 0x18 0x20 0x28 0x30) only when non-zero.
   const uint32_t klen = static_cast<uint32_t>(key.size());
   const uint32_t vlen = static_cast<uint32_t>(value.size());
-  const size_t msg = 1 + Varint32Size(klen) + klen + 1 + Varint32Size(vlen) + vlen;
+  const int64_t ints[4] = {create_revision, mod_revision, version, lease};
+  size_t msg = 1 + Varint32Size(klen) + klen + 1 + Varint32Size(vlen) + vlen;
+  for (int64_t v : ints) {
+    if (v != 0) msg += 1 + Varint64Size(static_cast<uint64_t>(v));
+  }
   std::string* chunk =
       ChunkFor(1 + Varint32Size(static_cast<uint32_t>(msg)) + msg);
   chunk->push_back(static_cast<char>(SnapshotRecordType::kKv));
@@ -147,6 +170,11 @@ void SnapshotWriter::AddKv(std::string_view key, std::string_view value) {
   chunk->push_back(0x12);
   PutVarint32(chunk, vlen);
   chunk->append(value.data(), value.size());
+  for (int i = 0; i < 4; ++i) {
+    if (ints[i] == 0) continue;
+    chunk->push_back(static_cast<char>((3 + i) << 3));
+    PutVarint64(chunk, static_cast<uint64_t>(ints[i]));
+  }
 }
 
 std::string EncodeSnapshotFile(const SnapshotWriter& writer) {
@@ -299,7 +327,7 @@ Status SnapshotReader::Next(SnapshotRecordType* type, std::string_view* message,
   const uint64_t at = frame_offset_ + kFrameHeaderBytes + pos_;
   const uint8_t t = static_cast<uint8_t>(frame_[pos_++]);
   if (t < static_cast<uint8_t>(SnapshotRecordType::kSession) ||
-      t > static_cast<uint8_t>(SnapshotRecordType::kKv)) {
+      t > static_cast<uint8_t>(SnapshotRecordType::kStore)) {
     return Corrupt(at, "unknown record type " + std::to_string(t));
   }
   uint32_t len = 0;
@@ -317,6 +345,7 @@ Status SnapshotReader::VerifyAll() {
   SnapshotSession session;
   SnapshotSessionResult result;
   SnapshotKv kv;
+  SnapshotStoreState store;
   for (;;) {
     SnapshotRecordType type;
     std::string_view msg;
@@ -334,6 +363,9 @@ Status SnapshotReader::VerifyAll() {
         break;
       case SnapshotRecordType::kKv:
         parsed = kv.ParseFromArray(msg.data(), static_cast<int>(msg.size()));
+        break;
+      case SnapshotRecordType::kStore:
+        parsed = store.ParseFromArray(msg.data(), static_cast<int>(msg.size()));
         break;
     }
     if (!parsed) {

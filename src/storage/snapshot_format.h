@@ -53,7 +53,7 @@ constexpr size_t kChunkTargetBytes = 256 * 1024;
 enum FrameKind : uint8_t { kHeaderFrame = 1, kDataFrame = 2, kTrailerFrame = 3 };
 }  // namespace snapshot_format
 
-enum class SnapshotRecordType : uint8_t { kSession = 1, kSessionResult = 2, kKv = 3 };
+enum class SnapshotRecordType : uint8_t { kSession = 1, kSessionResult = 2, kKv = 3, kStore = 4 };
 
 // What a snapshot covers. last_index/last_term: the last log entry applied to
 // the state (the log may be compacted up to it). config: the membership at
@@ -84,7 +84,9 @@ class SnapshotWriter {
   void AddRecord(SnapshotRecordType type, std::string_view message);
   // Appends a SnapshotKv record, encoded directly (no message object: this
   // is the hot loop of a large snapshot).
-  void AddKv(std::string_view key, std::string_view value);
+  // The revisions and lease are written only when non-zero (proto3).
+  void AddKv(std::string_view key, std::string_view value, int64_t create_revision = 0,
+             int64_t mod_revision = 0, int64_t version = 0, int64_t lease = 0);
 
   // The DATA frame payloads, in order. The last one may be empty.
   const std::vector<std::string>& chunks() const { return chunks_; }

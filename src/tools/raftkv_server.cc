@@ -77,6 +77,22 @@ DEFINE_uint64(session_timeout_ms, 600000,
               "A client session expires after this long without a write (measured in cluster "
               "time, the leader-stamped time carried by log entries); its retries then fail with "
               "ABORTED. Stored in the session when it is opened.");
+DEFINE_uint64(history_revisions, 100000,
+              "Revisions of changes kept in memory for watches and reads at a past revision "
+              "(get --rev); a watch or read from before them gets OUT_OF_RANGE naming the oldest "
+              "kept. Local to the member; a restart keeps only what followed its snapshot.");
+DEFINE_uint64(history_bytes, 64ull << 20,
+              "Bytes of changes (keys, values and previous values) kept for watches and reads "
+              "at a past revision; whichever of this and --history_revisions is reached first "
+              "trims the oldest revisions.");
+DEFINE_int64(min_lease_ttl_s, 2,
+             "Shortest lease TTL in seconds: a grant asking for less gets this (as etcd). "
+             "Keep it above the election timeout.");
+DEFINE_int64(max_lease_ttl_s, 9000000000LL, "Longest lease TTL in seconds; longer grants get INVALID_ARGUMENT.");
+DEFINE_uint64(max_watchers, 10000,
+              "Most watch streams one member serves; more get RESOURCE_EXHAUSTED.");
+DEFINE_uint64(watch_batch_bytes, 1 << 20,
+              "Event bytes per watch response (whole revisions: one revision may exceed it).");
 DEFINE_bool(join, false,
             "Start a new member that is not in --cluster_file: it gets no vote and waits for the "
             "cluster's leader to add it (raftkvctl member add, then member promote), receiving "
@@ -224,6 +240,12 @@ int main(int argc, char** argv) {
     if (value < 1) return Fail(std::string(name) + " must be >= 1, got 0");
   }
   if (FLAGS_session_timeout_ms < 1) return Fail("--session_timeout_ms must be >= 1");
+  if (FLAGS_min_lease_ttl_s < 1 || FLAGS_max_lease_ttl_s < FLAGS_min_lease_ttl_s) {
+    return Fail("--min_lease_ttl_s must be >= 1 and <= --max_lease_ttl_s");
+  }
+  if (FLAGS_max_watchers < 1 || FLAGS_watch_batch_bytes < 1) {
+    return Fail("--max_watchers and --watch_batch_bytes must be >= 1");
+  }
   if (FLAGS_shutdown_transfer_ms < 0) return Fail("--shutdown_transfer_ms must be >= 0");
   constexpr uint64_t kMaxLimit = 256ull << 20;  // keeps the gRPC message limit below 2 GiB
   for (const auto& [name, value] :
@@ -353,6 +375,8 @@ int main(int argc, char** argv) {
   node_options.snapshot_log_bytes = FLAGS_snapshot_log_bytes;
   node_options.snapshots_kept = FLAGS_snapshots_kept;
   node_options.snapshot_nice = FLAGS_snapshot_nice;
+  node_options.history_revisions = FLAGS_history_revisions;
+  node_options.history_bytes = FLAGS_history_bytes;
 
   // Handle termination signals synchronously in main; every thread created
   // from here on inherits the blocked mask.
@@ -404,6 +428,10 @@ int main(int argc, char** argv) {
   server_options.snapshot_chunk_bytes = peer_options.snapshot_chunk_bytes;
   server_options.max_request_timeout_ms = FLAGS_max_request_timeout_ms;
   server_options.session_timeout_ms = FLAGS_session_timeout_ms;
+  server_options.lease.min_ttl_s = FLAGS_min_lease_ttl_s;
+  server_options.lease.max_ttl_s = FLAGS_max_lease_ttl_s;
+  server_options.watch.max_watchers = FLAGS_max_watchers;
+  server_options.watch.batch_bytes = FLAGS_watch_batch_bytes;
   if (FLAGS_enable_test_faults) server_options.faults = &faults;
   server_options.auth = auth.get();
   raftkv::AdminServiceImpl admin(raw_node, FLAGS_max_request_timeout_ms, auth.get());

@@ -1,14 +1,51 @@
 // raftkvctl: command-line client of a raftkv cluster.
 //
-//   raftkvctl [flags] put KEY VALUE    prints OK
-//   raftkvctl [flags] get KEY          prints the value (exit 1 if absent)
-//   raftkvctl [flags] del KEY          prints OK
+// Key-value commands, in etcdctl's syntax and with its (simple) output:
+//   raftkvctl [flags] put KEY VALUE [--lease=HEX] [--prev-kv]
+//                                      prints OK (--prev-kv: then the previous key
+//                                      and value, when there was one)
+//   raftkvctl [flags] get KEY [RANGE_END] [--prefix] [--limit=N] [--keys-only]
+//                     [--count-only] [--rev=N] [--print-value-only] [--consistency=l|s]
+//                                      each key on one line, its value on the next
+//                                      (--keys-only: an empty line; --print-value-only:
+//                                      values only; --count-only: the count). Nothing,
+//                                      and exit 0, when nothing matches.
+//   raftkvctl [flags] del KEY [RANGE_END] [--prefix] [--prev-kv]
+//                                      prints the number of keys deleted (--prev-kv:
+//                                      then each deleted key and value)
+//   raftkvctl [flags] txn              reads compares, success and failure requests
+//                                      from stdin (etcdctl's format, client/txn_text.h);
+//                                      prints SUCCESS or FAILURE, then for each response
+//                                      a blank line and the response as above; exit 0
+//                                      either way
+//   raftkvctl [flags] watch KEY [RANGE_END] [--prefix] [--rev=N] [--prev-kv]
+//                                      each event as PUT|DELETE, key, value lines
+//                                      (--prev-kv: the type, the previous key and value,
+//                                      then the key and value); until interrupted or the
+//                                      servers end it with an error (exit 1); moves to
+//                                      another member when its member goes away
+//   raftkvctl [flags] lease grant TTL  prints lease <hex id> granted with TTL(<n>s)
+//   raftkvctl [flags] lease revoke ID  prints lease <hex id> revoked
+//   raftkvctl [flags] lease keep-alive [--once] ID
+//                                      renews every TTL/3 (--once: once), printing lease
+//                                      <hex id> keepalived with TTL(<n>); exit 1 with lease
+//                                      <hex id> expired or revoked. when it is gone
+//   raftkvctl [flags] lease timetolive ID [--keys]
+//                                      lease <hex> granted with TTL(<g>s), remaining(<r>s)
+//                                      [, attached keys([k1 k2])], or lease <hex> already
+//                                      expired
+//   raftkvctl [flags] lease list       found N leases, then one hex id per line
+// Lease ids are hexadecimal, as printed.
+//
+// raftkv's own commands:
 //   raftkvctl [flags] cas KEY EXPECTED NEW
 //                                      sets KEY to NEW iff it is EXPECTED; prints
 //                                      OK, or FAILED current=<value> / FAILED (absent)
 //                                      and exits 1
 //   raftkvctl [flags] cas --absent KEY NEW
 //                                      creates KEY with NEW iff it is absent
+//   raftkvctl [flags] batch put KEY VALUE|del KEY ...
+//                                      all the ops as one log entry; prints OK
 //   raftkvctl [flags] status [--json]  one row per endpoint (no redirect)
 //   raftkvctl [flags] snapshot         snapshot of --target (default: the first
 //                                      endpoint) now; prints index, term, size, file
@@ -28,8 +65,8 @@
 // the members' leader hints, which may name members missing from
 // --endpoints).
 // Flags may appear anywhere on the command line. Exit codes: 0 success,
-// 1 RPC error, missing key, CAS not swapped (or no endpoint answered status),
-// 2 usage error.
+// 1 RPC error, CAS not swapped, lease expired (or no endpoint answered
+// status), 2 usage error or malformed txn input.
 // Output goes to stdout; errors are "error: <gRPC code>: <message>" on stderr.
 #include <algorithm>
 #include <cstdio>
@@ -45,11 +82,16 @@
 #include <fstream>
 #include <sstream>
 
+#include <chrono>
+#include <iterator>
+#include <map>
+
 #include "client/admin_client.h"
 #include "client/kv_client.h"
 #include "client/grpc_runtime.h"
 #include "client/security.h"
 #include "client/json.h"
+#include "client/txn_text.h"
 
 DEFINE_string(endpoints, "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
               "Comma-separated host:port list of the cluster's servers. Writes and "
@@ -79,7 +121,8 @@ DEFINE_int32(wait_timeout_ms, 60000,
              "member promote: how long to keep retrying a refused promotion.");
 DEFINE_bool(stale, false,
             "get: read the local, possibly stale, state of the first reachable "
-            "endpoint instead of a linearizable read through the leader.");
+            "endpoint instead of a linearizable read through the leader "
+            "(as --consistency=s).");
 
 namespace {
 
@@ -92,10 +135,33 @@ constexpr int kExitUsage = 2;
 const char kUsage[] =
     "command-line client of a raftkv cluster.\n"
     "\n"
-    "usage:\n"
-    "  raftkvctl [flags] put KEY VALUE    set KEY to VALUE; prints OK\n"
-    "  raftkvctl [flags] get KEY          print the value of KEY (exit 1 if absent)\n"
-    "  raftkvctl [flags] del KEY          delete KEY; prints OK\n"
+    "usage (key-value commands: etcdctl's syntax and output):\n"
+    "  raftkvctl [flags] put KEY VALUE [--lease=HEX] [--prev-kv]\n"
+    "                                     set KEY to VALUE; prints OK (then the previous\n"
+    "                                     key and value with --prev-kv)\n"
+    "  raftkvctl [flags] get KEY [RANGE_END] [--prefix] [--limit=N] [--keys-only]\n"
+    "                    [--count-only] [--rev=N] [--print-value-only] [--consistency=l|s]\n"
+    "                                     each key then its value, one per line; nothing\n"
+    "                                     (exit 0) when nothing matches\n"
+    "  raftkvctl [flags] del KEY [RANGE_END] [--prefix] [--prev-kv]\n"
+    "                                     delete; prints the number of keys deleted\n"
+    "  raftkvctl [flags] txn              transaction read from stdin: compares, blank line,\n"
+    "                                     success requests, blank line, failure requests,\n"
+    "                                     e.g. value(\"k\") = \"v\" / mod(\"k\") > \"5\" and\n"
+    "                                     put K V / get K --prefix / del K; prints SUCCESS or\n"
+    "                                     FAILURE and the responses\n"
+    "  raftkvctl [flags] watch KEY [RANGE_END] [--prefix] [--rev=N] [--prev-kv]\n"
+    "                                     print each change (PUT|DELETE, key, value) until\n"
+    "                                     interrupted\n"
+    "  raftkvctl [flags] lease grant TTL  grant a lease of TTL seconds; prints its hex id\n"
+    "  raftkvctl [flags] lease revoke ID  revoke lease ID (hex) and delete its keys\n"
+    "  raftkvctl [flags] lease keep-alive [--once] ID\n"
+    "                                     renew lease ID every TTL/3 (--once: once)\n"
+    "  raftkvctl [flags] lease timetolive ID [--keys]\n"
+    "                                     granted and remaining TTL (and attached keys)\n"
+    "  raftkvctl [flags] lease list       every lease id\n"
+    "\n"
+    "raftkv's own commands:\n"
     "  raftkvctl [flags] cas KEY EXPECTED NEW\n"
     "                                     set KEY to NEW iff it is EXPECTED; prints OK,\n"
     "                                     else FAILED current=<value> or FAILED (absent), exit 1\n"
@@ -115,17 +181,32 @@ const char kUsage[] =
     "  raftkvctl [flags] transfer-leader ID\n"
     "                                     make voter ID the leader\n"
     "\n"
+    "command options (etcdctl's; --opt=V or --opt V):\n"
+    "  --prefix                  get, del, watch: every key starting with KEY\n"
+    "  --limit=N                 get: at most N keys\n"
+    "  --keys-only               get: keys without values\n"
+    "  --count-only              get: only the number of keys\n"
+    "  --print-value-only        get: values only\n"
+    "  --rev=N                   get: read at revision N; watch: from revision N\n"
+    "  --consistency=l|s         get: linearizable (default) or serializable (any member,\n"
+    "                            possibly stale)\n"
+    "  --prev-kv                 put, del, watch: also print the previous key-values\n"
+    "  --lease=HEX               put: attach the key to this lease\n"
+    "  --once                    lease keep-alive: renew once\n"
+    "  --keys                    lease timetolive: list the attached keys\n"
+    "\n"
     "flags (may appear anywhere; put '--' before a KEY or VALUE starting with '-'):\n"
     "  --endpoints=H:P[,H:P...]  servers (default 127.0.0.1:7001,127.0.0.1:7002,"
     "127.0.0.1:7003)\n"
-    "  --timeout_ms=N            total time per operation incl. retries (default 5000)\n"
+    "  --timeout_ms=N            total time per operation incl. retries (default 5000);\n"
+    "                            watch: to find another member after losing one\n"
     "  --rpc_timeout_ms=N        time per attempt / per status query (default 2000)\n"
     "  --cluster_file=PATH       take the endpoints from a cluster file instead\n"
     "  --target=H:P              snapshot: the member to snapshot\n"
     "  --json                    status, member list: JSON output\n"
     "  --wait_caught_up          member promote: retry while refused (default true)\n"
     "  --wait_timeout_ms=N       member promote: how long to retry (default 60000)\n"
-    "  --stale                   get: possibly stale read from any node\n"
+    "  --stale                   get: possibly stale read from any node (--consistency=s)\n"
     "  --absent                  cas: the key must be absent (create-only)\n"
     "  --tls_ca_file=PEM         TLS: the cluster CA (servers must present a certificate it signed)\n"
     "  --tls_cert_file=PEM --tls_key_file=PEM\n"
@@ -134,8 +215,8 @@ const char kUsage[] =
     "  --token_file=PATH         bearer token (first line) for servers started with --token_file\n"
     "  --minloglevel=0 --v=1     client debug logging on stderr\n"
     "\n"
-    "exit codes: 0 ok, 1 RPC error or refusal, key absent or CAS not swapped,\n"
-    "2 usage error.\n";
+    "exit codes: 0 ok, 1 RPC error or refusal, CAS not swapped or lease expired,\n"
+    "2 usage error or malformed txn input.\n";
 
 int Usage(const std::string& error) {
   if (!error.empty()) std::cerr << "raftkvctl: " << error << "\n\n";
@@ -155,13 +236,105 @@ int RpcError(const grpc::Status& s) {
   return kExitError;
 }
 
+// The etcdctl-style options of the key-value commands (--prefix, --limit=N,
+// --keys-only, ...). They are not gflags: gflags has no dashes in names, and
+// each is only valid with some commands (checked by CommandOptions::Allow).
+// "_" may stand for "-" (--keys_only).
+struct CommandOptionSpec {
+  const char* name;
+  bool takes_value;
+};
+constexpr CommandOptionSpec kCommandOptions[] = {
+    {"prefix", false},          {"limit", true},       {"keys-only", false},
+    {"count-only", false},      {"rev", true},         {"print-value-only", false},
+    {"consistency", true},      {"prev-kv", false},    {"lease", true},
+    {"once", false},            {"keys", false},
+};
+
+const CommandOptionSpec* FindCommandOption(const std::string& name) {
+  for (const auto& spec : kCommandOptions) {
+    if (name == spec.name) return &spec;
+  }
+  return nullptr;
+}
+
+// The command options given on the command line.
+class CommandOptions {
+ public:
+  struct Given {
+    std::string spelled;  // as written, for messages
+    bool has_value = false;
+    std::string value;
+  };
+
+  void Add(const std::string& name, Given given) { given_[name] = std::move(given); }
+
+  // False (and *error) if an option outside `allowed` was given.
+  bool Allow(const std::string& command, std::initializer_list<const char*> allowed,
+             std::string* error) const {
+    for (const auto& [name, given] : given_) {
+      bool ok = false;
+      for (const char* a : allowed) ok = ok || name == a;
+      if (!ok) {
+        *error = command + " does not take " + given.spelled;
+        return false;
+      }
+    }
+    return true;
+  }
+
+  bool Has(const char* name) const { return given_.count(name) > 0; }
+
+  // A boolean option: absent false; --opt true; --opt=true|false.
+  bool Bool(const char* name, bool* out, std::string* error) const {
+    *out = false;
+    auto it = given_.find(name);
+    if (it == given_.end()) return true;
+    if (!it->second.has_value) {
+      *out = true;
+      return true;
+    }
+    const std::string& v = it->second.value;
+    if (v == "true" || v == "1" || v == "t") {
+      *out = true;
+    } else if (v != "false" && v != "0" && v != "f") {
+      *error = "--" + std::string(name) + " takes true or false, not \"" + v + "\"";
+      return false;
+    }
+    return true;
+  }
+
+  // A decimal option >= 0 (absent: 0).
+  bool Count(const char* name, int64_t* out, std::string* error) const {
+    *out = 0;
+    auto it = given_.find(name);
+    if (it == given_.end()) return true;
+    const std::string& v = it->second.value;
+    if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos) {
+      *error = "--" + std::string(name) + " takes a number >= 0, not \"" + v + "\"";
+      return false;
+    }
+    *out = std::stoll(v);
+    return true;
+  }
+
+  std::string Value(const char* name) const {
+    auto it = given_.find(name);
+    return it == given_.end() ? "" : it->second.value;
+  }
+
+ private:
+  std::map<std::string, Given> given_;
+};
+
 // Separates flags from positional arguments. gflags accepts flags anywhere
 // but reorders what follows "--" ahead of the other positional arguments, so
 // the split is done here: *flags gets argv[0] and every flag (with its value
-// when given as a separate argument) for gflags, *positional the rest in
-// order. Unknown flags are reported here, as usage errors, rather than by
-// gflags (which would exit with status 1).
-bool SplitArgs(int argc, char** argv, std::vector<char*>* flags,
+// when given as a separate argument) for gflags, *options the command
+// options (kCommandOptions), *positional the rest in order. Unknown flags are
+// reported here, as usage errors, rather than by gflags (which would exit
+// with status 1).
+bool SplitArgs(int argc, char** argv, std::vector<char*>* flags, CommandOptions* options,
                std::vector<std::string>* positional, std::string* error) {
   flags->push_back(argv[0]);
   for (int i = 1; i < argc; ++i) {
@@ -177,6 +350,25 @@ bool SplitArgs(int argc, char** argv, std::vector<char*>* flags,
     const std::string body = arg.substr(arg[1] == '-' ? 2 : 1);
     const size_t eq = body.find('=');
     const std::string name = body.substr(0, eq);
+    std::string dashed = name;
+    std::replace(dashed.begin(), dashed.end(), '_', '-');
+    if (const CommandOptionSpec* spec = FindCommandOption(dashed)) {
+      CommandOptions::Given given;
+      given.spelled = arg;
+      if (eq != std::string::npos) {
+        given.has_value = true;
+        given.value = body.substr(eq + 1);
+      } else if (spec->takes_value) {
+        if (i + 1 >= argc) {
+          *error = "--" + dashed + " needs a value";
+          return false;
+        }
+        given.has_value = true;
+        given.value = argv[++i];  // "--limit 10"
+      }
+      options->Add(dashed, std::move(given));
+      continue;
+    }
     gflags::CommandLineFlagInfo info;
     if (gflags::GetCommandLineFlagInfo(name.c_str(), &info)) {
       flags->push_back(argv[i]);
@@ -530,6 +722,285 @@ int CmdTransferLeader(raftkv::AdminClient* admin, uint64_t id) {
   return kExitOk;
 }
 
+// ---- key-value commands in etcdctl's syntax and output ----
+
+void Emit(const std::string& out) { std::fwrite(out.data(), 1, out.size(), stdout); }
+
+// etcdctl's simple printer: the key on one line (unless value_only), the
+// value on the next.
+void AppendKv(const raftkv::KeyValue& kv, bool value_only, std::string* out) {
+  if (!value_only) {
+    *out += kv.key();
+    *out += '\n';
+  }
+  *out += kv.value();
+  *out += '\n';
+}
+
+void AppendRange(const raftkv::RangeResponse& resp, bool count_only, bool value_only,
+                 std::string* out) {
+  if (count_only) {
+    *out += std::to_string(resp.count()) + "\n";
+    return;
+  }
+  for (const auto& kv : resp.kvs()) AppendKv(kv, value_only, out);
+}
+
+void AppendPut(const raftkv::PutResponse& resp, std::string* out) {
+  *out += "OK\n";
+  if (resp.has_prev_kv()) AppendKv(resp.prev_kv(), false, out);
+}
+
+void AppendDelete(const raftkv::DeleteRangeResponse& resp, std::string* out) {
+  *out += std::to_string(resp.deleted()) + "\n";
+  for (const auto& kv : resp.prev_kvs()) AppendKv(kv, false, out);
+}
+
+// [KEY, RANGE_END) from the positional arguments and --prefix.
+bool KeyRange(const std::string& cmd, const std::vector<std::string>& args,
+              const CommandOptions& opts, std::string* key, std::string* range_end,
+              std::string* error) {
+  bool prefix = false;
+  if (!opts.Bool("prefix", &prefix, error)) return false;
+  if (args.empty() || args.size() > (prefix ? 1u : 2u)) {
+    *error = cmd + (prefix ? " --prefix takes KEY" : " takes KEY [RANGE_END]");
+    return false;
+  }
+  if (prefix) {
+    raftkv::PrefixRange(args[0], key, range_end);
+  } else {
+    *key = args[0];
+    *range_end = args.size() == 2 ? args[1] : "";
+  }
+  return true;
+}
+
+int CmdGet(raftkv::KvClient* client, const std::vector<std::string>& args,
+           const CommandOptions& opts) {
+  std::string error, key, range_end;
+  bool keys_only = false, count_only = false, value_only = false;
+  int64_t limit = 0, rev = 0;
+  if (!KeyRange("get", args, opts, &key, &range_end, &error) ||
+      !opts.Bool("keys-only", &keys_only, &error) ||
+      !opts.Bool("count-only", &count_only, &error) ||
+      !opts.Bool("print-value-only", &value_only, &error) ||
+      !opts.Count("limit", &limit, &error) || !opts.Count("rev", &rev, &error)) {
+    return Usage(error);
+  }
+  const std::string consistency = opts.Has("consistency") ? opts.Value("consistency") : "l";
+  if (consistency != "l" && consistency != "s") {
+    return Usage("--consistency takes l (linearizable) or s (serializable), not \"" +
+                 consistency + "\"");
+  }
+  if (FLAGS_stale && opts.Has("consistency") && consistency == "l") {
+    return Usage("--stale and --consistency=l contradict each other");
+  }
+  if (count_only && (keys_only || value_only)) {
+    return Usage("--count-only does not go with --keys-only or --print-value-only");
+  }
+  raftkv::RangeRequest req;
+  req.set_key(key);
+  req.set_range_end(range_end);
+  req.set_limit(limit);
+  req.set_revision(rev);
+  req.set_serializable(FLAGS_stale || consistency == "s");
+  req.set_keys_only(keys_only);
+  req.set_count_only(count_only);
+  raftkv::RangeResponse resp;
+  grpc::Status s = client->Range(req, &resp);
+  if (!s.ok()) return RpcError(s);
+  std::string out;
+  AppendRange(resp, count_only, value_only, &out);
+  Emit(out);
+  return kExitOk;
+}
+
+int CmdDel(raftkv::KvClient* client, const std::vector<std::string>& args,
+           const CommandOptions& opts) {
+  std::string error, key, range_end;
+  bool prev_kv = false;
+  if (!KeyRange("del", args, opts, &key, &range_end, &error) ||
+      !opts.Bool("prev-kv", &prev_kv, &error)) {
+    return Usage(error);
+  }
+  raftkv::DeleteRangeRequest req;
+  req.set_key(key);
+  req.set_range_end(range_end);
+  req.set_prev_kv(prev_kv);
+  raftkv::DeleteRangeResponse resp;
+  grpc::Status s = client->DeleteRange(&req, &resp);
+  if (!s.ok()) return RpcError(s);
+  std::string out;
+  AppendDelete(resp, &out);
+  Emit(out);
+  return kExitOk;
+}
+
+int CmdPut(raftkv::KvClient* client, const std::vector<std::string>& args,
+           const CommandOptions& opts) {
+  std::string error;
+  raftkv::ClientPutOptions put;
+  if (!opts.Bool("prev-kv", &put.prev_kv, &error)) return Usage(error);
+  if (opts.Has("lease") && !raftkv::ParseLeaseIdHex(opts.Value("lease"), &put.lease)) {
+    return Usage("--lease takes a hexadecimal lease id, not \"" + opts.Value("lease") + "\"");
+  }
+  raftkv::PutResponse resp;
+  grpc::Status s = client->Put(args[0], args[1], put, &resp);
+  if (!s.ok()) return RpcError(s);
+  std::string out;
+  AppendPut(resp, &out);
+  Emit(out);
+  return kExitOk;
+}
+
+int CmdTxn(raftkv::KvClient* client) {
+  const std::string text((std::istreambuf_iterator<char>(std::cin)),
+                         std::istreambuf_iterator<char>());
+  raftkv::TxnRequest txn;
+  if (raftkv::Status bad = raftkv::ParseTxnText(text, &txn); !bad.ok()) {
+    std::cerr << "raftkvctl: txn: " << bad.message() << "\n";
+    return kExitUsage;
+  }
+  raftkv::TxnResponse resp;
+  grpc::Status s = client->Txn(&txn, &resp);
+  if (!s.ok()) return RpcError(s);
+  const auto& ops = resp.succeeded() ? txn.success() : txn.failure();
+  std::string out = resp.succeeded() ? "SUCCESS\n" : "FAILURE\n";
+  for (int i = 0; i < resp.responses_size(); ++i) {
+    const raftkv::ResponseOp& r = resp.responses(i);
+    out += "\n";
+    if (r.has_response_range()) {
+      const bool count_only = i < ops.size() && ops[i].has_request_range() &&
+                              ops[i].request_range().count_only();
+      AppendRange(r.response_range(), count_only, false, &out);
+    } else if (r.has_response_put()) {
+      AppendPut(r.response_put(), &out);
+    } else if (r.has_response_delete_range()) {
+      AppendDelete(r.response_delete_range(), &out);
+    } else {
+      out += "unexpected response " + r.ShortDebugString() + "\n";
+    }
+  }
+  Emit(out);
+  return kExitOk;
+}
+
+int CmdWatch(raftkv::KvClient* client, const std::vector<std::string>& args,
+             const CommandOptions& opts) {
+  std::string error, key, range_end;
+  bool prev_kv = false;
+  int64_t rev = 0;
+  if (!KeyRange("watch", args, opts, &key, &range_end, &error) ||
+      !opts.Bool("prev-kv", &prev_kv, &error) || !opts.Count("rev", &rev, &error)) {
+    return Usage(error);
+  }
+  raftkv::WatchRequest req;
+  req.set_key(key);
+  req.set_range_end(range_end);
+  req.set_start_revision(rev);
+  req.set_prev_kv(prev_kv);
+  grpc::Status s = client->Watch(req, [](const raftkv::WatchResponse& resp) {
+    std::string out;
+    for (const raftkv::Event& e : resp.events()) {
+      out += e.type() == raftkv::Event::DELETE ? "DELETE\n" : "PUT\n";
+      if (e.has_prev_kv()) AppendKv(e.prev_kv(), false, &out);
+      AppendKv(e.kv(), false, &out);
+    }
+    if (!out.empty()) {
+      Emit(out);
+      std::fflush(stdout);
+    }
+    return true;
+  });
+  if (!s.ok()) return RpcError(s);
+  return kExitOk;
+}
+
+// ---- leases ----
+
+bool ParseLeaseArg(const std::string& text, int64_t* id, std::string* error) {
+  if (!raftkv::ParseLeaseIdHex(text, id)) {
+    *error = "lease id '" + text + "' is not hexadecimal (as printed by lease grant)";
+    return false;
+  }
+  return true;
+}
+
+int CmdLease(raftkv::KvClient* client, const std::vector<std::string>& args,
+             const CommandOptions& opts) {
+  const std::string& sub = args[0];
+  std::string error;
+  int64_t id = 0;
+  if (sub == "grant") {
+    const std::string& ttl_text = args[1];
+    if (ttl_text.empty() || ttl_text.size() > 18 ||
+        ttl_text.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoll(ttl_text) <= 0) {
+      return Usage("lease grant: TTL '" + ttl_text + "' is not a positive number of seconds");
+    }
+    raftkv::LeaseGrantResponse resp;
+    grpc::Status s = client->LeaseGrant(std::stoll(ttl_text), 0, &resp);
+    if (!s.ok()) return RpcError(s);
+    std::cout << "lease " << raftkv::LeaseIdHex(resp.id()) << " granted with TTL(" << resp.ttl()
+              << "s)\n";
+    return kExitOk;
+  }
+  if (sub == "list") {
+    raftkv::LeaseLeasesResponse resp;
+    grpc::Status s = client->LeaseLeases(&resp);
+    if (!s.ok()) return RpcError(s);
+    std::string out = "found " + std::to_string(resp.leases_size()) + " leases\n";
+    for (const auto& l : resp.leases()) out += raftkv::LeaseIdHex(l.id()) + "\n";
+    Emit(out);
+    return kExitOk;
+  }
+  if (!ParseLeaseArg(args[1], &id, &error)) return Usage("lease " + sub + ": " + error);
+  const std::string hex = raftkv::LeaseIdHex(id);
+  if (sub == "revoke") {
+    grpc::Status s = client->LeaseRevoke(id);
+    if (!s.ok()) return RpcError(s);
+    std::cout << "lease " << hex << " revoked\n";
+    return kExitOk;
+  }
+  if (sub == "timetolive") {
+    bool keys = false;
+    if (!opts.Bool("keys", &keys, &error)) return Usage(error);
+    raftkv::LeaseTimeToLiveResponse resp;
+    grpc::Status s = client->LeaseTimeToLive(id, keys, &resp);
+    if (!s.ok()) return RpcError(s);
+    std::string out;
+    if (resp.ttl() == -1) {
+      out = "lease " + hex + " already expired\n";
+    } else {
+      out = "lease " + hex + " granted with TTL(" + std::to_string(resp.granted_ttl()) +
+            "s), remaining(" + std::to_string(resp.ttl()) + "s)";
+      if (keys) {
+        out += ", attached keys([";
+        for (int i = 0; i < resp.keys_size(); ++i) out += (i == 0 ? "" : " ") + resp.keys(i);
+        out += "])";
+      }
+      out += "\n";
+    }
+    Emit(out);
+    return kExitOk;
+  }
+  // keep-alive
+  bool once = false;
+  if (!opts.Bool("once", &once, &error)) return Usage(error);
+  for (;;) {
+    raftkv::LeaseKeepAliveResponse resp;
+    grpc::Status s = client->LeaseKeepAliveOnce(id, &resp);
+    if (!s.ok()) return RpcError(s);
+    if (resp.ttl() <= 0) {
+      std::cout << "lease " << hex << " expired or revoked.\n";
+      return kExitError;
+    }
+    std::cout << "lease " << hex << " keepalived with TTL(" << resp.ttl() << ")" << std::endl;
+    if (once) return kExitOk;
+    std::this_thread::sleep_for(std::chrono::milliseconds(resp.ttl() * 1000 / 3));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -542,7 +1013,8 @@ int main(int argc, char** argv) {
   std::string error;
   std::vector<char*> flag_argv;
   std::vector<std::string> args;
-  if (!SplitArgs(argc, argv, &flag_argv, &args, &error)) return Usage(error);
+  CommandOptions cmd_options;
+  if (!SplitArgs(argc, argv, &flag_argv, &cmd_options, &args, &error)) return Usage(error);
   int flag_argc = static_cast<int>(flag_argv.size()) - 1;
   char** flag_argv_ptr = flag_argv.data();
   gflags::ParseCommandLineFlags(&flag_argc, &flag_argv_ptr, /*remove_flags=*/true);
@@ -564,10 +1036,46 @@ int main(int argc, char** argv) {
     error = cmd + " takes " + names;
     return false;
   };
+  auto allow = [&](std::initializer_list<const char*> allowed) {
+    return cmd_options.Allow(cmd, allowed, &error);
+  };
   if (cmd == "put") {
-    if (!want_args(2, "KEY VALUE")) return Usage(error);
-  } else if (cmd == "get" || cmd == "del") {
-    if (!want_args(1, "KEY")) return Usage(error);
+    if (!want_args(2, "KEY VALUE") || !allow({"lease", "prev-kv"})) return Usage(error);
+  } else if (cmd == "get") {
+    // KEY [RANGE_END]: checked with --prefix in CmdGet.
+    if (!allow({"prefix", "limit", "keys-only", "count-only", "rev", "print-value-only",
+                "consistency"})) {
+      return Usage(error);
+    }
+  } else if (cmd == "del") {
+    if (!allow({"prefix", "prev-kv"})) return Usage(error);
+  } else if (cmd == "watch") {
+    if (!allow({"prefix", "rev", "prev-kv"})) return Usage(error);
+  } else if (cmd == "txn") {
+    if (!want_args(0, "no arguments (it reads standard input)") || !allow({})) {
+      return Usage(error);
+    }
+  } else if (cmd == "lease") {
+    const std::string sub = args.empty() ? "" : args[0];
+    if (sub == "grant") {
+      if (args.size() != 2) return Usage("lease grant takes TTL");
+    } else if (sub == "revoke") {
+      if (args.size() != 2) return Usage("lease revoke takes ID");
+    } else if (sub == "keep-alive") {
+      if (args.size() != 2) return Usage("lease keep-alive takes [--once] ID");
+    } else if (sub == "timetolive") {
+      if (args.size() != 2) return Usage("lease timetolive takes ID [--keys]");
+    } else if (sub == "list") {
+      if (args.size() != 1) return Usage("lease list takes no arguments");
+    } else {
+      return Usage(sub.empty()
+                       ? "lease needs a subcommand: grant, revoke, keep-alive, timetolive or list"
+                       : "unknown lease subcommand \"" + sub + "\"");
+    }
+    const bool ok = sub == "keep-alive"   ? cmd_options.Allow("lease keep-alive", {"once"}, &error)
+                    : sub == "timetolive" ? cmd_options.Allow("lease timetolive", {"keys"}, &error)
+                                          : cmd_options.Allow("lease " + sub, {}, &error);
+    if (!ok) return Usage(error);
   } else if (cmd == "cas") {
     if (FLAGS_absent ? !want_args(2, "--absent KEY NEW") : !want_args(3, "KEY EXPECTED NEW")) {
       return Usage(error);
@@ -592,6 +1100,10 @@ int main(int argc, char** argv) {
     if (!want_args(1, "ID")) return Usage(error);
   } else {
     return Usage("unknown command \"" + cmd + "\"");
+  }
+  if (cmd != "put" && cmd != "get" && cmd != "del" && cmd != "watch" && cmd != "txn" &&
+      cmd != "lease" && !cmd_options.Allow(cmd, {}, &error)) {
+    return Usage(error);
   }
   if (FLAGS_timeout_ms <= 0) return Usage("--timeout_ms must be positive");
   if (FLAGS_rpc_timeout_ms <= 0) return Usage("--rpc_timeout_ms must be positive");
@@ -639,12 +1151,12 @@ int main(int argc, char** argv) {
   raftkv::KvClient client(std::move(options));
   if (cmd == "status") return CmdStatus(&client, endpoints);
 
-  if (cmd == "put") {
-    grpc::Status s = client.Put(args[0], args[1]);
-    if (!s.ok()) return RpcError(s);
-    std::cout << "OK\n";
-    return kExitOk;
-  }
+  if (cmd == "put") return CmdPut(&client, args, cmd_options);
+  if (cmd == "get") return CmdGet(&client, args, cmd_options);
+  if (cmd == "del") return CmdDel(&client, args, cmd_options);
+  if (cmd == "txn") return CmdTxn(&client);
+  if (cmd == "watch") return CmdWatch(&client, args, cmd_options);
+  if (cmd == "lease") return CmdLease(&client, args, cmd_options);
   if (cmd == "batch") {
     grpc::Status s = client.Batch(batch_ops);
     if (!s.ok()) return RpcError(s);
@@ -667,24 +1179,5 @@ int main(int argc, char** argv) {
     std::fwrite(out.data(), 1, out.size(), stdout);
     return kExitError;
   }
-  if (cmd == "get") {
-    std::string value;
-    bool found = false;
-    grpc::Status s = client.Get(args[0], &value, &found, FLAGS_stale);
-    if (!s.ok()) return RpcError(s);
-    if (!found) {
-      std::cerr << "error: key \"" << args[0] << "\" not found\n";
-      return kExitError;
-    }
-    value += '\n';
-    std::fwrite(value.data(), 1, value.size(), stdout);
-    return kExitOk;
-  }
-  // del
-  bool existed = false;
-  grpc::Status s = client.Delete(args[0], &existed);
-  if (!s.ok()) return RpcError(s);
-  std::cout << "OK\n";
-  if (!existed) std::cerr << "(key was absent)\n";
-  return kExitOk;
+  return Usage("unknown command \"" + cmd + "\"");  // not reached: checked above
 }

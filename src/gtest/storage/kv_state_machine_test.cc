@@ -75,8 +75,9 @@ TEST(KvStateMachineTest, ApplyDuringASnapshotCaptureGoesOnAndTheImageIsConsisten
   EXPECT_EQ(sm.AppliedIndex(), index);
   EXPECT_GE(writer.meta().last_index, 200000u);
   EXPECT_LE(writer.meta().last_index, index);
-  // One key per applied entry: the image holds the keys up to its index.
-  EXPECT_EQ(writer.record_count(), writer.meta().last_index);
+  // One key per applied entry: the image holds the keys up to its index
+  // (and one store record: the revision and the leases).
+  EXPECT_EQ(writer.record_count(), writer.meta().last_index + 1);
 }
 
 TEST(KvStateMachineTest, PutGetOverwrite) {
@@ -181,7 +182,7 @@ TEST(KvStateMachineTest, UndecodableCommandIsANoopWithError) {
 
   // An op this version does not know is treated alike.
   Command unknown;
-  unknown.set_op(static_cast<Command::Op>(7));
+  unknown.set_op(static_cast<Command::Op>(99));
   unknown.set_key("k");
   Entry future = CommandEntry(3, Command::PUT, "x");
   future.set_data(unknown.SerializeAsString());

@@ -1,0 +1,46 @@
+// The Lease service of a member: grant and revoke go through the log,
+// keep-alive and time-to-live are answered by the leader's LeaseKeeper after
+// a ReadIndex barrier. Grant, revoke, time-to-live and list are served on
+// the completion queues; LeaseKeepAlive (a long bidirectional stream, one
+// request every TTL/3 per holder) is a synchronous method on gRPC's thread
+// pool.
+#pragma once
+
+#include "raftkv.grpc.pb.h"
+#include "service/async_call.h"
+#include "service/lease_keeper.h"
+#include "service/node.h"
+#include "service/server_options.h"
+
+namespace raftkv {
+
+using LeaseHybridService = Lease::WithAsyncMethod_LeaseGrant<Lease::WithAsyncMethod_LeaseRevoke<
+    Lease::WithAsyncMethod_LeaseTimeToLive<Lease::WithAsyncMethod_LeaseLeases<Lease::Service>>>>;
+
+class LeaseService final : public LeaseHybridService {
+ public:
+  LeaseService(const ServerOptions& options, RaftNode* node, LeaseKeeper* keeper);
+  void Register(AsyncMethods* methods);
+
+  grpc::Status LeaseKeepAlive(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<LeaseKeepAliveResponse, LeaseKeepAliveRequest>* stream) override;
+
+ private:
+  using GrantCall = UnaryCall<LeaseGrantRequest, LeaseGrantResponse>;
+  using RevokeCall = UnaryCall<LeaseRevokeRequest, LeaseRevokeResponse>;
+  using TtlCall = UnaryCall<LeaseTimeToLiveRequest, LeaseTimeToLiveResponse>;
+  using LeasesCall = UnaryCall<LeaseLeasesRequest, LeaseLeasesResponse>;
+
+  void HandleGrant(GrantCall* call);
+  void HandleRevoke(RevokeCall* call);
+  void HandleTimeToLive(TtlCall* call);
+  void HandleLeases(LeasesCall* call);
+  void FillHeader(uint64_t term, ResponseHeader* header) const;
+
+  const ServerOptions options_;
+  RaftNode* const node_;
+  LeaseKeeper* const keeper_;
+};
+
+}  // namespace raftkv

@@ -1,0 +1,69 @@
+// Watch.Watch on the completion queues: an asynchronous server stream fed by
+// the WatchHub. One object per call, with one tag per kind of operation in
+// flight (the request, a write, the finish, the "call done" notice); it
+// deletes itself once every operation it started has completed.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+
+#include <grpcpp/grpcpp.h>
+
+#include "raftkv.grpc.pb.h"
+#include "service/async_call.h"
+#include "service/kv_requests.h"
+#include "service/watch_hub.h"
+
+namespace raftkv {
+
+struct WatchMethod {
+  Watch::AsyncService* service = nullptr;
+  WatchHub* hub = nullptr;
+  RequestLimits limits;
+  const CallAuthorizer* auth = nullptr;
+  DrainGate* gate = nullptr;
+};
+
+class WatchCall final : public WatchSink {
+ public:
+  static void Post(const WatchMethod* method, grpc::ServerCompletionQueue* cq);
+
+  void Send(WatchResponse resp) override;
+  void End(const grpc::Status& status, int64_t compact_revision) override;
+
+ private:
+  enum class Op { kRequest, kWrite, kFinish, kDone };
+  struct OpTag final : Tagged {
+    WatchCall* call = nullptr;
+    Op op = Op::kRequest;
+    void Proceed(bool ok) override { call->OnEvent(op, ok); }
+  };
+
+  WatchCall(const WatchMethod* method, grpc::ServerCompletionQueue* cq);
+  void OnEvent(Op op, bool ok);
+  void OnRequest(bool ok);
+  // Starts Finish if the stream should end and no write is in flight.
+  // Requires mu_. Returns whether the object may be deleted now.
+  void MaybeFinishLocked();
+  bool DeletableLocked() const;
+
+  const WatchMethod* const method_;
+  grpc::ServerCompletionQueue* const cq_;
+  grpc::ServerContext context_;
+  WatchRequest request_;
+  grpc::ServerAsyncWriter<WatchResponse> writer_;
+  OpTag request_tag_, write_tag_, finish_tag_, done_tag_;
+
+  std::mutex mu_;
+  bool started_ = false;        // the request arrived: a done notice will come
+  bool in_hub_ = false;         // registered and not yet removed/ended by the hub
+  uint64_t id_ = 0;
+  bool writing_ = false;
+  std::optional<grpc::Status> end_;  // the stream is to end with this
+  bool finishing_ = false;
+  bool finished_ = false;
+  bool done_ = false;           // the done notice came (call over or cancelled)
+};
+
+}  // namespace raftkv

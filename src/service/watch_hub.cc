@@ -1,0 +1,153 @@
+#include "service/watch_hub.h"
+
+#include <utility>
+#include <vector>
+
+#include "service/grpc_status.h"
+#include "service/thread_name.h"
+
+namespace raftkv {
+
+WatchHub::WatchHub(const WatchOptions& options, const KvStateMachine* state_machine, uint64_t member_id)
+    : options_(options), sm_(state_machine), member_id_(member_id) {}
+
+WatchHub::~WatchHub() { Stop(); }
+
+void WatchHub::Start() {
+  thread_ = std::thread([this] {
+    SetThreadName("raftkv-watch");
+    Loop();
+  });
+}
+
+void WatchHub::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) {
+      stopping_ = true;
+      for (auto& [id, w] : watchers_) {
+        w.sink->End(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                 "member shutting down: watch again on another member from the "
+                                 "last revision seen + 1"),
+                    0);
+      }
+      watchers_.clear();
+    }
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+uint64_t WatchHub::NewId() { return next_id_.fetch_add(1); }
+
+grpc::Status WatchHub::Add(uint64_t id, const WatchRequest& req, WatchSink* sink) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "member shutting down");
+  if (watchers_.size() >= options_.max_watchers) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "this member serves " + std::to_string(watchers_.size()) +
+                            " watchers, its limit (--max_watchers); watch on another member");
+  }
+  Watcher& w = watchers_[id];
+  w.key = req.key();
+  w.end = req.range_end();
+  w.start = req.start_revision();
+  w.prev_kv = req.prev_kv();
+  w.sink = sink;
+  work_ = true;
+  cv_.notify_one();
+  return grpc::Status::OK;
+}
+
+void WatchHub::Remove(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  watchers_.erase(id);
+}
+
+void WatchHub::SendDone(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = watchers_.find(id);
+  if (it == watchers_.end()) return;
+  it->second.busy = false;
+  work_ = true;
+  cv_.notify_one();
+}
+
+void WatchHub::Notify() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    work_ = true;
+  }
+  cv_.notify_one();
+}
+
+size_t WatchHub::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return watchers_.size();
+}
+
+uint64_t WatchHub::events_sent() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_sent_;
+}
+
+void WatchHub::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    cv_.wait(lock, [this] { return work_ || stopping_; });
+    if (stopping_) break;
+    work_ = false;
+    for (auto it = watchers_.begin(); it != watchers_.end();) {
+      if (PumpLocked(it->first, &it->second)) {
+        ++it;
+      } else {
+        it = watchers_.erase(it);
+      }
+    }
+  }
+}
+
+bool WatchHub::PumpLocked(uint64_t id, Watcher* w) {
+  if (w->busy) return true;
+  WatchResponse resp;
+  resp.mutable_header()->set_member_id(member_id_);
+  if (w->next == 0) {  // the first answer: created, at the current revision
+    const int64_t revision = sm_->Revision();
+    w->next = w->start > 0 ? w->start : revision + 1;
+    resp.mutable_header()->set_revision(revision);
+    resp.set_created(true);
+    w->busy = true;
+    w->sink->Send(std::move(resp));
+    return true;
+  }
+  KvStateMachine::EventBatch batch;
+  Status s = sm_->ReadEvents(w->key, w->end, w->next, options_.batch_bytes, &batch);
+  if (!s.ok()) {
+    const int64_t oldest = sm_->CompactedRevision() + 1;
+    const bool first = w->next == w->start;
+    w->sink->End(grpc::Status(ToGrpcCode(s.code()),
+                              (first ? "start " : "the watcher fell behind: ") + s.message()),
+                 oldest);
+    return false;
+  }
+  w->next = batch.next_revision;
+  if (batch.events.empty()) return true;
+  resp.mutable_header()->set_revision(batch.revision);
+  for (KvEvent& e : batch.events) {
+    Event* ev = resp.add_events();
+    ev->set_type(e.is_delete ? Event::DELETE : Event::PUT);
+    if (e.is_delete) {
+      ev->mutable_kv()->set_key(e.key);
+      ev->mutable_kv()->set_mod_revision(e.revision);
+    } else {
+      ToKeyValue(e.key, e.kv, false, ev->mutable_kv());
+    }
+    if (w->prev_kv && e.has_prev) ToKeyValue(e.key, e.prev, false, ev->mutable_prev_kv());
+  }
+  events_sent_ += static_cast<uint64_t>(resp.events_size());
+  w->busy = true;
+  w->sink->Send(std::move(resp));
+  return true;
+}
+
+}  // namespace raftkv
