@@ -92,13 +92,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (!req.ParseFromString(bytes)) break;
         const PutRequest orig = req;
         grpc::Status s = PutCommand(&req, limits, &cmd);
-        ExpectVerdict(s, KeyOk(orig.key(), limits) && ValueOk(orig.value(), limits) && SessionOk(orig),
+        ExpectVerdict(s, KeyOk(orig.key(), limits) && ValueOk(orig.value(), limits) && SessionOk(orig) &&
+                             orig.lease() >= 0,
                       "Put");
         if (!s.ok()) break;
         CheckAndDropSession(orig, &cmd);
         FUZZ_ASSERT(cmd.op() == Command::PUT && cmd.key() == orig.key() &&
                         cmd.value() == orig.value(), "Put command differs from the request");
-        apply(cmd);
+        FUZZ_ASSERT(cmd.lease() == orig.lease(), "Put lease differs from the request");
+        {
+          const ApplyResult r = apply(cmd);
+          // No lease is ever granted here: a put on one is refused.
+          if (orig.lease() != 0) {
+            FUZZ_ASSERT(r.Rejection().code() == Status::Code::kNotFound, "Put on a missing lease accepted");
+            break;
+          }
+        }
         FUZZ_ASSERT(sm.Get(orig.key()) == orig.value(), "Put not visible");
         break;
       }

@@ -17,6 +17,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "client/kv_client.h"
@@ -391,6 +393,120 @@ TEST_F(InProcessClusterTest, AddPromoteTransferToAndRemoveAMember) {
   });
   EXPECT_EQ(out.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
       << out.status.error_message();
+}
+
+// Leases across a leader change: the new leader gives every lease its full
+// TTL from its election, so a lease granted by the old leader does not
+// expire early; it does expire afterwards, at one revision on every replica.
+TEST_F(InProcessClusterTest, ALeaseOutlivesALeaderChangeByItsFullTtlThenExpiresEverywhere) {
+  int leader = -1;
+  ASSERT_TRUE(WaitFor([&] { return (leader = AgreedLeader()) >= 0; }, 15s)) << "no leader";
+  ClientOptions co;
+  co.endpoints = Endpoints();
+  co.timeout_ms = 10000;
+  KvClient client(co);
+  LeaseGrantResponse lease;
+  grpc::Status s = client.LeaseGrant(3, 0, &lease);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ClientPutOptions po;
+  po.lease = lease.id();
+  s = client.Put("owned", "v", po, nullptr);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  // Most of the TTL passes on the old leader, then it stops.
+  std::this_thread::sleep_for(2s);
+  members_[leader]->Stop();
+  int next = -1;
+  ASSERT_TRUE(WaitFor([&] { return (next = AgreedLeader()) >= 0; }, 15s)) << "no new leader";
+  const auto promoted = std::chrono::steady_clock::now();
+  // Past the old deadline (grant + 3 s), within the new one (election + 3 s).
+  std::this_thread::sleep_until(promoted + 1800ms);
+  std::string value;
+  bool found = false;
+  ASSERT_TRUE(client.Get("owned", &value, &found).ok());
+  EXPECT_TRUE(found) << "the lease expired early across the leader change";
+  // Then it expires: gone on every running replica, at the same revision.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (auto& m : members_) {
+          if (m->running && m->node->state_machine().Get("owned").has_value()) return false;
+        }
+        return true;
+      },
+      10s))
+      << "the lease never expired";
+  ASSERT_TRUE(WaitFor([&] {
+    int64_t revision = -1;
+    for (auto& m : members_) {
+      if (!m->running) continue;
+      const int64_t r = m->node->state_machine().Revision();
+      if (revision >= 0 && r != revision) return false;
+      revision = r;
+    }
+    return true;
+  }));
+  int64_t ttl = 0;
+  EXPECT_FALSE(members_[next]->node->state_machine().GetLease(lease.id(), &ttl, nullptr));
+}
+
+// A watch whose member stops resumes on another from the last revision it
+// delivered: every event once, in order.
+TEST_F(InProcessClusterTest, AWatchResumesOnAnotherMemberWithoutAGapOrADuplicate) {
+  ASSERT_TRUE(WaitFor([&] { return AgreedLeader() >= 0; }, 15s)) << "no leader";
+  ClientOptions co;
+  co.endpoints = Endpoints();
+  co.timeout_ms = 10000;
+  KvClient writer(co);
+  PutResponse first;
+  grpc::Status s = writer.Put("w/start", "0", ClientPutOptions(), &first);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  constexpr int kWrites = 200;
+  std::vector<Event> events;
+  std::mutex mu;
+  std::thread watcher([&] {
+    KvClient client(co);  // the first endpoint first: member 1
+    WatchRequest req;
+    req.set_key("w/");
+    req.set_range_end("w0");
+    req.set_start_revision(first.revision() + 1);
+    grpc::Status ws = client.Watch(req, [&](const WatchResponse& resp) {
+      std::lock_guard<std::mutex> lock(mu);
+      for (const Event& e : resp.events()) events.push_back(e);
+      return events.size() < static_cast<size_t>(kWrites);
+    });
+    (void)ws;  // OK once every event came; an error when the test gave up
+  });
+  // On a failure, stop every member: the watch then ends (its retries run
+  // out) and the thread can be joined.
+  auto give_up = [&](const std::string& why) {
+    ADD_FAILURE() << why;
+    for (auto& m : members_) m->Stop();
+  };
+  for (int i = 0; i < kWrites; ++i) {
+    if (i == kWrites / 2) {
+      // Stop the member serving the watch (and maybe leading the writes).
+      if (!WaitFor([&] {
+            std::lock_guard<std::mutex> lock(mu);
+            return !events.empty();
+          })) {
+        give_up("the watch delivered nothing");
+        break;
+      }
+      members_[0]->Stop();
+    }
+    s = writer.Put("w/" + std::to_string(i % 7), std::to_string(i));
+    if (!s.ok()) {
+      give_up("write " + std::to_string(i) + ": " + s.error_message());
+      break;
+    }
+  }
+  watcher.join();
+  ASSERT_EQ(events.size(), static_cast<size_t>(kWrites));
+  for (int i = 0; i < kWrites; ++i) {
+    EXPECT_EQ(events[i].kv().value(), std::to_string(i)) << "event " << i;
+    if (i > 0) {
+      EXPECT_EQ(events[i].kv().mod_revision(), events[i - 1].kv().mod_revision() + 1);
+    }
+  }
 }
 
 }  // namespace
