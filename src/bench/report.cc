@@ -194,6 +194,21 @@ std::string FormatReport(const ScenarioReport& r) {
   out << Printf("elapsed    %.3f s\n", r.seconds);
   out << Printf("throughput %.0f ops/s, %.2f MB/s (key + value bytes)\n", r.ops_per_sec,
                 r.mb_per_sec);
+  if (!r.items_name.empty()) {
+    out << Printf("%-10s %" PRIu64 " %s, %.0f %s/s", r.items_name.c_str(), r.items,
+                  r.items_name.c_str(), r.items_per_sec, r.items_name.c_str());
+    if (r.watchers > 0) out << Printf(" (to %d watchers, from the first write sent)", r.watchers);
+    if (r.range_limit > 0) {
+      out << Printf(" (up to %d per call out of %" PRIu64 " keys)", r.range_limit, r.range_keys);
+    }
+    out << "\n";
+  }
+  if (!r.delivery_ns.empty()) {
+    const LatencySummary d = Summarize(r.delivery_ns);
+    out << "delivery   Put sent -> event received: avg " << Duration(d.avg) << ", p50 "
+        << Duration(d.p50) << ", p90 " << Duration(d.p90) << ", p99 " << Duration(d.p99)
+        << ", max " << Duration(d.max) << "\n";
+  }
   const LatencySummary s = Summarize(r.latency_ns);
   out << "latency    avg " << Duration(s.avg) << ", p50 " << Duration(s.p50) << ", p90 "
       << Duration(s.p90) << ", p99 " << Duration(s.p99) << ", p99.9 " << Duration(s.p999)
@@ -216,6 +231,12 @@ std::string FormatReport(const ScenarioReport& r) {
                   " read errors\n",
                   v.mode == "all" ? "all" : "random sample", v.checked, v.population, v.ok,
                   v.missing, v.wrong, v.errors);
+  } else if (v.mode == "every watcher") {
+    out << Printf("verified   every watcher: %" PRIu64 " of %" PRIu64
+                  " (acknowledged write, watcher) pairs seen once, in revision order, with the "
+                  "written value: %" PRIu64 " missing, %" PRIu64
+                  " duplicated/out of order/wrong, %" PRIu64 " stream errors\n",
+                  v.ok, v.checked, v.missing, v.wrong, v.errors);
   } else if (v.mode != "none") {
     out << Printf("verified   %s: %" PRIu64 " of %" PRIu64 " answers as expected\n", v.mode.c_str(),
                   v.ok, v.checked);
@@ -235,6 +256,7 @@ std::string FormatSummaryTable(const std::vector<ScenarioReport>& reports) {
     const LatencySummary s = Summarize(r.latency_ns);
     std::string check = r.passed() ? "ok" : "FAILED";
     if (r.passed() && r.verified.mode == "sample") check = "ok (sample)";
+    if (!r.items_name.empty()) check += Printf("  %.0f %s/s", r.items_per_sec, r.items_name.c_str());
     out << Printf("%-16s %6d %4d %5d %8d %8" PRIu64 " %7" PRIu64 " %7" PRIu64
                   " %9.0f %7.2f %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f  %s\n",
                   ("Benchmark." + r.scenario).c_str(), r.value_len, r.followers, r.conns,
@@ -266,6 +288,20 @@ std::string ToJson(const ScenarioReport& r) {
     << ", \"p99\": " << JsonNumber(s.p99, 1)
     << ", \"p999\": " << JsonNumber(s.p999, 1) << ", \"min\": " << JsonNumber(s.min, 1)
     << ", \"max\": " << JsonNumber(s.max, 1) << "}";
+  if (!r.items_name.empty()) {
+    o << ", \"items_name\": " << JsonString(r.items_name) << ", \"items\": " << r.items
+      << ", \"items_per_sec\": " << JsonNumber(r.items_per_sec, 1);
+  }
+  if (r.range_limit > 0) {
+    o << ", \"range_limit\": " << r.range_limit << ", \"range_keys\": " << r.range_keys;
+  }
+  if (r.watchers > 0) o << ", \"watchers\": " << r.watchers;
+  if (!r.delivery_ns.empty()) {
+    const LatencySummary d = Summarize(r.delivery_ns);
+    o << ", \"delivery_latency_us\": {\"avg\": " << JsonNumber(d.avg, 1)
+      << ", \"p50\": " << JsonNumber(d.p50, 1) << ", \"p90\": " << JsonNumber(d.p90, 1)
+      << ", \"p99\": " << JsonNumber(d.p99, 1) << ", \"max\": " << JsonNumber(d.max, 1) << "}";
+  }
   o << ", \"cpu_seconds\": {\"client\": " << JsonNumber(r.cpu.client, 3)
     << ", \"leader\": " << (r.cpu.leader < 0 ? "null" : JsonNumber(r.cpu.leader, 3))
     << ", \"followers\": " << (r.cpu.followers < 0 ? "null" : JsonNumber(r.cpu.followers, 3))

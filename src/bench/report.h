@@ -23,7 +23,10 @@ LatencySummary Summarize(const Histogram& latency_ns);
 
 // What the post-run check found.
 struct Verification {
-  std::string mode = "none";  // "all", "sample" (Write), "every read" (Read), "every echo" (Echo)
+  // "all", "sample" (Write, Batch, Txn), "every read" (Read), "every echo"
+  // (Echo), "every range" (Range), "every watcher" (Watch: each acknowledged
+  // write once per watcher, in revision order).
+  std::string mode = "none";
   uint64_t population = 0;     // values that could have been checked
   uint64_t checked = 0;        // values checked
   uint64_t ok = 0;             // ... and found as expected
@@ -43,8 +46,8 @@ struct CpuSeconds {
 };
 
 struct ScenarioReport {
-  std::string scenario;  // "Write", "Read", "Echo", "Batch"
-  std::string operation;  // "Put", "Get", "Echo", "Batch"
+  std::string scenario;  // "Write", "Read", "Echo", "Batch", "Txn", "Range", "Watch"
+  std::string operation;  // "Put", "Get", "Echo", "Put (batched)", "Txn", "Range", "Put"
   // Setup
   std::string cluster;   // "local" (started by the benchmark) or "external"
   std::string target;    // the leader the load went to
@@ -63,6 +66,11 @@ struct ScenarioReport {
   uint64_t calls = 0;
   std::string server_flags;
   uint64_t seed = 0;
+  // Range: keys returned per call at most (--range_limit) out of range_keys
+  // keys written first; Watch: watchers of the run's keys.
+  int range_limit = 0;
+  uint64_t range_keys = 0;
+  int watchers = 0;
   // Results
   uint64_t requests = 0;
   uint64_t acknowledged = 0;
@@ -74,6 +82,15 @@ struct ScenarioReport {
   double mb_per_sec = 0;  // (key_len + value_len) * acknowledged / seconds / 1e6
   Histogram latency_ns;
   CpuSeconds cpu;
+  // Range: keys returned; Watch: events delivered to all watchers together.
+  // items_per_sec: Range over the timed load, Watch from the first write
+  // sent to the last event received.
+  std::string items_name;  // "keys", "events"; empty: not counted
+  uint64_t items = 0;
+  double items_per_sec = 0;
+  // Watch: from a Put being sent to its event reaching a watcher, one
+  // sample per event delivered.
+  Histogram delivery_ns;
   Verification verified;
   std::string setup_error;  // non-empty: the scenario could not run
 

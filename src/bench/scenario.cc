@@ -9,6 +9,7 @@
 #include <iostream>
 #include <memory>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -17,7 +18,9 @@
 
 #include "bench/keyspace.h"
 #include "bench/load.h"
+#include "client/channel_args.h"
 #include "client/kv_client.h"
+#include "client/security.h"
 #include "gtest/integration/process_cluster.h"
 
 namespace raftkv {
@@ -298,11 +301,14 @@ class SessionWindow {
 // request answered when the call is done with.
 class SessionPutCall : public PutCall {
  public:
+  // A null window: no session.
   SessionPutCall(SessionWindow* window, uint64_t n)
       : PutCall(&KV::Stub::PrepareAsyncPut, nullptr), window_(window), n_(n) {
-    window->Tag(n, request.mutable_session());
+    if (window != nullptr) window->Tag(n, request.mutable_session());
   }
-  ~SessionPutCall() override { window_->MarkDone(n_); }
+  ~SessionPutCall() override {
+    if (window_ != nullptr) window_->MarkDone(n_);
+  }
 
  private:
   SessionWindow* window_;
@@ -373,8 +379,354 @@ CallFactory PutFactory(const KeySpace& ks, const std::vector<uint64_t>* numbers,
   };
 }
 
+// A Put that records when it was sent (nanoseconds of the steady clock,
+// by request number) for the Watch scenario's delivery delay.
+class StampedPutCall : public SessionPutCall {
+ public:
+  StampedPutCall(SessionWindow* window, uint64_t n, std::vector<std::atomic<int64_t>>* stamps)
+      : SessionPutCall(window, n), stamps_(stamps) {}
+  void Start(KV::Stub* stub, grpc::CompletionQueue* cq) override {
+    (*stamps_)[number].store(start.time_since_epoch().count(), std::memory_order_relaxed);
+    SessionPutCall::Start(stub, cq);
+  }
+
+ private:
+  std::vector<std::atomic<int64_t>>* stamps_;
+};
+
+// A create-if-absent transaction of a session: create(key) = 0 -> put key
+// value, else get key. Expected: the put ran.
+class TxnCall : public UnaryBenchCall<TxnRequest, TxnResponse> {
+ public:
+  TxnCall(SessionWindow* window, uint64_t n)
+      : UnaryBenchCall(&KV::Stub::PrepareAsyncTxn, &PutRan), window_(window), n_(n) {
+    if (window != nullptr) window->Tag(n, request.mutable_session());
+  }
+  ~TxnCall() override {
+    if (window_ != nullptr) window_->MarkDone(n_);
+  }
+  static bool PutRan(const UnaryBenchCall& call) {
+    return call.response.succeeded() && call.response.responses_size() == 1 &&
+           call.response.responses(0).has_response_put();
+  }
+
+ private:
+  SessionWindow* window_;
+  uint64_t n_;
+};
+
+// The keys [0, count) of ks as one range: [Key(0), Key(count - 1) + "\0").
+// Keys of one KeySpace sort by number (fixed-width, zero-padded).
+std::string RangeEndOf(const KeySpace& ks, uint64_t count) {
+  return ks.Key(count - 1) + std::string(1, '\0');
+}
+
+// What every Range answer is checked against.
+struct RangeExpectation {
+  const KeySpace* ks = nullptr;
+  uint64_t keys = 0;  // keys written: numbers 0..keys-1
+  int limit = 0;
+  std::atomic<uint64_t> returned{0};  // keys in answers found as expected
+  std::atomic<uint64_t> missing{0};   // answers short of keys
+  std::atomic<uint64_t> wrong{0};     // answers with other keys, values or counts
+};
+
+// A linearizable Range from key number `first`, up to limit keys.
+class RangeCall : public UnaryBenchCall<RangeRequest, RangeResponse> {
+ public:
+  RangeCall(RangeExpectation* expect, uint64_t first)
+      : UnaryBenchCall(&KV::Stub::PrepareAsyncRange, nullptr), expect_(expect), first_(first) {
+    request.set_key(expect->ks->Key(first));
+    request.set_range_end(RangeEndOf(*expect->ks, expect->keys));
+    request.set_limit(expect->limit);
+  }
+  bool AnswerIsExpected() const override {
+    const uint64_t in_range = expect_->keys - first_;
+    const uint64_t want = std::min<uint64_t>(in_range, static_cast<uint64_t>(expect_->limit));
+    const uint64_t got = static_cast<uint64_t>(response.kvs_size());
+    if (got < want) {
+      expect_->missing.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    bool ok = got == want && response.more() == (in_range > want) &&
+              response.count() == static_cast<int64_t>(in_range);
+    thread_local std::string value;
+    for (uint64_t j = 0; ok && j < got; ++j) {
+      const KeyValue& kv = response.kvs(static_cast<int>(j));
+      expect_->ks->FillValue(first_ + j, &value);
+      ok = kv.key() == expect_->ks->Key(first_ + j) && kv.value() == value;
+    }
+    if (!ok) {
+      expect_->wrong.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    expect_->returned.fetch_add(got, std::memory_order_relaxed);
+    return true;
+  }
+
+ private:
+  RangeExpectation* expect_;
+  uint64_t first_;
+};
+
+// Writes keys 0..count-1 of ks (not timed; failed writes are retried up to
+// five rounds). False with *error if some could not be written.
+bool Preload(const Connections& conns, const BenchConfig& config, const KeySpace& ks,
+             uint64_t count, std::string* error) {
+  std::vector<uint64_t> todo(count);
+  for (uint64_t n = 0; n < count; ++n) todo[n] = n;
+  for (int round = 0; round < 5 && !todo.empty(); ++round) {
+    const LoadOptions options = MakeLoadOptions(config, todo.size(), true,
+                                                std::max(config.timeout_ms, kCheckTimeoutMs));
+    const LoadResult lr = RunLoad(conns, options, PutFactory(ks, &todo));
+    std::vector<uint64_t> again;
+    for (uint64_t n = 0; n < todo.size(); ++n) {
+      if (!lr.succeeded[n]) again.push_back(todo[n]);
+    }
+    if (!again.empty()) {
+      Progress(config, std::to_string(again.size()) + " writes failed, retrying them");
+    }
+    todo.swap(again);
+  }
+  if (!todo.empty()) {
+    *error = std::to_string(todo.size()) + " of the " + std::to_string(count) +
+             " keys to read could not be written after 5 attempts";
+    return false;
+  }
+  return true;
+}
+
+// One watch stream of the Watch scenario, read by its own thread.
+class Watcher {
+ public:
+  Watcher(const std::string& endpoint, const KeySpace& ks, uint64_t count,
+          const std::vector<std::atomic<int64_t>>& stamps)
+      : endpoint_(endpoint), ks_(ks), count_(count), stamps_(stamps), seen_(count, 0) {}
+
+  void Start() {
+    thread_ = std::thread([this] { Run(); });
+  }
+  bool created() const { return created_.load(std::memory_order_acquire); }
+  bool ended() const { return ended_.load(std::memory_order_acquire); }
+  uint64_t distinct() const { return distinct_.load(std::memory_order_acquire); }
+  // Ends the stream and joins the thread.
+  void Stop() {
+    stopping_.store(true, std::memory_order_release);
+    context_.TryCancel();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // After Stop.
+  const std::string& endpoint() const { return endpoint_; }
+  uint8_t seen(uint64_t n) const { return seen_[n]; }
+  bool bad(uint64_t n) const { return bad_.count(n) != 0; }
+  uint64_t events() const { return events_; }
+  uint64_t foreign() const { return foreign_; }
+  const Histogram& delivery_ns() const { return delivery_ns_; }
+  Clock::time_point last_event() const { return last_event_; }
+  // The stream's status if it ended before Stop (OK: it did not).
+  const grpc::Status& early_end() const { return early_end_; }
+
+ private:
+  void Run() {
+    grpc::ChannelArguments args = RaftkvChannelArguments();
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto stub = ::raftkv::Watch::NewStub(MakeChannel(endpoint_, args));
+    WatchRequest request;
+    request.set_key(ks_.Key(0));
+    request.set_range_end(RangeEndOf(ks_, count_));
+    auto reader = stub->Watch(&context_, request);
+    WatchResponse response;
+    std::string value;
+    const std::string& tag = ks_.tag();
+    while (reader->Read(&response)) {
+      const Clock::time_point now = Clock::now();
+      if (response.created()) {
+        created_.store(true, std::memory_order_release);
+        continue;
+      }
+      for (const Event& event : response.events()) {
+        ++events_;
+        last_event_ = now;
+        const std::string& key = event.kv().key();
+        uint64_t n = 0;
+        bool parsed = key.size() > tag.size() && key.compare(0, tag.size(), tag) == 0;
+        for (size_t i = tag.size(); parsed && i < key.size(); ++i) {
+          parsed = key[i] >= '0' && key[i] <= '9';
+          n = n * 10 + static_cast<uint64_t>(key[i] - '0');
+        }
+        if (!parsed || n >= count_) {
+          ++foreign_;
+          continue;
+        }
+        const int64_t revision = event.kv().mod_revision();
+        ks_.FillValue(n, &value);
+        if (event.type() != Event::PUT || event.kv().value() != value ||
+            revision <= last_revision_) {
+          bad_.insert(n);
+        }
+        last_revision_ = std::max(last_revision_, revision);
+        if (seen_[n] < 255) ++seen_[n];
+        if (seen_[n] == 1) distinct_.fetch_add(1, std::memory_order_release);
+        const int64_t sent = stamps_[n].load(std::memory_order_relaxed);
+        const int64_t delay = now.time_since_epoch().count() - sent;
+        if (sent != 0 && delay > 0) delivery_ns_.Record(static_cast<uint64_t>(delay));
+      }
+    }
+    const grpc::Status status = reader->Finish();
+    if (!stopping_.load(std::memory_order_acquire)) {
+      early_end_ = status.ok() ? grpc::Status(grpc::StatusCode::UNKNOWN,
+                                              "the member ended the stream with OK")
+                               : status;
+    }
+    ended_.store(true, std::memory_order_release);
+  }
+
+  const std::string endpoint_;
+  const KeySpace& ks_;
+  const uint64_t count_;
+  const std::vector<std::atomic<int64_t>>& stamps_;
+  grpc::ClientContext context_;
+  std::thread thread_;
+  std::atomic<bool> created_{false};
+  std::atomic<bool> ended_{false};
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> distinct_{0};
+  // Written by the stream's thread only; read after Stop.
+  std::vector<uint8_t> seen_;  // times each key number was seen (up to 255)
+  std::set<uint64_t> bad_;     // keys with a wrong value, type or order
+  uint64_t events_ = 0;
+  uint64_t foreign_ = 0;       // events of keys not written by this run
+  int64_t last_revision_ = 0;
+  Histogram delivery_ns_;
+  Clock::time_point last_event_{};
+  grpc::Status early_end_;
+};
+
+// Waits up to timeout_ms for pred(); true if it held.
+template <typename Pred>
+bool WaitFor(int timeout_ms, Pred pred) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!pred()) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+// The Watch scenario: watchers on `members`, the Write load on the leader.
+void RunWatch(const Connections& conns, const BenchConfig& config,
+              const std::vector<std::string>& members, const CpuProbe& probe,
+              ScenarioReport* r) {
+  const uint64_t requests = config.requests;
+  KeySpace ks(requests, config.key_len, config.value_len, config.seed);
+  std::vector<std::atomic<int64_t>> stamps(requests);
+  std::vector<std::unique_ptr<Watcher>> watchers;
+  for (int w = 0; w < config.watchers; ++w) {
+    watchers.push_back(std::make_unique<Watcher>(members[static_cast<size_t>(w) % members.size()],
+                                                 ks, requests, stamps));
+  }
+  Progress(config, "Watch: opening " + std::to_string(config.watchers) + " watch streams on " +
+                       Join(members, ","));
+  for (auto& w : watchers) w->Start();
+  auto stop_all = [&] {
+    for (auto& w : watchers) w->Stop();
+  };
+  const bool created = WaitFor(10000, [&] {
+    for (auto& w : watchers) {
+      if (!w->created() && !w->ended()) return false;
+    }
+    return true;
+  });
+  for (auto& w : watchers) {
+    if (!created || !w->created()) {
+      stop_all();
+      r->setup_error = "the watch on " + w->endpoint() + " was not created within 10 s" +
+                       (w->early_end().ok() ? std::string()
+                                            : ": " + std::string(StatusCodeName(
+                                                         w->early_end().error_code())) +
+                                                  " " + w->early_end().error_message());
+      return;
+    }
+  }
+  std::unique_ptr<SessionWindow> window;
+  if (!MaybeOpenSession(config, conns, requests, &window, &r->setup_error)) {
+    stop_all();
+    return;
+  }
+  Progress(config, "Watch: " + std::to_string(requests) + " Puts to " + r->target + " while " +
+                       std::to_string(config.watchers) + " watchers receive them");
+  const Clock::time_point load_start = Clock::now();
+  const LoadResult lr = TimedLoad(
+      conns, MakeLoadOptions(config, requests, true, config.timeout_ms),
+      [&](uint64_t n) {
+        auto call = std::make_unique<StampedPutCall>(window.get(), n, &stamps);
+        call->request.set_key(ks.Key(n));
+        ks.FillValue(n, call->request.mutable_value());
+        return call;
+      },
+      probe, r);
+  FillFromLoad(lr, r);
+  // Wait for every watcher to have seen every acknowledged write, as long as
+  // events keep arriving.
+  uint64_t last_total = 0;
+  auto last_progress = Clock::now();
+  for (;;) {
+    uint64_t total = 0;
+    bool done = true;
+    for (auto& w : watchers) {
+      total += w->distinct();
+      done = done && (w->ended() || w->distinct() >= lr.succeeded_count);
+    }
+    if (done) break;
+    if (total != last_total) {
+      last_total = total;
+      last_progress = Clock::now();
+    } else if (Clock::now() - last_progress > std::chrono::milliseconds(kCheckTimeoutMs)) {
+      Progress(config, "Watch: no event for 10 s; stopping the watchers");
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  stop_all();
+
+  Verification& v = r->verified;
+  v.mode = "every watcher";
+  Clock::time_point last_event = load_start;
+  uint64_t foreign = 0;
+  for (auto& w : watchers) {
+    r->items += w->events();
+    r->delivery_ns.Merge(w->delivery_ns());
+    last_event = std::max(last_event, w->last_event());
+    for (uint64_t n = 0; n < requests; ++n) {
+      if (!lr.succeeded[n]) continue;
+      ++v.population;
+      if (w->seen(n) == 0) {
+        ++v.missing;
+      } else if (w->seen(n) > 1 || w->bad(n)) {
+        ++v.wrong;
+      } else {
+        ++v.ok;
+      }
+    }
+    v.wrong += w->foreign();
+    foreign += w->foreign();
+    if (!w->early_end().ok()) {
+      ++v.errors;
+      ++v.errors_by_status[StatusCodeName(w->early_end().error_code())];
+    }
+  }
+  // A foreign event or a stream that broke is one more check that failed.
+  v.checked = v.population + foreign + v.errors;
+  r->watchers = config.watchers;
+  r->items_name = "events";
+  const double seconds = std::chrono::duration<double>(last_event - load_start).count();
+  r->items_per_sec = seconds > 0 ? static_cast<double>(r->items) / seconds : 0;
+}
+
 // The part of a run that needs a leader: load + verification.
-void RunOnLeader(Scenario scenario, const BenchConfig& config, const CpuProbe& probe,
+void RunOnLeader(Scenario scenario, const BenchConfig& config,
+                 const std::vector<std::string>& members, const CpuProbe& probe,
                  ScenarioReport* r) {
   Connections conns(r->target, config.conns);
   std::string error;
@@ -455,26 +807,7 @@ void RunOnLeader(Scenario scenario, const BenchConfig& config, const CpuProbe& p
     case Scenario::kRead: {
       KeySpace ks(requests, config.key_len, config.value_len, config.seed);
       Progress(config, "Read: writing " + std::to_string(requests) + " keys first (not timed)");
-      std::vector<uint64_t> todo(requests);
-      for (uint64_t n = 0; n < requests; ++n) todo[n] = n;
-      for (int round = 0; round < 5 && !todo.empty(); ++round) {
-        const LoadOptions options = MakeLoadOptions(
-            config, todo.size(), true, std::max(config.timeout_ms, kCheckTimeoutMs));
-        const LoadResult lr = RunLoad(conns, options, PutFactory(ks, &todo));
-        std::vector<uint64_t> again;
-        for (uint64_t n = 0; n < todo.size(); ++n) {
-          if (!lr.succeeded[n]) again.push_back(todo[n]);
-        }
-        if (!again.empty()) {
-          Progress(config, std::to_string(again.size()) + " writes failed, retrying them");
-        }
-        todo.swap(again);
-      }
-      if (!todo.empty()) {
-        r->setup_error = std::to_string(todo.size()) + " of the " + std::to_string(requests) +
-                         " keys to read could not be written after 5 attempts";
-        return;
-      }
+      if (!Preload(conns, config, ks, requests, &r->setup_error)) return;
       Progress(config,
                "Read: " + std::to_string(requests) + " linearizable Gets from " + r->target);
       std::atomic<uint64_t> missing{0}, wrong{0};
@@ -497,6 +830,76 @@ void RunOnLeader(Scenario scenario, const BenchConfig& config, const CpuProbe& p
       v.wrong = wrong.load();
       break;
     }
+    case Scenario::kTxn: {
+      KeySpace ks(requests, config.key_len, config.value_len, config.seed);
+      std::unique_ptr<SessionWindow> window;
+      if (!MaybeOpenSession(config, conns, requests, &window, &r->setup_error)) return;
+      Progress(config, "Txn: " + std::to_string(requests) +
+                           " create-if-absent transactions to " + r->target +
+                           (window ? " in session " + std::to_string(window->client_id())
+                                   : std::string(" without a session")));
+      const LoadResult lr = TimedLoad(
+          conns, MakeLoadOptions(config, requests, true, config.timeout_ms),
+          [&](uint64_t n) {
+            auto call = std::make_unique<TxnCall>(window.get(), n);
+            Compare* cmp = call->request.add_compare();
+            cmp->set_key(ks.Key(n));
+            cmp->set_target(Compare::CREATE);
+            cmp->set_result(Compare::EQUAL);
+            cmp->set_create_revision(0);
+            PutRequest* put = call->request.add_success()->mutable_request_put();
+            put->set_key(ks.Key(n));
+            ks.FillValue(n, put->mutable_value());
+            call->request.add_failure()->mutable_request_range()->set_key(ks.Key(n));
+            return call;
+          },
+          probe, r);
+      FillFromLoad(lr, r);
+      std::vector<uint64_t> acked;
+      acked.reserve(lr.succeeded_count);
+      for (uint64_t n = 0; n < requests; ++n) {
+        if (lr.succeeded[n]) acked.push_back(n);
+      }
+      r->verified = VerifyWrites(conns, config, ks, std::move(acked));
+      break;
+    }
+    case Scenario::kRange: {
+      KeySpace ks(config.range_keys, config.key_len, config.value_len, config.seed);
+      Progress(config, "Range: writing " + std::to_string(config.range_keys) +
+                           " keys first (not timed)");
+      if (!Preload(conns, config, ks, config.range_keys, &r->setup_error)) return;
+      Progress(config, "Range: " + std::to_string(requests) +
+                           " linearizable Ranges of up to " + std::to_string(config.range_limit) +
+                           " keys from " + r->target);
+      RangeExpectation expect;
+      expect.ks = &ks;
+      expect.keys = config.range_keys;
+      expect.limit = config.range_limit;
+      const uint64_t pick_seed = Mix64(config.seed ^ 0x72616e6765ull);
+      const LoadResult lr = TimedLoad(
+          conns, MakeLoadOptions(config, requests, false, config.timeout_ms),
+          [&](uint64_t n) {
+            return std::make_unique<RangeCall>(&expect, Mix64(pick_seed + n) % expect.keys);
+          },
+          probe, r);
+      FillFromLoad(lr, r);
+      r->range_limit = config.range_limit;
+      r->range_keys = config.range_keys;
+      r->items_name = "keys";
+      r->items = expect.returned.load();
+      r->items_per_sec = r->seconds > 0 ? static_cast<double>(r->items) / r->seconds : 0;
+      Verification& v = r->verified;
+      v.mode = "every range";
+      v.population = requests;
+      v.checked = lr.succeeded_count + lr.wrong_answer;  // ranges that got an answer
+      v.ok = lr.succeeded_count;
+      v.missing = expect.missing.load();
+      v.wrong = expect.wrong.load();
+      break;
+    }
+    case Scenario::kWatch:
+      RunWatch(conns, config, members, probe, r);
+      break;
     case Scenario::kEcho: {
       // The payload is as long as a Put's key + value.
       // Only values are used; the key length is the validated --key_len.
@@ -530,6 +933,9 @@ const char* ScenarioName(Scenario s) {
     case Scenario::kRead: return "Read";
     case Scenario::kEcho: return "Echo";
     case Scenario::kBatch: return "Batch";
+    case Scenario::kTxn: return "Txn";
+    case Scenario::kRange: return "Range";
+    case Scenario::kWatch: return "Watch";
   }
   return "?";
 }
@@ -553,6 +959,12 @@ std::string ValidateConfig(const BenchConfig& c) {
   if (c.inflight < 1) return "--inflight must be at least 1";
   if (c.timeout_ms < 1) return "--write_timeout_ms must be at least 1";
   if (c.batch_ops < 1) return "--batch_ops must be at least 1";
+  if (c.range_keys < 1) return "--range_keys must be at least 1";
+  if (c.range_limit < 1) return "--range_limit must be at least 1";
+  if (c.watchers < 1) return "--watchers must be at least 1";
+  if (KeySpace rks(c.range_keys, c.key_len, c.value_len, 0); !rks.error().empty()) {
+    return "--range_keys: " + rks.error();
+  }
   if (c.metrics_port_base < 0 || c.metrics_port_base + 1 + c.followers > 65535) {
     return "--metrics_port_base must be 0 (off) or leave room for one port per member below 65536";
   }
@@ -572,6 +984,9 @@ ScenarioReport RunScenario(Scenario scenario, const BenchConfig& config) {
   r.operation = scenario == Scenario::kWrite   ? "Put"
                 : scenario == Scenario::kRead  ? "Get"
                 : scenario == Scenario::kBatch ? "Put (batched)"
+                : scenario == Scenario::kTxn   ? "Txn"
+                : scenario == Scenario::kRange ? "Range"
+                : scenario == Scenario::kWatch ? "Put (watched)"
                                                : "Echo";
   if (scenario == Scenario::kBatch) r.ops_per_call = config.batch_ops;
   r.value_len = config.value_len;
@@ -599,7 +1014,7 @@ ScenarioReport RunScenario(Scenario scenario, const BenchConfig& config) {
     }
     Progress(config, "using the existing cluster " + config.target + ": leader " + r.target +
                          ", " + std::to_string(r.followers) + " followers");
-    RunOnLeader(scenario, config, CpuProbe(), &r);
+    RunOnLeader(scenario, config, endpoints, CpuProbe(), &r);
     return r;
   }
 
@@ -637,7 +1052,9 @@ ScenarioReport RunScenario(Scenario scenario, const BenchConfig& config) {
   for (int i = 1; i <= members; ++i) {
     if (i != static_cast<int>(leader)) probe.followers.push_back(cluster.Pid(i));
   }
-  RunOnLeader(scenario, config, probe, &r);
+  std::vector<std::string> endpoints;
+  for (int i = 1; i <= members; ++i) endpoints.push_back(cluster.Endpoint(i));
+  RunOnLeader(scenario, config, endpoints, probe, &r);
   Progress(config, "stopping the local cluster");
   if (config.keep_cluster_dir) cluster.KeepDir();
   if (!r.passed()) {

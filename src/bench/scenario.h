@@ -8,6 +8,18 @@
 //          written.
 //   Batch  asynchronous KV.Batch calls of batch_ops Puts of distinct keys each
 //          (one log entry per call); verified like Write.
+//   Txn    asynchronous transactions, one per key: if the key was never
+//          created, put it, else read it (etcd's create-if-absent). Every
+//          answer must say the put ran; afterwards verified like Write.
+//   Range  range_keys keys are written first (not timed), then linearizable
+//          Range calls of up to range_limit keys from a random start key;
+//          every answer must hold exactly the keys and values written there.
+//          Reports keys per second.
+//   Watch  `watchers` streams on the run's keys, spread over all members,
+//          while the Write load runs; every watcher must see every
+//          acknowledged write once, in revision order, with its value.
+//          Reports events per second delivered and the delay from a Put
+//          being sent to its event reaching a watcher.
 //   Echo   the Echo RPC on the leader with a key_len + value_len byte payload:
 //          the same client and the same server completion queues, no Raft,
 //          no disk: the gRPC ceiling of the machine. Every answer must carry
@@ -28,7 +40,7 @@
 namespace raftkv {
 namespace bench {
 
-enum class Scenario { kWrite, kRead, kEcho, kBatch };
+enum class Scenario { kWrite, kRead, kEcho, kBatch, kTxn, kRange, kWatch };
 const char* ScenarioName(Scenario s);
 
 struct BenchConfig {
@@ -51,6 +63,9 @@ struct BenchConfig {
   bool keep_cluster_dir = false;  // keep the local cluster's directory (logs, data)
   bool sessions = true;  // Write/Batch: calls carry a client session (exactly-once)
   int batch_ops = 1000;  // Batch: Puts per call
+  uint64_t range_keys = 10000;  // Range: keys written before the timed Range calls
+  int range_limit = 100;        // Range: limit of each call
+  int watchers = 8;             // Watch: watch streams, spread over the members
 };
 
 // Splits --server_flags on whitespace.

@@ -6,10 +6,18 @@
 //     --snapshot_entries small so logs are compacted during the run).
 //  2. Runs --clients threads, each with its own KvClient and so its own
 //     session (exactly-once retries; --impatient_clients of them give up
-//     early, leaving writes in doubt), doing Get / Put / CompareAndSwap /
-//     Delete on a small key space (--keys registers), and, every tenth
-//     operation, a Put of a key of its own ("ledger" writes, read back at
-//     the end). Every operation is recorded: invoke and return time, inputs,
+//     early, leaving writes in doubt), doing Get / Range over every register
+//     / Put / CompareAndSwap (also as a one-key Txn) / two-key Txn / Delete
+//     / DeleteRange on a small key space (--keys registers); a multi-key
+//     operation is recorded as one operation per register it covers, with
+//     its times (an atomic operation takes effect at one point, so each
+//     projection must be linearizable on its register). Every tenth
+//     operation is a Put of a key of its own ("ledger" writes, read back at
+//     the end); every 25th a lease cycle: grant (--lease_ttl_s), put two
+//     keys with it, then revoke it (a linearizable read must then miss
+//     both keys), renew it once or let it expire.
+//     --watchers threads watch every key from the first revision on with
+//     KvClient::Watch, which moves to another member when its member dies. Every operation is recorded: invoke and return time, inputs,
 //     outputs, and its outcome: ok, failed (a read that did not happen) or
 //     unknown (a write that timed out or was refused after retries: it may or
 //     may not have taken effect). When the membership changes, a client
@@ -44,10 +52,17 @@
 //     of its members holds the same values once caught up, and checks the
 //     whole history for linearizability per key (src/check: WGL search;
 //     unknown writes may take effect at any point after their invocation, or
-//     never).
+//     never). Waits for every lease to expire, then compares each member's
+//     whole store (values, create/mod revisions, versions, leases) with the
+//     leader's. The watch check: every watcher delivered the same events up
+//     to a final marker put, each once and in revision order, including
+//     every acknowledged put at the revision its answer named; a lease's
+//     keys were deleted at one revision, never before its TTL unless
+//     revoked, and none is left once every lease is gone.
 //
-// Output ends with one line:  chaos: ops=N faults=M violations=V lost=L
-// Exit status 0 only if V == 0, L == 0 and every key's check completed.
+// Output ends with one line:
+//   chaos: ops=N faults=M violations=V lost=L watch_missed=W watch_duplicated=D
+// Exit status 0 only if V, L, W and D are 0 and every key's check completed.
 #include <signal.h>
 
 #include <algorithm>
@@ -121,6 +136,14 @@ DEFINE_int32(promote_lag, 500,
 DEFINE_int32(membership_step_ms, 15000,
              "membership: time one nemesis step may spend advancing a cycle; what is left is "
              "continued by a later membership step or at the end of the run.");
+DEFINE_int32(lease_ttl_s, 2,
+             "TTL of the leases the clients grant (every 25th operation of a client: a lease "
+             "with two keys, then revoked, renewed once or left to expire); 0: no leases. At "
+             "least the servers' --min_lease_ttl_s.");
+DEFINE_int32(watchers, 3,
+             "Watchers of every key, each a KvClient::Watch that moves to another member when "
+             "its member fails; all must deliver the same events, once, in revision order, "
+             "including every acknowledged put at the revision its answer named.");
 DEFINE_string(server_flags, "",
               "Extra flags for every raftkv-server, space-separated (e.g. \"--tick_ms=10\").");
 
@@ -150,12 +173,35 @@ std::vector<std::string> SplitSpaces(const std::string& s) {
 
 // ---- clients ----
 
+// An acknowledged put and the revision its answer named: the watchers must
+// all deliver it as a PUT event at that revision.
+struct AckedPut {
+  int64_t revision = 0;
+  std::string key;
+  std::string value;
+};
+
+// A lease a client granted, and what it did with it.
+struct LeaseRecord {
+  int64_t id = 0;
+  int64_t ttl = 0;
+  int64_t grant_invoke_ns = 0;  // no key of it may vanish before this + ttl unless revoked
+  std::vector<std::string> keys;  // keys put with the lease: acknowledged or unknown
+  bool revoke_tried = false;      // a revoke was sent (whatever its outcome)
+  bool revoked = false;           // ... and acknowledged
+};
+
 struct ClientResult {
   std::vector<Operation> history;
   std::vector<std::pair<std::string, std::string>> ledger_acked;  // key, value
   int64_t ledger_unknown = 0;
   int64_t unexpected_errors = 0;
   std::string first_unexpected;
+  std::vector<AckedPut> acked_puts;
+  std::vector<LeaseRecord> leases;
+  int64_t lease_violations = 0;
+  std::string first_lease_violation;
+  std::map<std::string, int64_t> counts;  // operations by kind: "range", "txn2", ...
 };
 
 bool OutcomeUnknown(const grpc::Status& s) {
@@ -191,6 +237,84 @@ class EndpointBook {
   std::atomic<uint64_t> version_{0};
 };
 
+void NoteLeaseViolation(ClientResult* out, const std::string& what) {
+  ++out->lease_violations;
+  if (out->first_lease_violation.empty()) out->first_lease_violation = what;
+}
+
+// One lease's life: grant (TTL --lease_ttl_s), put two keys with it, then
+// revoke it, renew it once, or leave it to expire. After an acknowledged
+// revoke a linearizable read must find neither key.
+void LeaseCycle(int id, uint64_t n, KvClient* client, std::mt19937_64* rng, ClientResult* out) {
+  auto expected_error = [](const grpc::Status& s) {
+    return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+           s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+           s.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+           s.error_code() == grpc::StatusCode::ABORTED;
+  };
+  auto unexpected = [&](const std::string& what, const grpc::Status& s) {
+    ++out->unexpected_errors;
+    if (out->first_unexpected.empty()) {
+      out->first_unexpected =
+          what + ": " + StatusCodeName(s.error_code()) + ": " + s.error_message();
+    }
+  };
+  LeaseRecord lease;
+  lease.ttl = FLAGS_lease_ttl_s;
+  lease.grant_invoke_ns = NowNs();
+  LeaseGrantResponse granted;
+  grpc::Status s = client->LeaseGrant(lease.ttl, 0, &granted);
+  if (!s.ok()) {
+    ++out->counts["lease-grant-failed"];
+    if (!expected_error(s)) unexpected("LeaseGrant", s);
+    return;
+  }
+  ++out->counts["lease"];
+  lease.id = granted.id();
+  for (const char* suffix : {"a", "b"}) {
+    const std::string key = "lease/c" + std::to_string(id) + "/" + std::to_string(n) + "/" + suffix;
+    const std::string value = "v" + std::to_string(n);
+    ClientPutOptions options;
+    options.lease = lease.id;
+    PutResponse resp;
+    s = client->Put(key, value, options, &resp);
+    if (s.ok()) {
+      out->acked_puts.push_back({resp.revision(), key, value});
+      lease.keys.push_back(key);
+    } else if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
+      ++out->counts["lease-gone-before-put"];  // expired already (a slow cluster)
+    } else {
+      lease.keys.push_back(key);  // unknown outcome
+      if (!expected_error(s)) unexpected("Put with a lease", s);
+    }
+  }
+  const int action = static_cast<int>((*rng)() % 3);
+  if (action == 0) {
+    lease.revoke_tried = true;
+    s = client->LeaseRevoke(lease.id);
+    if (s.ok()) {
+      lease.revoked = true;
+      ++out->counts["lease-revoked"];
+      for (const std::string& key : lease.keys) {
+        std::string value;
+        bool found = false;
+        const grpc::Status g = client->Get(key, &value, &found);
+        if (g.ok() && found) {
+          NoteLeaseViolation(out, key + " still present after the revoke of lease " +
+                                      std::to_string(lease.id) + " was acknowledged");
+        }
+      }
+    } else if (s.error_code() != grpc::StatusCode::NOT_FOUND && !expected_error(s)) {
+      unexpected("LeaseRevoke", s);
+    }
+  } else if (action == 1) {
+    LeaseKeepAliveResponse resp;
+    s = client->LeaseKeepAliveOnce(lease.id, &resp);
+    if (s.ok()) ++out->counts["lease-renewed"];
+  }
+  out->leases.push_back(std::move(lease));
+}
+
 void RunClient(int id, const EndpointBook* book, uint64_t seed, const std::atomic<bool>* stop,
                ClientResult* out) {
   const bool impatient = id < FLAGS_impatient_clients;
@@ -215,6 +339,8 @@ void RunClient(int id, const EndpointBook* book, uint64_t seed, const std::atomi
   connect();
   std::mt19937_64 rng(seed);
   std::map<std::string, std::optional<std::string>> last_seen;  // what this client last saw
+  std::set<std::string> registers;  // the checked keys, in key order
+  for (int k = 0; k < FLAGS_keys; ++k) registers.insert("k" + std::to_string(k));
   auto note_error = [&](const std::string& what, const grpc::Status& s) {
     ++out->unexpected_errors;
     if (out->first_unexpected.empty()) {
@@ -226,12 +352,18 @@ void RunClient(int id, const EndpointBook* book, uint64_t seed, const std::atomi
     if (n % 10 == 0) {
       const std::string key = "ledger/c" + std::to_string(id) + "/" + std::to_string(n);
       const std::string value = "l" + std::to_string(n);
-      grpc::Status s = client->Put(key, value);
+      PutResponse resp;
+      grpc::Status s = client->Put(key, value, ClientPutOptions(), &resp);
       if (s.ok()) {
         out->ledger_acked.emplace_back(key, value);
+        out->acked_puts.push_back({resp.revision(), key, value});
       } else {
         ++out->ledger_unknown;
       }
+      continue;
+    }
+    if (n % 25 == 5 && FLAGS_lease_ttl_s > 0) {
+      LeaseCycle(id, n, client.get(), &rng, out);
       continue;
     }
     Operation op;
@@ -241,7 +373,38 @@ void RunClient(int id, const EndpointBook* book, uint64_t seed, const std::atomi
     const std::string fresh = "c" + std::to_string(id) + "-" + std::to_string(n);
     op.invoke_ns = NowNs();
     grpc::Status s;
-    if (dice < 40) {
+    // Operations over several registers are recorded as one operation per
+    // register (its projection), all with the operation's invoke and return
+    // times: an atomic multi-key operation takes effect at one point, so
+    // each projection must be linearizable on its own register.
+    auto expected_of = [&](const std::string& key, std::string* expected) {
+      auto seen = last_seen.find(key);
+      const bool has = seen != last_seen.end() && seen->second.has_value();
+      if (has) *expected = *seen->second;
+      return has;
+    };
+    // A compare that holds iff the key holds `expected` (has) or is absent.
+    auto add_compare = [](TxnRequest* t, const std::string& key, bool has,
+                          const std::string& expected) {
+      Compare* c = t->add_compare();
+      c->set_key(key);
+      c->set_result(Compare::EQUAL);
+      if (has) {
+        c->set_target(Compare::VALUE);
+        c->set_value(expected);
+      } else {
+        c->set_target(Compare::CREATE);
+        c->set_create_revision(0);
+      }
+    };
+    auto read_error = [&](const char* what, const grpc::Status& st) {
+      if (!st.ok() && st.error_code() != grpc::StatusCode::UNAVAILABLE &&
+          st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED &&
+          st.error_code() != grpc::StatusCode::FAILED_PRECONDITION) {
+        note_error(what, st);
+      }
+    };
+    if (dice < 25) {
       op.type = OpType::kGet;
       std::string value;
       bool found = false;
@@ -257,28 +420,94 @@ void RunClient(int id, const EndpointBook* book, uint64_t seed, const std::atomi
       op.outcome = s.ok() ? Outcome::kOk : Outcome::kFail;
       // Unavailability is expected under faults (FAILED_PRECONDITION: the
       // budget ran out while following stale leader hints); anything else is not.
-      if (!s.ok() && !FLAGS_stale_reads && s.error_code() != grpc::StatusCode::UNAVAILABLE &&
-          s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED &&
-          s.error_code() != grpc::StatusCode::FAILED_PRECONDITION) {
-        note_error("Get", s);
+      if (!FLAGS_stale_reads) read_error("Get", s);
+    } else if (dice < 35) {
+      // A range over every register: one Get per register.
+      ++out->counts["range"];
+      RangeRequest req;
+      req.set_key("k");
+      req.set_range_end("l");
+      req.set_serializable(FLAGS_stale_reads);
+      RangeResponse resp;
+      s = FLAGS_stale_reads ? stale_client->Range(req, &resp) : client->Range(req, &resp);
+      const int64_t returned = NowNs();
+      if (!FLAGS_stale_reads) read_error("Range", s);
+      if (s.ok()) {
+        std::map<std::string, std::string> got;
+        std::string previous;
+        for (const KeyValue& kv : resp.kvs()) {
+          if (kv.key() <= previous || kv.mod_revision() > resp.header().revision() ||
+              registers.count(kv.key()) == 0) {
+            note_error("Range", grpc::Status(grpc::StatusCode::INTERNAL,
+                                             "answer out of order, beyond its revision or with "
+                                             "a foreign key: " + kv.key()));
+          }
+          previous = kv.key();
+          got[kv.key()] = kv.value();
+        }
+        if (resp.count() != resp.kvs_size() || resp.more()) {
+          note_error("Range", grpc::Status(grpc::StatusCode::INTERNAL, "count/more wrong"));
+        }
+        for (const std::string& key : registers) {
+          Operation g = op;
+          g.key = key;
+          g.type = OpType::kGet;
+          g.return_ns = returned;
+          g.outcome = Outcome::kOk;
+          auto it = got.find(key);
+          g.found = it != got.end();
+          if (g.found) g.result = it->second;
+          last_seen[key] = g.found ? std::optional<std::string>(g.result) : std::nullopt;
+          out->history.push_back(std::move(g));
+        }
       }
-    } else if (dice < 70) {
+      if (FLAGS_think_ms > 0) SleepMs(static_cast<int64_t>(rng() % (FLAGS_think_ms + 1)));
+      continue;
+    } else if (dice < 55) {
       op.type = OpType::kPut;
       op.value = fresh;
-      s = client->Put(op.key, op.value);
+      PutResponse resp;
+      s = client->Put(op.key, op.value, ClientPutOptions(), &resp);
       op.return_ns = NowNs();
       op.outcome = s.ok() ? Outcome::kOk : Outcome::kUnknown;
-    } else if (dice < 95) {
+      if (s.ok()) out->acked_puts.push_back({resp.revision(), op.key, op.value});
+    } else if (dice < 70 || (dice < 80 && FLAGS_keys < 2)) {
       op.type = OpType::kCas;
       op.value = fresh;
-      auto seen = last_seen.find(op.key);
       // Expect what this client last saw (often stale: real contention).
-      op.has_expected = seen != last_seen.end() && seen->second.has_value();
-      if (op.has_expected) op.expected = *seen->second;
+      op.has_expected = expected_of(op.key, &op.expected);
       bool swapped = false, found = false;
       std::string current;
-      s = client->CompareAndSwap(op.key, op.has_expected ? &op.expected : nullptr, op.value,
-                                &swapped, &found, &current);
+      if (dice < 62) {
+        s = client->CompareAndSwap(op.key, op.has_expected ? &op.expected : nullptr, op.value,
+                                  &swapped, &found, &current);
+      } else {
+        // The same through a transaction: compare, put, else read the key.
+        ++out->counts["txn1"];
+        TxnRequest t;
+        add_compare(&t, op.key, op.has_expected, op.expected);
+        PutRequest* put = t.add_success()->mutable_request_put();
+        put->set_key(op.key);
+        put->set_value(op.value);
+        t.add_failure()->mutable_request_range()->set_key(op.key);
+        TxnResponse resp;
+        s = client->Txn(&t, &resp);
+        if (s.ok()) {
+          swapped = resp.succeeded();
+          if (swapped) {
+            found = op.has_expected;
+            current = op.expected;
+            out->acked_puts.push_back({resp.header().revision(), op.key, op.value});
+          } else if (resp.responses_size() == 1 && resp.responses(0).has_response_range()) {
+            const RangeResponse& rr = resp.responses(0).response_range();
+            found = rr.kvs_size() > 0;
+            if (found) current = rr.kvs(0).value();
+          } else {
+            note_error("Txn", grpc::Status(grpc::StatusCode::INTERNAL,
+                                           "a failed txn without its range answer"));
+          }
+        }
+      }
       op.return_ns = NowNs();
       if (s.ok()) {
         op.swapped = swapped;
@@ -288,13 +517,108 @@ void RunClient(int id, const EndpointBook* book, uint64_t seed, const std::atomi
                                     : (found ? std::optional<std::string>(current) : std::nullopt);
       }
       op.outcome = s.ok() ? Outcome::kOk : Outcome::kUnknown;
-    } else {
+    } else if (dice < 80) {
+      // A transaction over two registers: if both hold what this client
+      // last saw, write both, else read both.
+      ++out->counts["txn2"];
+      std::string other = op.key;
+      while (other == op.key) other = "k" + std::to_string(rng() % static_cast<uint64_t>(FLAGS_keys));
+      const std::vector<std::string> keys = {op.key, other};
+      std::vector<Operation> parts(2, op);
+      TxnRequest t;
+      for (size_t i = 0; i < 2; ++i) {
+        parts[i].key = keys[i];
+        parts[i].value = fresh + (i == 0 ? "a" : "b");
+        parts[i].has_expected = expected_of(keys[i], &parts[i].expected);
+        add_compare(&t, keys[i], parts[i].has_expected, parts[i].expected);
+        PutRequest* put = t.add_success()->mutable_request_put();
+        put->set_key(keys[i]);
+        put->set_value(parts[i].value);
+        t.add_failure()->mutable_request_range()->set_key(keys[i]);
+      }
+      TxnResponse resp;
+      s = client->Txn(&t, &resp);
+      const int64_t returned = NowNs();
+      const bool answered = s.ok() && (resp.succeeded() || resp.responses_size() == 2);
+      if (s.ok() && !answered) {
+        note_error("Txn", grpc::Status(grpc::StatusCode::INTERNAL,
+                                       "a failed txn without its range answers"));
+      }
+      for (size_t i = 0; i < 2; ++i) {
+        Operation& p = parts[i];
+        p.return_ns = returned;
+        if (!s.ok()) {
+          p.type = OpType::kCas;  // may have swapped both, or neither
+          p.outcome = Outcome::kUnknown;
+        } else if (!answered) {
+          continue;
+        } else if (resp.succeeded()) {
+          p.type = OpType::kCas;
+          p.swapped = true;
+          p.found = p.has_expected;
+          p.result = p.expected;
+          last_seen[p.key] = p.value;
+          out->acked_puts.push_back({resp.header().revision(), p.key, p.value});
+        } else {
+          p.type = OpType::kGet;
+          const RangeResponse& rr = resp.responses(static_cast<int>(i)).response_range();
+          p.found = rr.kvs_size() > 0;
+          p.result = p.found ? rr.kvs(0).value() : "";
+          p.value.clear();
+          last_seen[p.key] = p.found ? std::optional<std::string>(p.result) : std::nullopt;
+        }
+        out->history.push_back(std::move(p));
+      }
+      if (!s.ok() && (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+                      s.error_code() == grpc::StatusCode::INTERNAL)) {
+        note_error("Txn", s);
+      }
+      if (FLAGS_think_ms > 0) SleepMs(static_cast<int64_t>(rng() % (FLAGS_think_ms + 1)));
+      continue;
+    } else if (dice < 95) {
       op.type = OpType::kDelete;
       bool existed = false;
       s = client->Delete(op.key, &existed);
       op.return_ns = NowNs();
       op.existed = existed;
       op.outcome = s.ok() ? Outcome::kOk : Outcome::kUnknown;
+    } else {
+      // DeleteRange over a random run of registers, with the deleted ones.
+      ++out->counts["delete-range"];
+      const std::string a = "k" + std::to_string(rng() % static_cast<uint64_t>(FLAGS_keys));
+      const std::string b = "k" + std::to_string(rng() % static_cast<uint64_t>(FLAGS_keys));
+      DeleteRangeRequest d;
+      d.set_key(std::min(a, b));
+      d.set_range_end(a == b ? std::string() : std::max(a, b));
+      d.set_prev_kv(true);
+      DeleteRangeResponse resp;
+      s = client->DeleteRange(&d, &resp);
+      const int64_t returned = NowNs();
+      std::set<std::string> deleted;
+      for (const KeyValue& kv : resp.prev_kvs()) deleted.insert(kv.key());
+      if (s.ok() && resp.deleted() != resp.prev_kvs_size()) {
+        note_error("DeleteRange", grpc::Status(grpc::StatusCode::INTERNAL,
+                                               "deleted != number of prev_kvs"));
+      }
+      if (!s.ok() && (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+                      s.error_code() == grpc::StatusCode::INTERNAL)) {
+        note_error("DeleteRange", s);
+      }
+      const std::string lo = std::min(a, b);
+      const std::string hi = std::max(a, b);
+      for (const std::string& key : registers) {
+        if (a == b ? key != a : (key < lo || key >= hi)) continue;
+        Operation p = op;
+        p.key = key;
+        p.type = OpType::kDelete;
+        p.return_ns = returned;
+        p.outcome = s.ok() ? Outcome::kOk : Outcome::kUnknown;
+        p.existed = deleted.count(key) > 0;
+        if (s.ok()) last_seen[key] = std::nullopt;
+        out->history.push_back(std::move(p));
+      }
+      if (FLAGS_think_ms > 0) SleepMs(static_cast<int64_t>(rng() % (FLAGS_think_ms + 1)));
+      continue;
     }
     if (op.type != OpType::kGet && OutcomeUnknown(s) &&
         (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
@@ -304,6 +628,205 @@ void RunClient(int id, const EndpointBook* book, uint64_t seed, const std::atomi
     out->history.push_back(std::move(op));
     if (FLAGS_think_ms > 0) SleepMs(static_cast<int64_t>(rng() % (FLAGS_think_ms + 1)));
   }
+}
+
+// ---- watchers ----
+
+struct WatchedEvent {
+  int64_t revision = 0;
+  bool put = true;
+  std::string key;
+  std::string value;
+  int64_t seen_ns = 0;  // when this watcher received it
+};
+
+struct WatcherResult {
+  std::vector<WatchedEvent> events;
+  grpc::Status end;  // not OK: ended before the final revision
+  int64_t restarts = 0;  // Watch calls reopened on a new member list
+};
+
+// Watches every key from start_revision until it has delivered an event at
+// or beyond *stop_at (0: not set yet). Reopens the watch from the next
+// revision when the member list changes (membership).
+void RunWatcher(int w, const EndpointBook* book, int64_t start_revision,
+                const std::atomic<int64_t>* stop_at, WatchCancel* cancel, WatcherResult* out) {
+  int64_t next = start_revision;
+  for (;;) {
+    uint64_t version = 0;
+    std::vector<std::string> endpoints = book->Get(&version);
+    std::rotate(endpoints.begin(),
+                endpoints.begin() + static_cast<long>(static_cast<size_t>(w) % endpoints.size()),
+                endpoints.end());
+    ClientOptions options;
+    options.endpoints = endpoints;
+    options.timeout_ms = 30000;  // to find a member to resume on
+    options.use_session = false;
+    KvClient client(options);
+    WatchRequest req;
+    req.set_key(std::string(1, '\0'));
+    req.set_range_end(std::string(1, '\0'));
+    req.set_start_revision(next);
+    bool reached = false, moved = false;
+    const grpc::Status s = client.Watch(
+        req,
+        [&](const WatchResponse& resp) {
+          const int64_t now = NowNs();
+          for (const Event& e : resp.events()) {
+            WatchedEvent we;
+            we.revision = e.kv().mod_revision();
+            we.put = e.type() == Event::PUT;
+            we.key = e.kv().key();
+            we.value = e.kv().value();
+            we.seen_ns = now;
+            next = std::max(next, we.revision + 1);
+            out->events.push_back(std::move(we));
+          }
+          const int64_t stop = stop_at->load();
+          if (stop > 0 && next > stop) {
+            reached = true;
+            return false;
+          }
+          if (book->version() != version) {
+            moved = true;
+            return false;
+          }
+          return true;
+        },
+        cancel);
+    if (reached) return;
+    if (moved && s.ok()) {
+      ++out->restarts;
+      continue;
+    }
+    out->end = s.ok() ? grpc::Status(grpc::StatusCode::UNKNOWN, "watch ended early") : s;
+    return;
+  }
+}
+
+// What the watchers' events show, against each other and against the
+// acknowledged puts and the leases.
+struct WatchCheck {
+  int64_t events = 0;       // distinct events (all watchers agree on them)
+  int64_t delivered = 0;    // events delivered, all watchers together
+  int64_t missed = 0;       // (event, watcher) pairs not delivered, acknowledged puts absent
+  int64_t duplicated = 0;   // an event delivered twice to one watcher
+  int64_t out_of_order = 0; // a revision lower than the one before
+  int64_t divergent = 0;    // two watchers saw different things at one (revision, key)
+  int64_t errors = 0;       // watchers that did not reach the final revision
+  int64_t lease_split = 0;  // one lease's keys deleted at different revisions
+  int64_t lease_early = 0;  // a lease's key deleted before its TTL, without a revoke
+  int64_t lease_stuck = 0;  // a gone lease whose put key was never deleted
+  std::vector<std::string> samples;
+  void Note(const std::string& what) {
+    if (samples.size() < 10) samples.push_back(what);
+  }
+  int64_t violations() const {
+    return out_of_order + divergent + lease_split + lease_early + lease_stuck;
+  }
+};
+
+WatchCheck CheckWatchers(const std::vector<WatcherResult>& watchers, int64_t start_revision,
+                         int64_t stop_at, const std::vector<AckedPut>& acked,
+                         const std::vector<LeaseRecord>& leases,
+                         const std::set<int64_t>& live_leases) {
+  WatchCheck c;
+  using Id = std::pair<int64_t, std::string>;  // (revision, key)
+  std::map<Id, const WatchedEvent*> all;
+  for (size_t w = 0; w < watchers.size(); ++w) {
+    const WatcherResult& r = watchers[w];
+    if (!r.end.ok()) {
+      ++c.errors;
+      c.Note("watcher " + std::to_string(w) + " ended: " + StatusCodeName(r.end.error_code()) +
+             ": " + r.end.error_message());
+    }
+    std::set<Id> mine;
+    int64_t last = 0;
+    for (const WatchedEvent& e : r.events) {
+      ++c.delivered;
+      if (e.revision < last) {
+        ++c.out_of_order;
+        c.Note("watcher " + std::to_string(w) + ": revision " + std::to_string(e.revision) +
+               " after " + std::to_string(last));
+      }
+      last = std::max(last, e.revision);
+      const Id id(e.revision, e.key);
+      if (!mine.insert(id).second) {
+        ++c.duplicated;
+        c.Note("watcher " + std::to_string(w) + ": " + e.key + "@" +
+               std::to_string(e.revision) + " twice");
+      }
+      auto [it, fresh] = all.emplace(id, &e);
+      if (!fresh && (it->second->put != e.put || it->second->value != e.value)) {
+        ++c.divergent;
+        c.Note(e.key + "@" + std::to_string(e.revision) + " differs between watchers");
+      }
+    }
+  }
+  // Every watcher that reached the end must have every event up to stop_at.
+  for (size_t w = 0; w < watchers.size(); ++w) {
+    if (!watchers[w].end.ok()) continue;
+    std::set<Id> mine;
+    for (const WatchedEvent& e : watchers[w].events) mine.insert(Id(e.revision, e.key));
+    for (const auto& [id, e] : all) {
+      if (id.first <= stop_at && mine.count(id) == 0) {
+        if (c.missed < 5) {
+          c.Note("watcher " + std::to_string(w) + " missed " + id.second + "@" +
+                 std::to_string(id.first));
+        }
+        ++c.missed;
+      }
+    }
+  }
+  c.events = static_cast<int64_t>(all.size());
+  // Every acknowledged put, at the revision its answer named.
+  for (const AckedPut& p : acked) {
+    if (p.revision < start_revision) continue;
+    auto it = all.find(Id(p.revision, p.key));
+    if (it == all.end() || !it->second->put || it->second->value != p.value) {
+      if (c.missed < 5) {
+        c.Note("acknowledged put " + p.key + "=" + p.value + " at revision " +
+               std::to_string(p.revision) + " not delivered as such");
+      }
+      ++c.missed;
+    }
+  }
+  // Leases: their keys vanish together, not before the TTL unless revoked,
+  // and surely once the lease is gone.
+  std::map<std::string, std::vector<const WatchedEvent*>> by_key;
+  for (const WatcherResult& r : watchers) {
+    for (const WatchedEvent& e : r.events) by_key[e.key].push_back(&e);
+  }
+  for (const LeaseRecord& l : leases) {
+    std::set<int64_t> delete_revisions;
+    for (const std::string& key : l.keys) {
+      bool put = false, deleted = false;
+      for (const WatchedEvent* e : by_key[key]) {
+        if (e->put) {
+          put = true;
+          continue;
+        }
+        deleted = true;
+        delete_revisions.insert(e->revision);
+        if (!l.revoke_tried && e->seen_ns < l.grant_invoke_ns + l.ttl * 1000000000) {
+          ++c.lease_early;
+          c.Note(key + " of lease " + std::to_string(l.id) + " deleted " +
+                 std::to_string((e->seen_ns - l.grant_invoke_ns) / 1000000) +
+                 " ms after the grant was sent, TTL " + std::to_string(l.ttl) + " s");
+        }
+      }
+      if (put && !deleted && live_leases.count(l.id) == 0) {
+        ++c.lease_stuck;
+        c.Note(key + " of lease " + std::to_string(l.id) + " (gone) was never deleted");
+      }
+    }
+    if (delete_revisions.size() > 1) {
+      ++c.lease_split;
+      c.Note("the keys of lease " + std::to_string(l.id) + " were deleted at " +
+             std::to_string(delete_revisions.size()) + " revisions");
+    }
+  }
+  return c;
 }
 
 // ---- nemesis ----
@@ -927,6 +1450,32 @@ int Run() {
   std::printf("chaos: cluster in %s\n", cluster.dir().c_str());
 
   EndpointBook book(cluster.Endpoints());
+  // The watchers start at the revision after the empty store's.
+  int64_t start_revision = 0;
+  {
+    auto first = cluster.NewClient(10000, 2000);
+    RangeRequest all;
+    all.set_key(std::string(1, '\0'));
+    all.set_range_end(std::string(1, '\0'));
+    all.set_count_only(true);
+    RangeResponse resp;
+    const grpc::Status s = first->Range(all, &resp);
+    if (!s.ok()) {
+      std::cerr << "raftkv-chaos: cannot read the start revision: " << s.error_message() << "\n";
+      cluster.KeepDir();
+      return 2;
+    }
+    start_revision = resp.header().revision() + 1;
+  }
+  std::atomic<int64_t> watch_stop_at{0};
+  std::vector<WatcherResult> watch_results(static_cast<size_t>(std::max(0, FLAGS_watchers)));
+  std::vector<std::unique_ptr<WatchCancel>> watch_cancels;
+  std::vector<std::thread> watch_threads;
+  for (int w = 0; w < FLAGS_watchers; ++w) {
+    watch_cancels.push_back(std::make_unique<WatchCancel>());
+    watch_threads.emplace_back(RunWatcher, w, &book, start_revision, &watch_stop_at,
+                               watch_cancels.back().get(), &watch_results[static_cast<size_t>(w)]);
+  }
   std::atomic<bool> stop{false};
   std::vector<ClientResult> results(FLAGS_clients);
   std::vector<std::thread> threads;
@@ -1018,6 +1567,31 @@ int Run() {
                         final_members.end());
   }
 
+  // Every lease expires (none is renewed for long): wait for that, so that
+  // nothing changes the store during the final comparisons.
+  auto reader = cluster.NewClient(10000, 2000);
+  std::set<int64_t> live_leases;
+  {
+    std::string left;
+    const bool gone = integration::WaitUntil(
+        [&] {
+          LeaseLeasesResponse resp;
+          if (!reader->LeaseLeases(&resp).ok()) return false;
+          live_leases.clear();
+          left.clear();
+          for (const LeaseStatus& l : resp.leases()) {
+            live_leases.insert(l.id());
+            left += " " + std::to_string(l.id());
+          }
+          return live_leases.empty();
+        },
+        30000, 200);
+    if (!gone) {
+      std::printf("chaos: LEASES STILL ALIVE 30 s after the run:%s\n", left.c_str());
+      ++config_errors;
+    }
+  }
+
   // Final reads: part of the history (client id = clients), so the checker
   // also verifies the end state.
   std::vector<Operation> history;
@@ -1027,7 +1601,6 @@ int Run() {
     unexpected += r.unexpected_errors;
     if (!r.first_unexpected.empty()) std::printf("chaos: unexpected error: %s\n", r.first_unexpected.c_str());
   }
-  auto reader = cluster.NewClient(10000, 2000);
   std::map<std::string, std::optional<std::string>> final_values;
   for (int k = 0; k < FLAGS_keys; ++k) {
     Operation op;
@@ -1071,12 +1644,84 @@ int Run() {
     }
   }
 
+  // The watchers stop at a marker put after everything else; more markers
+  // wake up a watcher that is waiting for its next event.
+  std::vector<AckedPut> acked_puts;
+  std::vector<LeaseRecord> leases;
+  int64_t lease_violations = 0;
+  std::map<std::string, int64_t> op_counts;
+  for (auto& r : results) {
+    acked_puts.insert(acked_puts.end(), r.acked_puts.begin(), r.acked_puts.end());
+    leases.insert(leases.end(), r.leases.begin(), r.leases.end());
+    lease_violations += r.lease_violations;
+    if (!r.first_lease_violation.empty()) {
+      std::printf("chaos: LEASE VIOLATION: %s\n", r.first_lease_violation.c_str());
+    }
+    for (auto& [k, v] : r.counts) op_counts[k] += v;
+  }
+  {
+    // A watcher stops once it has delivered an event beyond the first
+    // marker's revision; later markers wake up the ones still waiting.
+    const auto deadline = Steady::now() + std::chrono::seconds(60);
+    while (watch_stop_at.load() == 0 && Steady::now() < deadline) {
+      PutResponse resp;
+      if (reader->Put("zz/watch-end", "end", ClientPutOptions(), &resp).ok()) {
+        watch_stop_at.store(resp.revision());
+      } else {
+        SleepMs(500);
+      }
+    }
+    std::vector<std::atomic<bool>> joined(watch_threads.size());
+    std::thread waker([&] {
+      for (int marker = 1;; ++marker) {
+        bool all = true;
+        for (auto& j : joined) all = all && j.load();
+        if (all) return;
+        if (Steady::now() >= deadline || watch_stop_at.load() == 0) break;
+        SleepMs(1000);
+        PutResponse resp;
+        (void)reader->Put("zz/watch-wake/" + std::to_string(marker), "wake", ClientPutOptions(),
+                          &resp);
+      }
+      for (auto& c : watch_cancels) c->Cancel();
+    });
+    for (size_t w = 0; w < watch_threads.size(); ++w) {
+      watch_threads[w].join();
+      joined[w].store(true);
+    }
+    waker.join();
+  }
+  const WatchCheck watch = CheckWatchers(watch_results, start_revision, watch_stop_at.load(),
+                                         acked_puts, leases, live_leases);
+  for (const std::string& line : watch.samples) std::printf("chaos: watch: %s\n", line.c_str());
+
   // Replica convergence: once every member of the final configuration
   // applied the leader's commit index, stale reads from each must match the
   // final linearizable reads.
   int64_t divergent = 0, lagging = 0;
   StatusResponse lst;
   leader = cluster.WaitForLeader(10000, &error);
+  // The whole store as the leader has it (nothing writes any more): each
+  // member's must be the same, revisions and versions included.
+  RangeRequest all_keys;
+  all_keys.set_key(std::string(1, '\0'));
+  all_keys.set_range_end(std::string(1, '\0'));
+  RangeResponse leader_store;
+  const grpc::Status store_status = reader->Range(all_keys, &leader_store);
+  if (!store_status.ok()) {
+    std::printf("chaos: final range of every key failed: %s\n", store_status.error_message().c_str());
+    exit_code = 1;
+  }
+  int64_t lease_keys_left = 0;
+  for (const KeyValue& kv : leader_store.kvs()) {
+    if (kv.key().rfind("lease/", 0) == 0 && live_leases.empty()) {
+      if (lease_keys_left < 5) {
+        std::printf("chaos: LEASE KEY LEFT: %s (lease %lld) though every lease is gone\n",
+                    kv.key().c_str(), static_cast<long long>(kv.lease()));
+      }
+      ++lease_keys_left;
+    }
+  }
   if (leader != 0 && cluster.StatusOf(static_cast<int>(leader), &lst, 2000).ok()) {
     const uint64_t target = lst.commit_index();
     for (int i : final_members) {
@@ -1099,6 +1744,39 @@ int Run() {
         continue;
       }
       auto local = cluster.NewClientFor(i);
+      if (store_status.ok()) {
+        RangeRequest serializable = all_keys;
+        serializable.set_serializable(true);
+        RangeResponse mine;
+        const grpc::Status ms = local->Range(serializable, &mine);
+        std::string difference;
+        if (!ms.ok()) {
+          difference = "range failed: " + ms.error_message();
+        } else if (mine.header().revision() != leader_store.header().revision()) {
+          difference = "revision " + std::to_string(mine.header().revision()) + " vs the leader's " +
+                       std::to_string(leader_store.header().revision());
+        } else if (mine.kvs_size() != leader_store.kvs_size()) {
+          difference = std::to_string(mine.kvs_size()) + " keys vs the leader's " +
+                       std::to_string(leader_store.kvs_size());
+        } else {
+          for (int k = 0; k < mine.kvs_size() && difference.empty(); ++k) {
+            const KeyValue& a = mine.kvs(k);
+            const KeyValue& b = leader_store.kvs(k);
+            if (a.key() != b.key() || a.value() != b.value() ||
+                a.create_revision() != b.create_revision() ||
+                a.mod_revision() != b.mod_revision() || a.version() != b.version() ||
+                a.lease() != b.lease()) {
+              difference = "key " + a.key() + " / " + b.key() + " differs (value, revisions, "
+                           "version or lease)";
+            }
+          }
+        }
+        if (!difference.empty()) {
+          ++divergent;
+          std::printf("chaos: member %d's store diverges from the leader's: %s\n", i,
+                      difference.c_str());
+        }
+      }
       for (auto& [key, expected] : final_values) {
         std::string got;
         bool found = false;
@@ -1162,9 +1840,26 @@ int Run() {
               static_cast<long long>(divergent), static_cast<long long>(lagging),
               static_cast<long long>(unexpected), static_cast<long long>(config_errors), final_members.size(), result.keys,
               check_s, result.timed_out ? " (SOME KEYS TIMED OUT)" : "");
-  const int64_t violations = static_cast<int64_t>(result.violations) + divergent;
+  std::string op_text;
+  for (auto& [k, v] : op_counts) op_text += " " + k + "=" + std::to_string(v);
+  std::printf("chaos: operations:%s; leases granted=%zu, violations=%lld, keys left=%lld\n",
+              op_text.c_str(), leases.size(), static_cast<long long>(lease_violations),
+              static_cast<long long>(lease_keys_left));
+  std::printf("chaos: watch: watchers=%d from revision %lld to %lld: events=%lld delivered=%lld "
+              "missed=%lld duplicated=%lld out-of-order=%lld divergent=%lld errors=%lld; "
+              "leases: split=%lld early=%lld never-deleted=%lld\n",
+              FLAGS_watchers, static_cast<long long>(start_revision),
+              static_cast<long long>(watch_stop_at.load()), static_cast<long long>(watch.events),
+              static_cast<long long>(watch.delivered), static_cast<long long>(watch.missed),
+              static_cast<long long>(watch.duplicated), static_cast<long long>(watch.out_of_order),
+              static_cast<long long>(watch.divergent), static_cast<long long>(watch.errors),
+              static_cast<long long>(watch.lease_split), static_cast<long long>(watch.lease_early),
+              static_cast<long long>(watch.lease_stuck));
+  const int64_t violations = static_cast<int64_t>(result.violations) + divergent +
+                             watch.violations() + lease_violations + lease_keys_left;
+  const int64_t watch_missed = watch.missed + watch.errors;
   if (violations > 0 || lost > 0 || result.timed_out || unexpected > 0 || config_errors > 0 ||
-      lagging > 0) {
+      lagging > 0 || watch_missed > 0 || watch.duplicated > 0) {
     exit_code = 1;
   }
 
@@ -1189,8 +1884,11 @@ int Run() {
       std::printf("chaos: cannot write history: %s\n", s.message().c_str());
     }
   }
-  std::printf("chaos: ops=%zu faults=%d violations=%lld lost=%lld\n", history.size(),
-              nemesis.faults(), static_cast<long long>(violations), static_cast<long long>(lost));
+  std::printf("chaos: ops=%zu faults=%d violations=%lld lost=%lld watch_missed=%lld "
+              "watch_duplicated=%lld\n",
+              history.size(), nemesis.faults(), static_cast<long long>(violations),
+              static_cast<long long>(lost), static_cast<long long>(watch_missed),
+              static_cast<long long>(watch.duplicated));
   std::fflush(stdout);
   return exit_code;
 }

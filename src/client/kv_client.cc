@@ -486,8 +486,33 @@ int64_t EventRevision(const Event& e) { return e.kv().mod_revision(); }
 
 }  // namespace
 
+void WatchCancel::Cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+  if (ctx_ != nullptr) ctx_->TryCancel();
+}
+
+bool WatchCancel::cancelled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancelled_;
+}
+
+bool WatchCancel::Attach(grpc::ClientContext* ctx) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cancelled_) return false;
+  ctx_ = ctx;
+  return true;
+}
+
+void WatchCancel::Detach() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ctx_ = nullptr;
+}
+
 grpc::Status KvClient::Watch(WatchRequest request,
-                             std::function<bool(const WatchResponse&)> on_response) {
+                             std::function<bool(const WatchResponse&)> on_response,
+                             WatchCancel* cancel) {
+  const grpc::Status cancelled(grpc::StatusCode::CANCELLED, "the watch was cancelled");
   if (!config_error_.empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, config_error_);
   }
@@ -500,9 +525,17 @@ grpc::Status KvClient::Watch(WatchRequest request,
                                           std::chrono::milliseconds(options_.timeout_ms),
                                           retry_seeds_.Next());
   grpc::Status last(grpc::StatusCode::UNAVAILABLE, "no attempt made");
+  size_t out_of_range_in_a_row = 0;
   while (loop->Start()) {
     const std::string target = loop->target();
     grpc::ClientContext ctx;  // no deadline: a watch lasts
+    if (cancel != nullptr && !cancel->Attach(&ctx)) return cancelled;
+    struct DetachAtExit {
+      WatchCancel* cancel;
+      ~DetachAtExit() {
+        if (cancel != nullptr) cancel->Detach();
+      }
+    } detach{cancel};
     request.set_start_revision(next_revision);
     auto reader = WatchStubFor(target)->Watch(&ctx, request);
     bool established = false;
@@ -551,7 +584,16 @@ grpc::Status KvClient::Watch(WatchRequest request,
     grpc::Status s = reader->Finish();
     VLOG(1) << "KvClient: watch at " << target << " ended: " << StatusCodeName(s.error_code())
             << ": " << s.error_message();
-    if (!WatchResumable(s)) return s;
+    if (cancel != nullptr && cancel->cancelled()) return cancelled;
+    // OUT_OF_RANGE: this member no longer keeps (or, restarted, never had)
+    // the history from next_revision; another member may. Given up once
+    // every endpoint said so in a row.
+    if (s.error_code() == grpc::StatusCode::OUT_OF_RANGE) {
+      if (++out_of_range_in_a_row >= options_.endpoints.size()) return s;
+    } else {
+      out_of_range_in_a_row = 0;
+      if (!WatchResumable(s)) return s;
+    }
     if (s.ok()) s = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the member ended the watch");
     last = s;
     if (established) {
@@ -562,6 +604,7 @@ grpc::Status KvClient::Watch(WatchRequest request,
     }
     loop->Advance();
     if (!loop->Backoff()) break;
+    if (cancel != nullptr && cancel->cancelled()) return cancelled;
   }
   return loop->GaveUp(last, "Watch");
 }

@@ -116,6 +116,26 @@ Status ParseEndpoint(const std::string& endpoint, std::string* host = nullptr, i
 // list or any bad item, naming it.
 Status ParseEndpointList(const std::string& csv, std::vector<std::string>* endpoints);
 
+// Stops a KvClient::Watch from another thread: Cancel() cancels the current
+// stream and no new one is opened; the Watch then returns CANCELLED. One
+// WatchCancel per Watch call; Cancel before the Watch starts is kept.
+class WatchCancel {
+ public:
+  void Cancel();
+  bool cancelled() const;
+
+ private:
+  friend class KvClient;
+  // The stream the Watch is reading (null between streams). False if the
+  // watch is cancelled already.
+  bool Attach(grpc::ClientContext* ctx);
+  void Detach();
+
+  mutable std::mutex mu_;
+  grpc::ClientContext* ctx_ = nullptr;  // guarded by mu_
+  bool cancelled_ = false;              // guarded by mu_
+};
+
 class KvClient {
  public:
   // Endpoints are validated here; if any is malformed (or none is given)
@@ -207,14 +227,19 @@ class KvClient {
   // member's revision + 1 when it was 0 and nothing was delivered yet), so
   // no event is lost or repeated and no second created answer is delivered.
   // A new stream must be established within timeout_ms of the break, else
-  // the last error is returned (with the endpoints tried). Any other error
-  // ends the watch: OUT_OF_RANGE (compacted start revision), INVALID_ARGUMENT,
-  // RESOURCE_EXHAUSTED, ...
+  // the last error is returned (with the endpoints tried). OUT_OF_RANGE (the
+  // member no longer keeps the history from that revision, e.g. restarted
+  // from a snapshot, or the watcher fell behind) moves to the next endpoint
+  // too, and ends the watch once every endpoint answered it in a row. Any
+  // other error ends the watch: INVALID_ARGUMENT, RESOURCE_EXHAUSTED, ...
   //
   // A member that stops answering without closing the connection (a network
   // partition) is not detected: the stream then stays idle.
+  //
+  // `cancel` (optional) stops the watch from another thread (CANCELLED).
   grpc::Status Watch(WatchRequest request,
-                     std::function<bool(const WatchResponse&)> on_response);
+                     std::function<bool(const WatchResponse&)> on_response,
+                     WatchCancel* cancel = nullptr);
 
   // Queries the status of one server: a single attempt, no redirect, no retry.
   grpc::Status StatusOf(const std::string& endpoint, StatusResponse* out,

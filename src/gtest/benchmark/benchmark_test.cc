@@ -5,6 +5,8 @@
 //   build/raftkv-bench --gtest_filter=Benchmark.Write:Benchmark.Echo --requests=20000
 //   build/raftkv-bench --gtest_filter=Benchmark.Batch --requests=1000000 --batch_ops=1000 --inflight=8
 //   build/raftkv-bench --gtest_filter=Benchmark.Read --target=127.0.0.1:7001,127.0.0.1:7002
+//   build/raftkv-bench --gtest_filter=Benchmark.Range --requests=20000 --range_limit=100
+//   build/raftkv-bench --gtest_filter=Benchmark.Watch --requests=20000 --watchers=8
 //   build/raftkv-bench --help   (gflags; --helpfull lists the gtest flags too)
 //
 // Every scenario prints its report (counts, throughput, latency percentiles,
@@ -66,6 +68,14 @@ DEFINE_bool(sessions, true,
 DEFINE_int32(batch_ops, 1000,
              "Benchmark.Batch: Puts per KV.Batch call (each call is one log entry); --requests "
              "counts Puts, --inflight counts calls.");
+DEFINE_uint64(range_keys, 10000,
+              "Benchmark.Range: keys written before the timed Range calls (not timed); --requests "
+              "counts Range calls.");
+DEFINE_int32(range_limit, 100,
+             "Benchmark.Range: most keys per Range call (each call starts at a random key).");
+DEFINE_int32(watchers, 8,
+             "Benchmark.Watch: watch streams on the run's keys, spread over all members, while "
+             "--requests Puts go to the leader.");
 DEFINE_bool(keep_cluster_dir, false,
             "Keep the local cluster's temporary directory (server logs and data) after the run; "
             "it is always kept when a run fails.");
@@ -106,6 +116,9 @@ BenchConfig ConfigFromFlags() {
   c.keep_cluster_dir = FLAGS_keep_cluster_dir;
   c.sessions = FLAGS_sessions;
   c.batch_ops = FLAGS_batch_ops;
+  c.range_keys = FLAGS_range_keys;
+  c.range_limit = FLAGS_range_limit;
+  c.watchers = FLAGS_watchers;
   static const uint64_t seed = FLAGS_seed != 0 ? FLAGS_seed : integration::TestSeed();
   c.seed = seed;
   return c;
@@ -124,6 +137,9 @@ TEST(Benchmark, Write) { RunAndReport(Scenario::kWrite); }
 TEST(Benchmark, Read) { RunAndReport(Scenario::kRead); }
 TEST(Benchmark, Echo) { RunAndReport(Scenario::kEcho); }
 TEST(Benchmark, Batch) { RunAndReport(Scenario::kBatch); }
+TEST(Benchmark, Txn) { RunAndReport(Scenario::kTxn); }
+TEST(Benchmark, Range) { RunAndReport(Scenario::kRange); }
+TEST(Benchmark, Watch) { RunAndReport(Scenario::kWatch); }
 
 }  // namespace
 }  // namespace bench
@@ -133,7 +149,8 @@ int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
   gflags::SetUsageMessage(
       "the raftkv benchmark. Scenarios are gtest tests: --gtest_filter=Benchmark.Write, "
-      "Benchmark.Read, Benchmark.Echo, Benchmark.Batch (default: all four).");
+      "Benchmark.Read, Benchmark.Echo, Benchmark.Batch, Benchmark.Txn, Benchmark.Range, "
+      "Benchmark.Watch (default: all).");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   raftkv::InitGrpcRuntime();
   // --tls_ca_file, --tls_cert_file, --tls_key_file, --token_file: for
