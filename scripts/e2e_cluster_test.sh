@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Acceptance test of the core issue through the user-facing tools: cluster.sh
-# starts 3 nodes; raftkvctl put/get/del/txn/batch work against every node; after
+# starts 3 nodes; raftkvctl put/get/del/txn/batch/watch/lease work against every node; after
 # `cluster.sh kill` of the leader a new leader serves within 3 seconds (default
 # timeouts) and every acknowledged write is there; the restarted node catches
 # up; `cluster.sh add` / `remove` change the membership and raftkvctl
@@ -59,6 +59,46 @@ out=$("$CTL" --endpoints="$ENDPOINTS" batch put b1 one put b2 two del via0) || f
 [ -z "$("$CTL" --endpoints="$ENDPOINTS" get via0)" ] || fail "batch del via0 not applied"
 rc=0; "$CTL" --endpoints="$ENDPOINTS" batch put only-key 2>/dev/null || rc=$?
 [ "$rc" = 2 ] || fail "malformed batch exited $rc, expected 2"
+
+# watch from revision 1: the prefix's history, three lines per event; then
+# live events, through a follower-first endpoint list.
+"$CTL" --endpoints="$ENDPOINTS" put w/a 1 >/dev/null || fail "put w/a"
+"$CTL" --endpoints="$ENDPOINTS" del w/a >/dev/null || fail "del w/a"
+watch_out="$RAFTKV_DATA/watch.out"
+"$CTL" --endpoints="${EP[2]},${EP[1]},${EP[0]}" watch w/ --prefix --rev=1 >"$watch_out" 2>&1 &
+watch_pid=$!
+"$CTL" --endpoints="$ENDPOINTS" put w/b 2 >/dev/null || fail "put w/b"
+want=$(printf 'PUT\nw/a\n1\nDELETE\nw/a\n\nPUT\nw/b\n2')
+for _ in $(seq 1 50); do [ "$(cat "$watch_out")" = "$want" ] && break; sleep 0.1; done
+kill "$watch_pid" 2>/dev/null; wait "$watch_pid" 2>/dev/null || true
+[ "$(cat "$watch_out")" = "$want" ] || fail "watch w/ --prefix --rev=1 printed '$(cat "$watch_out")'"
+
+# leases: grant, put with it, time-to-live with keys, keep-alive, revoke.
+out=$("$CTL" --endpoints="$ENDPOINTS" lease grant 60) || fail "lease grant"
+[[ "$out" =~ ^lease\ ([0-9a-f]+)\ granted\ with\ TTL\(60s\)$ ]] || fail "lease grant printed '$out'"
+lease=${BASH_REMATCH[1]}
+[ "$("$CTL" --endpoints="$ENDPOINTS" put --lease="$lease" leased v)" = OK ] || fail "put --lease"
+out=$("$CTL" --endpoints="$ENDPOINTS" lease timetolive "$lease" --keys) || fail "lease timetolive"
+[[ "$out" =~ ^lease\ $lease\ granted\ with\ TTL\(60s\),\ remaining\(([0-9]+)s\),\ attached\ keys\(\[leased\]\)$ ]] ||
+  fail "lease timetolive printed '$out'"
+out=$("$CTL" --endpoints="$ENDPOINTS" lease keep-alive --once "$lease") || fail "lease keep-alive"
+[ "$out" = "lease $lease keepalived with TTL(60)" ] || fail "lease keep-alive printed '$out'"
+[ "$("$CTL" --endpoints="$ENDPOINTS" lease revoke "$lease")" = "lease $lease revoked" ] || fail "lease revoke"
+[ -z "$("$CTL" --endpoints="$ENDPOINTS" get leased)" ] || fail "leased key still there after the revoke"
+[ "$("$CTL" --endpoints="$ENDPOINTS" lease timetolive "$lease")" = "lease $lease already expired" ] ||
+  fail "timetolive of a revoked lease"
+# expiry: a 2 s lease that nobody renews takes its key with it.
+out=$("$CTL" --endpoints="$ENDPOINTS" lease grant 2) || fail "lease grant 2"
+[[ "$out" =~ ^lease\ ([0-9a-f]+)\ granted ]] || fail "lease grant printed '$out'"
+[ "$("$CTL" --endpoints="$ENDPOINTS" put --lease="${BASH_REMATCH[1]}" short v)" = OK ] || fail "put short"
+gone=0
+for _ in $(seq 1 60); do
+  [ -z "$("$CTL" --endpoints="$ENDPOINTS" get short)" ] && { gone=1; break; }
+  sleep 0.1
+done
+[ "$gone" = 1 ] || fail "the key of an expired 2 s lease is still there after 6 s"
+rc=0; "$CTL" --endpoints="$ENDPOINTS" put --lease=abcdef nolease v 2>/dev/null || rc=$?
+[ "$rc" = 1 ] || fail "put on an unknown lease exited $rc, expected 1"
 
 status_json=$("$CTL" --endpoints="$ENDPOINTS" status --json)
 leader=$(python3 -c '

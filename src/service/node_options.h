@@ -42,6 +42,9 @@ struct NodeOptions {
   // at most this many revisions and bytes (KvStateMachine::SetHistoryLimits).
   size_t history_revisions = 100000;
   size_t history_bytes = 64 << 20;
+  // Revisions of that history written into each snapshot
+  // (KvStateMachine::SetSnapshotHistory).
+  size_t snapshot_history_revisions = 10000;
 };
 
 }  // namespace raftkv

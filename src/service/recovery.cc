@@ -85,6 +85,7 @@ Status RecoverNode(const NodeOptions& options, RecoveredState* out) {
   if (!s.ok()) return s;
   r.state_machine = std::make_unique<KvStateMachine>();
   r.state_machine->SetHistoryLimits(options.history_revisions, options.history_bytes);
+  r.state_machine->SetSnapshotHistory(options.snapshot_history_revisions);
   SnapshotLoadResult loaded;
   const auto load_start = std::chrono::steady_clock::now();
   s = r.snapshots->LoadNewestValid(r.state_machine.get(), &loaded);

@@ -1,8 +1,9 @@
 // The store's recent changes: one event per key changed, in revision order,
 // for watches and reads at a past revision. Bounded by a window of
 // revisions and of bytes; whole revisions are dropped from the front, never
-// the newest one. Local to a member (not replicated, not in snapshots): after
-// a restart or an installed snapshot it starts at the snapshot's revision.
+// the newest one. Local to a member (not replicated): a snapshot carries its
+// newest revisions (KvStateMachine::SetSnapshotHistory), so after a restart
+// or an installed snapshot it starts that far before the snapshot.
 // Not thread-safe: the state machine guards it with its lock.
 #pragma once
 

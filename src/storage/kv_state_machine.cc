@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <deque>
 #include <mutex>
+#include <vector>
 
 #include <glog/logging.h>
 
@@ -440,12 +442,36 @@ void KvStateMachine::ExpireSessions(uint64_t now_ms) {
   }
 }
 
+namespace {
+
+void RecordToKeyValue(const std::string& key, const KvRecord& r, KeyValue* out) {
+  out->set_key(key);
+  out->set_value(r.value);
+  out->set_create_revision(r.create_revision);
+  out->set_mod_revision(r.mod_revision);
+  out->set_version(r.version);
+  out->set_lease(r.lease);
+}
+
+KvRecord KeyValueToRecord(KeyValue* kv) {
+  KvRecord r;
+  r.value = std::move(*kv->mutable_value());
+  r.create_revision = kv->create_revision();
+  r.mod_revision = kv->mod_revision();
+  r.version = kv->version();
+  r.lease = kv->lease();
+  return r;
+}
+
+}  // namespace
+
 void KvStateMachine::Snapshot(SnapshotWriter* out) const {
   // The image: the map's root is shared (O(1)); the sessions are copied.
   // Apply waits only for this; it goes on while the image is encoded.
   CowBTree<std::string, KvRecord> data;
   std::map<uint64_t, Session> sessions;
   SnapshotStoreState store;
+  std::vector<KvEvent> history;  // the newest snapshot_history_revisions_ of it
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
     out->meta().last_index = applied_index_;
@@ -458,6 +484,15 @@ void KvStateMachine::Snapshot(SnapshotWriter* out) const {
       SnapshotStoreState::LeaseRecord* l = store.add_leases();
       l->set_id(id);
       l->set_ttl(lease.ttl);
+    }
+    // Whole revisions from the newest back; the history kept covers every
+    // revision above history_.compacted().
+    const int64_t wanted = static_cast<int64_t>(std::min<size_t>(
+        snapshot_history_revisions_, static_cast<size_t>(std::max<int64_t>(revision_, 0))));
+    const int64_t from = std::max(history_.compacted(), revision_ - wanted);
+    store.set_history_compacted(from);
+    for (size_t i = history_.LowerBound(from + 1); i < history_.size(); ++i) {
+      history.push_back(history_.at(i));
     }
   }
   SnapshotSession session;
@@ -494,6 +529,16 @@ void KvStateMachine::Snapshot(SnapshotWriter* out) const {
   }
   store.SerializeToString(&buf);
   out->AddRecord(SnapshotRecordType::kStore, buf);
+  SnapshotEvent event;
+  for (const KvEvent& e : history) {
+    event.Clear();
+    event.set_revision(e.revision);
+    event.set_is_delete(e.is_delete);
+    RecordToKeyValue(e.key, e.kv, event.mutable_kv());
+    if (e.has_prev) RecordToKeyValue(e.key, e.prev, event.mutable_prev());
+    event.SerializeToString(&buf);
+    out->AddRecord(SnapshotRecordType::kHistory, buf);
+  }
   for (auto it = data.begin(); it.Valid(); it.Next()) {
     const KvRecord& r = it.value();
     out->AddKv(it.key(), r.value, r.create_revision, r.mod_revision, r.version, r.lease);
@@ -508,6 +553,8 @@ Status KvStateMachine::Restore(SnapshotReader* in) {
   std::map<int64_t, LeaseState> leases;
   int64_t revision = 0;
   bool have_store = false;  // files written before revisions have no store record
+  int64_t history_compacted = 0;
+  std::vector<std::deque<KvEvent>> history;  // one entry per revision, in order
 
   uint64_t record = 0;
   auto bad = [&](const std::string& what) {
@@ -517,6 +564,7 @@ Status KvStateMachine::Restore(SnapshotReader* in) {
   SnapshotSessionResult result_msg;
   SnapshotKv kv_msg;
   SnapshotStoreState store_msg;
+  SnapshotEvent event_msg;
   Session* session = nullptr;   // the session whose results are being read
   uint64_t session_id = 0;
   uint64_t results_left = 0;
@@ -594,7 +642,28 @@ Status KvStateMachine::Restore(SnapshotReader* in) {
           }
           leases.emplace_hint(leases.end(), l.id(), LeaseState{l.ttl(), {}});
         }
+        // Used only when history records follow (older files have none).
+        history_compacted = store_msg.history_compacted();
         have_store = true;
+        break;
+      }
+      case SnapshotRecordType::kHistory: {
+        if (!have_store || in_data) return bad("history record outside the store's records");
+        if (!event_msg.ParseFromArray(msg.data(), size)) return bad("bad SnapshotEvent");
+        const int64_t rev = event_msg.revision();
+        const int64_t last = history.empty() ? history_compacted : history.back().front().revision;
+        if (rev <= history_compacted || rev > revision || rev < last) {
+          return bad("history revision " + std::to_string(rev) + " out of order or bounds");
+        }
+        KvEvent e;
+        e.revision = rev;
+        e.is_delete = event_msg.is_delete();
+        e.key = event_msg.kv().key();
+        e.kv = KeyValueToRecord(event_msg.mutable_kv());
+        e.has_prev = event_msg.has_prev();  // the message is present
+        if (e.has_prev) e.prev = KeyValueToRecord(event_msg.mutable_prev());
+        if (history.empty() || rev != last) history.emplace_back();
+        history.back().push_back(std::move(e));
         break;
       }
       case SnapshotRecordType::kKv: {
@@ -646,7 +715,9 @@ Status KvStateMachine::Restore(SnapshotReader* in) {
     leases_.swap(leases);
     ++lease_generation_;
     revision_ = revision;
-    history_.Reset(revision);
+    if (history_compacted < 0 || history_compacted > revision) history_compacted = revision;
+    history_.Reset(history.empty() ? revision : history_compacted);
+    for (auto& events : history) history_.AppendRevision(&events);
     applied_index_ = meta.last_index;
     applied_term_ = meta.last_term;
     cluster_time_ms_ = meta.cluster_time_ms;
@@ -806,6 +877,11 @@ int64_t KvStateMachine::CompactedRevision() const {
 void KvStateMachine::SetHistoryLimits(size_t max_revisions, size_t max_bytes) {
   std::unique_lock<std::shared_mutex> lock(mu_);
   history_.SetLimits(max_revisions, max_bytes);
+}
+
+void KvStateMachine::SetSnapshotHistory(size_t revisions) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  snapshot_history_revisions_ = revisions;
 }
 
 size_t KvStateMachine::HistoryBytes() const {

@@ -97,6 +97,7 @@ class KvStateMachine {
   // Default history window (SetHistoryLimits).
   static constexpr size_t kDefaultHistoryRevisions = 100000;
   static constexpr size_t kDefaultHistoryBytes = 64 << 20;
+  static constexpr size_t kDefaultSnapshotHistoryRevisions = 10000;
 
   // Applies one committed entry. entry.index must be AppliedIndex() + 1 (it
   // is a programming error otherwise: CHECK). NOOP and CONFIG entries (the
@@ -159,6 +160,10 @@ class KvStateMachine {
   // Every revision above this one is in the history.
   int64_t CompactedRevision() const;
   void SetHistoryLimits(size_t max_revisions, size_t max_bytes);
+  // Revisions of the history that Snapshot() writes into the file (at most
+  // the window kept), so that a member restarted or caught up from a
+  // snapshot still serves watches and past reads from before it. 0: none.
+  void SetSnapshotHistory(size_t revisions);
   size_t HistoryBytes() const;
 
   // Leases: the TTL (seconds) and, with `keys`, the keys of lease `id`;
@@ -223,6 +228,7 @@ class KvStateMachine {
   CowBTree<std::string, KvRecord> data_;     // guarded by mu_
   int64_t revision_ = 0;                     // guarded by mu_
   KvHistory history_{kDefaultHistoryRevisions, kDefaultHistoryBytes};  // guarded by mu_
+  size_t snapshot_history_revisions_ = kDefaultSnapshotHistoryRevisions;  // guarded by mu_
   std::map<int64_t, LeaseState> leases_;     // guarded by mu_
   uint64_t lease_generation_ = 0;            // guarded by mu_
   uint64_t applied_index_ = 0;               // guarded by mu_

@@ -327,7 +327,7 @@ Status SnapshotReader::Next(SnapshotRecordType* type, std::string_view* message,
   const uint64_t at = frame_offset_ + kFrameHeaderBytes + pos_;
   const uint8_t t = static_cast<uint8_t>(frame_[pos_++]);
   if (t < static_cast<uint8_t>(SnapshotRecordType::kSession) ||
-      t > static_cast<uint8_t>(SnapshotRecordType::kStore)) {
+      t > static_cast<uint8_t>(SnapshotRecordType::kHistory)) {
     return Corrupt(at, "unknown record type " + std::to_string(t));
   }
   uint32_t len = 0;
@@ -346,6 +346,7 @@ Status SnapshotReader::VerifyAll() {
   SnapshotSessionResult result;
   SnapshotKv kv;
   SnapshotStoreState store;
+  SnapshotEvent event;
   for (;;) {
     SnapshotRecordType type;
     std::string_view msg;
@@ -366,6 +367,9 @@ Status SnapshotReader::VerifyAll() {
         break;
       case SnapshotRecordType::kStore:
         parsed = store.ParseFromArray(msg.data(), static_cast<int>(msg.size()));
+        break;
+      case SnapshotRecordType::kHistory:
+        parsed = event.ParseFromArray(msg.data(), static_cast<int>(msg.size()));
         break;
     }
     if (!parsed) {

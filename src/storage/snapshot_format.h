@@ -53,7 +53,13 @@ constexpr size_t kChunkTargetBytes = 256 * 1024;
 enum FrameKind : uint8_t { kHeaderFrame = 1, kDataFrame = 2, kTrailerFrame = 3 };
 }  // namespace snapshot_format
 
-enum class SnapshotRecordType : uint8_t { kSession = 1, kSessionResult = 2, kKv = 3, kStore = 4 };
+enum class SnapshotRecordType : uint8_t {
+  kSession = 1,
+  kSessionResult = 2,
+  kKv = 3,
+  kStore = 4,
+  kHistory = 5,
+};
 
 // What a snapshot covers. last_index/last_term: the last log entry applied to
 // the state (the log may be compacted up to it). config: the membership at

@@ -80,7 +80,12 @@ DEFINE_uint64(session_timeout_ms, 600000,
 DEFINE_uint64(history_revisions, 100000,
               "Revisions of changes kept in memory for watches and reads at a past revision "
               "(get --rev); a watch or read from before them gets OUT_OF_RANGE naming the oldest "
-              "kept. Local to the member; a restart keeps only what followed its snapshot.");
+              "kept. Local to the member; a restart or an installed snapshot keeps the last "
+              "--snapshot_history_revisions of them and what followed the snapshot.");
+DEFINE_uint64(snapshot_history_revisions, 10000,
+              "Revisions of that history written into every snapshot, so that a watch can "
+              "resume on a member that restarted or caught up from a snapshot from up to this "
+              "many revisions before it (0: none; costs their bytes in each snapshot).");
 DEFINE_uint64(history_bytes, 64ull << 20,
               "Bytes of changes (keys, values and previous values) kept for watches and reads "
               "at a past revision; whichever of this and --history_revisions is reached first "
@@ -377,6 +382,7 @@ int main(int argc, char** argv) {
   node_options.snapshot_nice = FLAGS_snapshot_nice;
   node_options.history_revisions = FLAGS_history_revisions;
   node_options.history_bytes = FLAGS_history_bytes;
+  node_options.snapshot_history_revisions = FLAGS_snapshot_history_revisions;
 
   // Handle termination signals synchronously in main; every thread created
   // from here on inherits the blocked mask.

@@ -369,7 +369,7 @@ TEST_F(KvApiStateTest, SnapshotsKeepRevisionsVersionsAndLeases) {
   Status s = copy.Restore(reader.get());
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(copy.Revision(), sm_.Revision());
-  EXPECT_EQ(copy.CompactedRevision(), sm_.Revision());  // no history before the snapshot
+  EXPECT_EQ(copy.CompactedRevision(), 0);  // the whole history came along (default window)
   const KvRecord a = *copy.GetRecord("a");
   EXPECT_EQ(a.create_revision, 1);
   EXPECT_EQ(a.mod_revision, 2);
@@ -391,6 +391,74 @@ TEST_F(KvApiStateTest, SnapshotsKeepRevisionsVersionsAndLeases) {
   e.set_data(rv.SerializeAsString());
   EXPECT_EQ(copy.Apply(e).answer.revision(), sm_.Apply(e).answer.revision());
   EXPECT_EQ(copy.Size(), 0u);
+}
+
+// A snapshot carries the newest revisions of the history, so a restored
+// member serves watches and past reads from before it.
+TEST_F(KvApiStateTest, SnapshotsCarryTheNewestRevisionsOfTheHistory) {
+  for (int i = 0; i < 6; ++i) Put("h/" + std::to_string(i % 2), "v" + std::to_string(i));  // 1..6
+  Del("h/0");  // 7
+  auto restored = [&](size_t history) {
+    sm_.SetSnapshotHistory(history);
+    testing_util::TempDir dir;
+    const std::string path = dir.path() + "/snap";
+    SnapshotWriter w;
+    sm_.Snapshot(&w);
+    testing_util::WriteFileBytes(path, EncodeSnapshotFile(w));
+    std::unique_ptr<SnapshotReader> reader;
+    EXPECT_TRUE(SnapshotReader::Open(path, &reader).ok());
+    EXPECT_TRUE(reader->VerifyAll().ok());
+    std::unique_ptr<SnapshotReader> again;
+    EXPECT_TRUE(SnapshotReader::Open(path, &again).ok());
+    auto copy = std::make_unique<KvStateMachine>();
+    const Status s = copy->Restore(again.get());
+    EXPECT_TRUE(s.ok()) << s;
+    return copy;
+  };
+  auto events = [](const KvStateMachine& sm, int64_t from) {
+    KvStateMachine::EventBatch b;
+    EXPECT_TRUE(sm.ReadEvents("h/", "h0", from, 1 << 20, &b).ok());
+    std::vector<std::string> out;
+    for (const KvEvent& e : b.events) {
+      out.push_back(std::to_string(e.revision) + (e.is_delete ? " DELETE " : " PUT ") + e.key + "=" +
+                    e.kv.value + (e.has_prev ? " prev " + e.prev.value : ""));
+    }
+    return out;
+  };
+  auto three = restored(3);
+  EXPECT_EQ(three->CompactedRevision(), 4);
+  EXPECT_EQ(events(*three, 5), events(sm_, 5));
+  EXPECT_EQ(events(*three, 5).size(), 3u);
+  KvStateMachine::EventBatch b;
+  EXPECT_EQ(three->ReadEvents("h/", "h0", 4, 1 << 20, &b).code(), Status::Code::kOutOfRange);
+  // A read at a past revision inside the carried window.
+  RangeRequest at5;
+  at5.set_key("h/0");
+  at5.set_revision(5);
+  RangeResponse resp;
+  ASSERT_TRUE(three->Range(at5, &resp).ok());
+  ASSERT_EQ(resp.kvs_size(), 1);
+  EXPECT_EQ(resp.kvs(0).value(), "v4");
+  EXPECT_EQ(resp.kvs(0).mod_revision(), 5);
+
+  auto none = restored(0);
+  EXPECT_EQ(none->CompactedRevision(), sm_.Revision());
+  auto all = restored(100);
+  EXPECT_EQ(all->CompactedRevision(), 0);
+  EXPECT_EQ(events(*all, 1), events(sm_, 1));
+  // The restored history goes on like the original's.
+  Put("h/1", "after");
+  Entry e;
+  e.set_term(1);
+  e.set_index(index_);
+  e.set_type(ENTRY_COMMAND);
+  Command put;
+  put.set_op(Command::PUT);
+  put.set_key("h/1");
+  put.set_value("after");
+  e.set_data(put.SerializeAsString());
+  all->Apply(e);
+  EXPECT_EQ(events(*all, 1), events(sm_, 1));
 }
 
 }  // namespace
