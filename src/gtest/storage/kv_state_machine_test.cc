@@ -76,8 +76,11 @@ TEST(KvStateMachineTest, ApplyDuringASnapshotCaptureGoesOnAndTheImageIsConsisten
   EXPECT_GE(writer.meta().last_index, 200000u);
   EXPECT_LE(writer.meta().last_index, index);
   // One key per applied entry: the image holds the keys up to its index
-  // (and one store record: the revision and the leases).
-  EXPECT_EQ(writer.record_count(), writer.meta().last_index + 1);
+  // (and one store record: the revision and the leases; and one history
+  // record for each of the newest revisions the snapshot carries, one
+  // event per entry here).
+  EXPECT_EQ(writer.record_count(),
+            writer.meta().last_index + 1 + KvStateMachine::kDefaultSnapshotHistoryRevisions);
 }
 
 TEST(KvStateMachineTest, PutGetOverwrite) {
