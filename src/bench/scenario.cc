@@ -242,6 +242,16 @@ Verification ReadBack(const Connections& conns, const BenchConfig& config, const
   return v;
 }
 
+// The numbers of the requests of a recorded load that succeeded.
+std::vector<uint64_t> Acknowledged(const LoadResult& lr) {
+  std::vector<uint64_t> acked;
+  acked.reserve(lr.succeeded_count);
+  for (uint64_t n = 0; n < lr.succeeded.size(); ++n) {
+    if (lr.succeeded[n]) acked.push_back(n);
+  }
+  return acked;
+}
+
 // Reads back all acknowledged writes (`acked`: key numbers of ks), or a
 // random sample of verify_sample of them.
 Verification VerifyWrites(const Connections& conns, const BenchConfig& config, const KeySpace& ks,
@@ -747,12 +757,7 @@ void RunOnLeader(Scenario scenario, const BenchConfig& config,
           TimedLoad(conns, MakeLoadOptions(config, requests, true, config.timeout_ms),
                     PutFactory(ks, nullptr, window.get()), probe, r);
       FillFromLoad(lr, r);
-      std::vector<uint64_t> acked;
-      acked.reserve(lr.succeeded_count);
-      for (uint64_t n = 0; n < requests; ++n) {
-        if (lr.succeeded[n]) acked.push_back(n);
-      }
-      r->verified = VerifyWrites(conns, config, ks, std::move(acked));
+      r->verified = VerifyWrites(conns, config, ks, Acknowledged(lr));
       break;
     }
     case Scenario::kBatch: {
@@ -855,12 +860,7 @@ void RunOnLeader(Scenario scenario, const BenchConfig& config,
           },
           probe, r);
       FillFromLoad(lr, r);
-      std::vector<uint64_t> acked;
-      acked.reserve(lr.succeeded_count);
-      for (uint64_t n = 0; n < requests; ++n) {
-        if (lr.succeeded[n]) acked.push_back(n);
-      }
-      r->verified = VerifyWrites(conns, config, ks, std::move(acked));
+      r->verified = VerifyWrites(conns, config, ks, Acknowledged(lr));
       break;
     }
     case Scenario::kRange: {
