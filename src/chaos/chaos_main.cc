@@ -1902,7 +1902,9 @@ int main(int argc, char** argv) {
       "raftkv-chaos --duration=60 --nodes=3 --seed=1  (see scripts/chaos.sh and --help)");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   FLAGS_logtostderr = false;
-  FLAGS_minloglevel = 2;  // the client library's retries are expected here
+  // The client library's retries are expected here: warnings are noise
+  // unless asked for (--minloglevel=0 --vmodule=kv_client=1 --log_dir=D).
+  if (gflags::GetCommandLineFlagInfoOrDie("minloglevel").is_default) FLAGS_minloglevel = 2;
   google::InitGoogleLogging(argv[0]);
   raftkv::InitGrpcRuntime();
   if (argc > 1) {

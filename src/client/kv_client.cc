@@ -525,7 +525,12 @@ grpc::Status KvClient::Watch(WatchRequest request,
                                           std::chrono::milliseconds(options_.timeout_ms),
                                           retry_seeds_.Next());
   grpc::Status last(grpc::StatusCode::UNAVAILABLE, "no attempt made");
-  size_t out_of_range_in_a_row = 0;
+  // The members that answered OUT_OF_RANGE for next_revision (they no
+  // longer keep, or restarted never had, the history from there): given up
+  // once every endpoint has, or with their answer when the window ends.
+  std::set<std::string> out_of_range_at;
+  int64_t out_of_range_revision = -1;
+  grpc::Status out_of_range;
   while (loop->Start()) {
     const std::string target = loop->target();
     grpc::ClientContext ctx;  // no deadline: a watch lasts
@@ -539,6 +544,7 @@ grpc::Status KvClient::Watch(WatchRequest request,
     request.set_start_revision(next_revision);
     auto reader = WatchStubFor(target)->Watch(&ctx, request);
     bool established = false;
+    bool delivered = false;
     bool stopped = false;
     WatchResponse resp;
     while (reader->Read(&resp)) {
@@ -570,6 +576,7 @@ grpc::Status KvClient::Watch(WatchRequest request,
       }
       int64_t highest = 0;
       for (const Event& e : resp.events()) highest = std::max(highest, EventRevision(e));
+      delivered = delivered || resp.events_size() > 0;
       if (!on_response(resp)) {
         stopped = true;
         break;
@@ -585,18 +592,23 @@ grpc::Status KvClient::Watch(WatchRequest request,
     VLOG(1) << "KvClient: watch at " << target << " ended: " << StatusCodeName(s.error_code())
             << ": " << s.error_message();
     if (cancel != nullptr && cancel->cancelled()) return cancelled;
-    // OUT_OF_RANGE: this member no longer keeps (or, restarted, never had)
-    // the history from next_revision; another member may. Given up once
-    // every endpoint said so in a row.
-    if (s.error_code() == grpc::StatusCode::OUT_OF_RANGE) {
-      if (++out_of_range_in_a_row >= options_.endpoints.size()) return s;
-    } else {
-      out_of_range_in_a_row = 0;
-      if (!WatchResumable(s)) return s;
+    const bool out_of_range_here = s.error_code() == grpc::StatusCode::OUT_OF_RANGE;
+    if (out_of_range_here) {
+      if (out_of_range_revision != next_revision) {
+        out_of_range_at.clear();
+        out_of_range_revision = next_revision;
+      }
+      out_of_range_at.insert(target);
+      out_of_range = s;
+      if (out_of_range_at.size() >= options_.endpoints.size()) return s;
+    } else if (!WatchResumable(s)) {
+      return s;
     }
     if (s.ok()) s = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the member ended the watch");
     last = s;
-    if (established) {
+    // A stream that delivered events, or lasted until its member went away,
+    // is progress; one refused at once (OUT_OF_RANGE) is not.
+    if (delivered || (established && !out_of_range_here)) {
       // A new window, from the member after this one.
       loop = std::make_unique<RetryLoop>(options_.endpoints, target,
                                          std::chrono::milliseconds(options_.timeout_ms),
@@ -606,6 +618,7 @@ grpc::Status KvClient::Watch(WatchRequest request,
     if (!loop->Backoff()) break;
     if (cancel != nullptr && cancel->cancelled()) return cancelled;
   }
+  if (out_of_range_revision == next_revision) return out_of_range;
   return loop->GaveUp(last, "Watch");
 }
 

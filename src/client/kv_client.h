@@ -230,11 +230,15 @@ class KvClient {
   // the last error is returned (with the endpoints tried). OUT_OF_RANGE (the
   // member no longer keeps the history from that revision, e.g. restarted
   // from a snapshot, or the watcher fell behind) moves to the next endpoint
-  // too, and ends the watch once every endpoint answered it in a row. Any
-  // other error ends the watch: INVALID_ARGUMENT, RESOURCE_EXHAUSTED, ...
+  // too; it is returned once every endpoint answered it for the same
+  // revision, or when no stream made progress within timeout_ms. Any other
+  // error ends the watch: INVALID_ARGUMENT, RESOURCE_EXHAUSTED, ...
   //
-  // A member that stops answering without closing the connection (a network
-  // partition) is not detected: the stream then stays idle.
+  // A member that has heard from no leader for three election timeouts
+  // (cut off from the majority, or removed) ends its streams with
+  // UNAVAILABLE, so the watch moves on. A member that stops answering
+  // without closing the connection (paused, or the client's own link
+  // broken) is not detected: the stream then stays idle until it answers.
   //
   // `cancel` (optional) stops the watch from another thread (CANCELLED).
   grpc::Status Watch(WatchRequest request,

@@ -99,10 +99,12 @@ void Raft::StartElection(bool pre_vote) {
 
 void Raft::Tick() {
   if (leader_) {
+    core_->ticks_since_leader = 0;
     leader_->Tick();
     SyncRole();
     return;
   }
+  ++core_->ticks_since_leader;
   ++core_->election_elapsed;
   if (core_->election_elapsed >= core_->randomized_election_timeout && core_->IsVoter(core_->id())) {
     campaign_transfer_ = false;

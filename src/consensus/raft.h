@@ -104,6 +104,9 @@ class Raft {
   uint64_t term() const { return core_->term; }
   uint64_t vote() const { return core_->vote; }
   uint64_t leader_id() const { return core_->leader_id; }
+  // Ticks since this member last led or heard from a leader (a follower of
+  // a live leader: below the heartbeat interval; removed or cut off: grows).
+  int64_t ticks_since_leader() const { return core_->ticks_since_leader; }
   uint64_t commit_index() const { return core_->log.commit(); }
   uint64_t last_index() const { return core_->log.last_index(); }
   uint64_t last_term() const { return core_->log.last_term(); }

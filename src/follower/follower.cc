@@ -41,6 +41,7 @@ void Follower::HandleAppendEntries(const Message& m) {
   const AppendEntriesRequest& req = m.append;
   core_->leader_id = m.from;
   core_->election_elapsed = 0;
+  core_->ticks_since_leader = 0;
 
   Message out;
   out.type = MessageType::kAppendResp;
@@ -107,6 +108,7 @@ void Follower::HandleInstallSnapshot(const Message& m) {
   const InstallSnapshotRequest& req = m.snapshot;
   core_->leader_id = m.from;
   core_->election_elapsed = 0;
+  core_->ticks_since_leader = 0;
   Message out;
   out.type = MessageType::kSnapshotResp;
   out.to = m.from;

@@ -67,6 +67,10 @@ struct Core {
   // Election timer, in ticks (a leader counts its CheckQuorum period in it).
   int election_elapsed = 0;
   int randomized_election_timeout = 0;
+  // Ticks since this member last led or heard from a leader (AppendEntries,
+  // heartbeat or snapshot); not reset by elections. A removed or cut-off
+  // member counts up without end.
+  int64_t ticks_since_leader = 0;
   std::mt19937_64 rng;
 
   // ---- output for the next Ready ----

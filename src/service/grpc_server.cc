@@ -105,6 +105,8 @@ Status GrpcServer::Start() {
   hub_.Start();
   keeper_.Start();
   node_->SetApplyObserver([this] { hub_.Notify(); });
+  node_->SetLeaderlessObserver(
+      [this](bool leaderless, int64_t ms) { hub_.SetLeaderless(leaderless, ms); });
   observer_set_ = true;
   for (auto& cq : cqs_) {
     for (int t = 0; t < std::max(1, options_.threads_per_cq); ++t) {
@@ -194,6 +196,7 @@ void GrpcServer::Join() {
   }
   if (observer_set_) {
     node_->SetApplyObserver(nullptr);
+    node_->SetLeaderlessObserver(nullptr);
     observer_set_ = false;
   }
   {

@@ -487,12 +487,22 @@ void RaftNode::TickLoop() {
   const auto period = std::chrono::milliseconds(options_.core.tick_ms);
   auto next = Clock::now() + period;
   Completions completions;
+  const int64_t leaderless_ticks =
+      int64_t{kLeaderlessElectionTimeouts} * options_.core.election_ticks;
   for (;;) {
+    bool leaderless_changed = false;
+    int64_t without_leader_ms = 0;
     {
       std::unique_lock<std::mutex> lock(mu_);
       while (!stopping_ && Clock::now() < next) stop_signal_.wait_until(lock, next);
       if (stopping_) return;
       core_.Tick();
+      const bool leaderless = core_.ticks_since_leader() >= leaderless_ticks;
+      if (leaderless != leaderless_) {
+        leaderless_ = leaderless;
+        leaderless_changed = true;
+        without_leader_ms = core_.ticks_since_leader() * options_.core.tick_ms;
+      }
       const Clock::time_point now = Clock::now();
       calls_.ExpireDeadlines(now, &completions);
       calls_.CheckTransfers(core_, options_.id, [this](uint64_t id) { return AddressOfLocked(id); },
@@ -500,6 +510,15 @@ void RaftNode::TickLoop() {
       if (core_.HasReady()) wake_.notify_one();
     }
     RunAll(&completions);
+    if (leaderless_changed) {
+      if (leaderless_) {
+        LOG(WARNING) << "member " << options_.id << " has heard from no leader for "
+                     << without_leader_ms << " ms (cut off, removed, or no quorum)";
+      } else {
+        LOG(INFO) << "member " << options_.id << " hears from a leader again";
+      }
+      if (leaderless_observer_) leaderless_observer_(leaderless_, without_leader_ms);
+    }
     next += period;
     const auto now = Clock::now();
     if (next < now) next = now + period;  // we fell behind (e.g. SIGSTOP): don't burst

@@ -114,6 +114,16 @@ class RaftNode {
   // snapshot replaced the state: the watchers' hub is told the store moved.
   // Set before Start(), or while the node is stopped.
   void SetApplyObserver(std::function<void()> observer) { apply_observer_ = std::move(observer); }
+  // A member is leaderless once it has neither led nor heard from a leader
+  // for kLeaderlessElectionTimeouts election timeouts: cut off from the
+  // majority, removed from the cluster, or in a cluster without a quorum.
+  // Its applied state may be frozen for good, so the watchers' hub ends its
+  // streams (clients resume elsewhere). Called (without locks, from the
+  // ticker) on each change with the leaderless time so far; set before Start().
+  static constexpr int kLeaderlessElectionTimeouts = 3;
+  void SetLeaderlessObserver(std::function<void(bool leaderless, int64_t ms)> observer) {
+    leaderless_observer_ = std::move(observer);
+  }
 
   // Replicates `command` (a serialized Command). `done` runs once: OK after
   // the entry is committed and applied; FAILED_PRECONDITION if not leader;
@@ -208,6 +218,8 @@ class RaftNode {
 
   SnapshotManager snapshots_;
   std::function<void()> apply_observer_;
+  std::function<void(bool, int64_t)> leaderless_observer_;
+  bool leaderless_ = false;  // ticker only
   ApplyThread apply_;
   std::thread io_thread_;
   std::thread tick_thread_;

@@ -30,6 +30,7 @@ void WatchCall::OnEvent(Op op, bool ok) {
   bool erase = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    ++handlers_;
     switch (op) {
       case Op::kWrite:
         writing_ = false;
@@ -65,6 +66,7 @@ void WatchCall::OnEvent(Op op, bool ok) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
+    --handlers_;
     MaybeFinishLocked();
     erase = DeletableLocked();
   }
@@ -90,6 +92,7 @@ void WatchCall::OnRequest(bool ok) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     started_ = true;
+    ++handlers_;
     id_ = method_->hub->NewId();
     add = status.ok() && !end_;  // not when the client already cancelled
     if (add) in_hub_ = true;     // set first: the hub may Send at once
@@ -108,6 +111,7 @@ void WatchCall::OnRequest(bool ok) {
   bool erase = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    --handlers_;
     if (!status.ok() && !end_) end_ = status;
     MaybeFinishLocked();
     erase = DeletableLocked();
@@ -147,7 +151,7 @@ void WatchCall::MaybeFinishLocked() {
 }
 
 bool WatchCall::DeletableLocked() const {
-  return finished_ && !writing_ && (done_ || !started_);
+  return finished_ && !writing_ && (done_ || !started_) && handlers_ == 0;
 }
 
 }  // namespace raftkv

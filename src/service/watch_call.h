@@ -1,7 +1,8 @@
 // Watch.Watch on the completion queues: an asynchronous server stream fed by
 // the WatchHub. One object per call, with one tag per kind of operation in
 // flight (the request, a write, the finish, the "call done" notice); it
-// deletes itself once every operation it started has completed.
+// deletes itself once every operation it started has completed and no
+// completion-queue thread is still handling one.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +65,10 @@ class WatchCall final : public WatchSink {
   bool finishing_ = false;
   bool finished_ = false;
   bool done_ = false;           // the done notice came (call over or cancelled)
+  // Threads inside OnEvent/OnRequest past their first lock: they touch the
+  // object again after releasing mu_ (to call the hub), so whichever of them
+  // leaves last, with everything else complete, deletes it.
+  int handlers_ = 0;
 };
 
 }  // namespace raftkv

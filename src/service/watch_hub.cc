@@ -43,6 +43,7 @@ uint64_t WatchHub::NewId() { return next_id_.fetch_add(1); }
 grpc::Status WatchHub::Add(uint64_t id, const WatchRequest& req, WatchSink* sink) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "member shutting down");
+  if (!leaderless_.empty()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, leaderless_);
   if (watchers_.size() >= options_.max_watchers) {
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                         "this member serves " + std::to_string(watchers_.size()) +
@@ -79,6 +80,23 @@ void WatchHub::Notify() {
     work_ = true;
   }
   cv_.notify_one();
+}
+
+void WatchHub::SetLeaderless(bool leaderless, int64_t ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!leaderless) {
+    leaderless_.clear();
+    return;
+  }
+  leaderless_ = "member " + std::to_string(member_id_) + " has heard from no leader for " +
+                std::to_string(ms) +
+                " ms (cut off from the cluster or removed from it): watch again on another "
+                "member from the last revision seen + 1";
+  if (stopping_) return;
+  for (auto& [id, w] : watchers_) {
+    w.sink->End(grpc::Status(grpc::StatusCode::UNAVAILABLE, leaderless_), 0);
+  }
+  watchers_.clear();
 }
 
 size_t WatchHub::size() const {

@@ -64,6 +64,10 @@ class WatchHub {
   void SendDone(uint64_t id);
   // The store advanced (any thread; cheap).
   void Notify();
+  // The member has heard from no leader for `ms` (RaftNode's leaderless
+  // observer): its store may never move again, so every watcher is ended
+  // with UNAVAILABLE and new ones are refused until a leader is heard from.
+  void SetLeaderless(bool leaderless, int64_t ms);
 
   size_t size() const;
   uint64_t events_sent() const;
@@ -90,6 +94,7 @@ class WatchHub {
   std::condition_variable cv_;
   bool stopping_ = false;              // guarded by mu_
   bool work_ = false;                  // guarded by mu_: something to pump
+  std::string leaderless_;             // guarded by mu_: why watches are refused ("": not)
   std::atomic<uint64_t> next_id_{1};
   std::map<uint64_t, Watcher> watchers_;  // guarded by mu_
   uint64_t events_sent_ = 0;           // guarded by mu_

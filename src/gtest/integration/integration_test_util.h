@@ -152,6 +152,19 @@ inline StatusResponse MustStatus(ProcessCluster& cluster, int i) {
 }
 
 // A member other than `a` and `b` (0 = none).
+// Cuts member's links to `blocked` (servers started with
+// --enable_test_faults; empty: heals). Cut both ends for a clean partition.
+inline grpc::Status SetFaults(ProcessCluster& cluster, int member,
+                              const std::vector<uint64_t>& blocked) {
+  auto stub = Testing::NewStub(NewChannel(cluster.Endpoint(member)));
+  SetFaultsRequest req;
+  for (uint64_t b : blocked) req.add_blocked_peers(b);
+  SetFaultsResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, 2000);
+  return stub->SetFaults(&ctx, req, &resp);
+}
+
 inline int OtherThan(const ProcessCluster& cluster, int a, int b = 0) {
   for (int i = 1; i <= cluster.size(); ++i) {
     if (i != a && i != b) return i;

@@ -10,16 +10,6 @@ namespace raftkv {
 namespace integration {
 namespace {
 
-grpc::Status SetFaults(ProcessCluster& cluster, int member, const std::vector<uint64_t>& blocked) {
-  auto stub = Testing::NewStub(NewChannel(cluster.Endpoint(member)));
-  SetFaultsRequest req;
-  for (uint64_t b : blocked) req.add_blocked_peers(b);
-  SetFaultsResponse resp;
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, 2000);
-  return stub->SetFaults(&ctx, req, &resp);
-}
-
 TEST_F(Integration, PartitionedLeaderIsReplacedAndRejoins) {
   std::vector<std::string> flags = FastTimeoutFlags();
   flags.push_back("--enable_test_faults");

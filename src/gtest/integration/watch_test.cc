@@ -1,7 +1,8 @@
 // Watches on real server processes: a watcher whose member is killed with
-// SIGKILL resumes on another member from the last revision it saw, with no
-// event lost or repeated.
+// SIGKILL, or cut off from its peers, resumes on another member from the
+// last revision it saw, with no event lost or repeated.
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -79,58 +80,100 @@ std::string WKey(int i) {
   return buf;
 }
 
-class WatchResumption : public Integration, public ::testing::WithParamInterface<bool> {};
+class WatchResumption : public Integration, public ::testing::WithParamInterface<bool> {
+ protected:
+  static constexpr int kWrites = 300;
 
-// The watcher starts on the victim (the leader, or a follower), which is
-// killed with SIGKILL after a third of the writes; all events arrive once, in
-// order, at the revisions the writes' answers named.
-TEST_P(WatchResumption, AfterItsMemberIsKilled) {
-  const bool kill_leader = GetParam();
-  uint64_t leader = 0;
-  ASSERT_NO_FATAL_FAILURE(StartCluster(3, FastTimeoutFlags(), &leader));
-  const int victim = kill_leader ? static_cast<int>(leader) : OtherThan(cluster(), static_cast<int>(leader));
-  std::vector<std::string> endpoints = {cluster().Endpoint(victim)};
-  for (int i = 1; i <= cluster().size(); ++i) {
-    if (i != victim) endpoints.push_back(cluster().Endpoint(i));
-  }
-  PrefixWatcher watcher(endpoints);
-  ASSERT_TRUE(WaitUntil([&] { return watcher.created(); }, 5000)) << "watch not created";
-
-  auto writer = cluster().NewClient(/*timeout_ms=*/20000);
-  constexpr int kWrites = 300;
-  std::vector<int64_t> revisions(kWrites);
-  for (int i = 0; i < kWrites; ++i) {
-    if (i == kWrites / 3) {
-      // Only once the victim's stream delivered something: the watcher is
-      // surely on it.
-      ASSERT_TRUE(WaitUntil([&] { return !watcher.events().empty(); }, 5000));
-      cluster().Kill(victim);
+  // Starts the cluster and a watcher whose first endpoint is the victim (the
+  // leader, or a follower).
+  void SetUpWatcher(std::vector<std::string> flags) {
+    const bool leader_victim = GetParam();
+    uint64_t leader = 0;
+    ASSERT_NO_FATAL_FAILURE(StartCluster(3, flags, &leader));
+    victim_ = leader_victim ? static_cast<int>(leader)
+                            : OtherThan(cluster(), static_cast<int>(leader));
+    std::vector<std::string> endpoints = {cluster().Endpoint(victim_)};
+    for (int i = 1; i <= cluster().size(); ++i) {
+      if (i != victim_) endpoints.push_back(cluster().Endpoint(i));
     }
-    PutResponse resp;
-    const grpc::Status s =
-        writer->Put(WKey(i), "v" + std::to_string(i), ClientPutOptions(), &resp);
-    ASSERT_TRUE(s.ok()) << WKey(i) << ": " << Code(s);
-    revisions[static_cast<size_t>(i)] = resp.revision();
+    watcher_ = std::make_unique<PrefixWatcher>(endpoints);
+    ASSERT_TRUE(WaitUntil([&] { return watcher_->created(); }, 5000)) << "watch not created";
   }
-  ASSERT_TRUE(WaitUntil([&] { return watcher.events().size() >= kWrites; }, 20000))
-      << "only " << watcher.events().size() << " of " << kWrites << " events arrived";
-  std::this_thread::sleep_for(Millis(300));  // a duplicate would arrive now
-  watcher.Stop();
-  EXPECT_EQ(watcher.status().error_code(), grpc::StatusCode::CANCELLED) << Code(watcher.status());
 
-  const std::vector<SeenEvent> events = watcher.events();
-  ASSERT_EQ(events.size(), static_cast<size_t>(kWrites));
-  std::set<uint64_t> members;
-  for (int i = 0; i < kWrites; ++i) {
-    const SeenEvent& e = events[static_cast<size_t>(i)];
-    EXPECT_EQ(e.key, WKey(i)) << "event " << i;
-    EXPECT_EQ(e.value, "v" + std::to_string(i)) << "event " << i;
-    EXPECT_EQ(e.revision, revisions[static_cast<size_t>(i)]) << "event " << i;
-    members.insert(e.member);
+  // Writes kWrites keys; `fault` runs after a third of them, once the
+  // victim's stream delivered something (the watcher is surely on it).
+  void WriteAll(const std::function<void()>& fault) {
+    auto writer = cluster().NewClient(/*timeout_ms=*/20000);
+    revisions_.assign(kWrites, 0);
+    for (int i = 0; i < kWrites; ++i) {
+      if (i == kWrites / 3) {
+        ASSERT_TRUE(WaitUntil([&] { return !watcher_->events().empty(); }, 5000));
+        fault();
+        if (HasFatalFailure()) return;
+      }
+      PutResponse resp;
+      const grpc::Status s =
+          writer->Put(WKey(i), "v" + std::to_string(i), ClientPutOptions(), &resp);
+      ASSERT_TRUE(s.ok()) << WKey(i) << ": " << Code(s);
+      revisions_[static_cast<size_t>(i)] = resp.revision();
+    }
   }
-  EXPECT_EQ(events.front().member, static_cast<uint64_t>(victim));
-  EXPECT_NE(events.back().member, static_cast<uint64_t>(victim));
-  EXPECT_GE(members.size(), 2u) << "the watch never moved off the killed member";
+
+  // Every write arrived once, in order, at the revision its answer named;
+  // the first from the victim, the last from another member.
+  void CheckEvents() {
+    ASSERT_TRUE(WaitUntil([&] { return watcher_->events().size() >= kWrites; }, 20000))
+        << "only " << watcher_->events().size() << " of " << kWrites << " events arrived";
+    std::this_thread::sleep_for(Millis(300));  // a duplicate would arrive now
+    watcher_->Stop();
+    EXPECT_EQ(watcher_->status().error_code(), grpc::StatusCode::CANCELLED)
+        << Code(watcher_->status());
+    const std::vector<SeenEvent> events = watcher_->events();
+    ASSERT_EQ(events.size(), static_cast<size_t>(kWrites));
+    std::set<uint64_t> members;
+    for (int i = 0; i < kWrites; ++i) {
+      const SeenEvent& e = events[static_cast<size_t>(i)];
+      EXPECT_EQ(e.key, WKey(i)) << "event " << i;
+      EXPECT_EQ(e.value, "v" + std::to_string(i)) << "event " << i;
+      EXPECT_EQ(e.revision, revisions_[static_cast<size_t>(i)]) << "event " << i;
+      members.insert(e.member);
+    }
+    EXPECT_EQ(events.front().member, static_cast<uint64_t>(victim_));
+    EXPECT_NE(events.back().member, static_cast<uint64_t>(victim_));
+    EXPECT_GE(members.size(), 2u) << "the watch never moved off the victim";
+  }
+
+  int victim_ = 0;
+  std::unique_ptr<PrefixWatcher> watcher_;
+  std::vector<int64_t> revisions_;
+};
+
+// The victim is killed with SIGKILL after a third of the writes.
+TEST_P(WatchResumption, AfterItsMemberIsKilled) {
+  ASSERT_NO_FATAL_FAILURE(SetUpWatcher(FastTimeoutFlags()));
+  ASSERT_NO_FATAL_FAILURE(WriteAll([&] { cluster().Kill(victim_); }));
+  CheckEvents();
+}
+
+// The victim is cut off from its peers (both ways) after a third of the
+// writes and stays cut off: its store stops moving while the connection to
+// the watcher stays up. Having heard from no leader for three election
+// timeouts, it ends its streams, and the watcher moves to the majority.
+TEST_P(WatchResumption, WhenItsMemberIsCutOff) {
+  std::vector<std::string> flags = FastTimeoutFlags();
+  flags.push_back("--enable_test_faults");
+  ASSERT_NO_FATAL_FAILURE(SetUpWatcher(flags));
+  ASSERT_NO_FATAL_FAILURE(WriteAll([&] {
+    std::vector<uint64_t> others;
+    for (int i = 1; i <= cluster().size(); ++i) {
+      if (i != victim_) others.push_back(static_cast<uint64_t>(i));
+    }
+    ASSERT_TRUE(SetFaults(cluster(), victim_, others).ok());
+    for (uint64_t o : others) {
+      ASSERT_TRUE(SetFaults(cluster(), static_cast<int>(o), {static_cast<uint64_t>(victim_)}).ok());
+    }
+  }));
+  CheckEvents();
 }
 
 INSTANTIATE_TEST_SUITE_P(Integration, WatchResumption, ::testing::Values(false, true),

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/kv_client.h"
 #include "server_fixture.h"
 #include "service/watch_hub.h"
 
@@ -309,6 +310,68 @@ TEST(WatchHubTest, AWatcherThatCannotKeepUpIsEndedWithTheOldestRevisionKept) {
   EXPECT_EQ(small.Add(small.NewId(), req, &b).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   hub.Stop();
   small.Stop();
+}
+
+// A member that hears from no leader ends its watchers with UNAVAILABLE and
+// refuses new ones until it hears from one again.
+TEST(WatchHubTest, ALeaderlessMemberEndsItsWatchersAndRefusesNewOnes) {
+  KvStateMachine sm;
+  WatchHub hub(WatchOptions{}, &sm, 7);
+  hub.Start();
+  StuckSink before, during, after;
+  WatchRequest req;
+  req.set_key("k");
+  ASSERT_TRUE(hub.Add(hub.NewId(), req, &before).ok());
+  hub.SetLeaderless(true, 1200);
+  {
+    std::lock_guard<std::mutex> lock(before.mu);
+    ASSERT_TRUE(before.ended.has_value());
+    EXPECT_EQ(before.ended->error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_CONTAINS(before.ended->error_message(), "member 7 has heard from no leader for 1200 ms");
+  }
+  EXPECT_EQ(hub.size(), 0u);
+  const grpc::Status refused = hub.Add(hub.NewId(), req, &during);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_CONTAINS(refused.error_message(), "another member");
+  hub.SetLeaderless(false, 0);
+  EXPECT_TRUE(hub.Add(hub.NewId(), req, &after).ok());
+  EXPECT_EQ(hub.size(), 1u);
+  hub.Stop();
+}
+
+// KvClient::Watch from a revision below every member's history: a dead
+// endpoint in the list does not keep it retrying (an OUT_OF_RANGE stream is
+// no progress), and the watch ends with the members' OUT_OF_RANGE, at once
+// when every endpoint answered it, else when the window ends.
+class KvClientWatchTest : public ServerTest {};
+
+TEST_F(KvClientWatchTest, FromBeforeEveryMembersHistoryEndsOutOfRange) {
+  Setup setup;
+  setup.history_revisions = 10;
+  StartSingleLeader(setup);
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(Put("k", std::to_string(i)).ok());
+  WatchRequest req;
+  req.set_key("k");
+  req.set_start_revision(1);
+  for (bool with_dead_endpoint : {false, true}) {
+    ClientOptions options;
+    options.endpoints = {address_};
+    if (with_dead_endpoint) options.endpoints.push_back("127.0.0.1:1");
+    options.timeout_ms = 1500;
+    KvClient client(options);
+    int answers = 0;
+    const auto start = std::chrono::steady_clock::now();
+    const grpc::Status s = client.Watch(req, [&](const WatchResponse&) {
+      ++answers;
+      return true;
+    });
+    const auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::OUT_OF_RANGE)
+        << with_dead_endpoint << ": " << StatusText(s);
+    EXPECT_CONTAINS(s.error_message(), "compacted");
+    EXPECT_LT(took, with_dead_endpoint ? 10s : 1s) << with_dead_endpoint;
+    EXPECT_LE(answers, 1) << "only the created answer may be delivered";
+  }
 }
 
 }  // namespace

@@ -61,6 +61,7 @@ class ServerTest : public ::testing::Test {
     int calls_per_cq = 16;
     uint64_t session_timeout_ms = 600000;
     bool finish_on_cq = false;  // ServerOptions::finish_on_cq
+    size_t history_revisions = 100000;  // NodeOptions::history_revisions
   };
 
   // 2000 asynchronous Puts at once, then reads them all back.
@@ -78,6 +79,7 @@ class ServerTest : public ::testing::Test {
     no.core.tick_ms = 5;
     no.core.election_ticks = setup.election_ticks;
     no.core.heartbeat_ticks = 1;
+    no.history_revisions = setup.history_revisions;
     Status s = RaftNode::Open(no, &node_);
     ASSERT_TRUE(s.ok()) << s.ToString();
 
