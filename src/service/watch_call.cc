@@ -17,7 +17,7 @@ WatchCall::WatchCall(const WatchMethod* method, grpc::ServerCompletionQueue* cq)
     tag->op = op;
   }
   TsanReleaseTag(&request_tag_);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(handoff_mu_);
   // Before the request: the done notice comes once the call is over, also
   // when the client cancels it (and only for a call that started).
   context_.AsyncNotifyWhenDone(&done_tag_);
@@ -25,6 +25,7 @@ WatchCall::WatchCall(const WatchMethod* method, grpc::ServerCompletionQueue* cq)
 }
 
 void WatchCall::OnEvent(Op op, bool ok) {
+  { std::lock_guard<std::mutex> construction_done(handoff_mu_); }
   if (op == Op::kRequest) return OnRequest(ok);
   bool remove = false;
   bool erase = false;

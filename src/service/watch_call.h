@@ -56,6 +56,12 @@ class WatchCall final : public WatchSink {
   grpc::ServerAsyncWriter<WatchResponse> writer_;
   OpTag request_tag_, write_tag_, finish_tag_, done_tag_;
 
+  // Held by the constructor while it hands the call to gRPC, and taken
+  // (empty) by every completion before it looks at the call: the order
+  // gRPC gives the two, made visible to ThreadSanitizer (as in UnaryCall).
+  // Not mu_: the replacement call is constructed under the drain gate, which
+  // MaybeFinishLocked takes under mu_.
+  std::mutex handoff_mu_;
   std::mutex mu_;
   bool started_ = false;        // the request arrived: a done notice will come
   bool in_hub_ = false;         // registered and not yet removed/ended by the hub
