@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <filesystem>
 #include <fstream>
@@ -207,7 +208,9 @@ void HandOverLeadership(raftkv::RaftNode* node, int timeout_ms) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// Runs the member until a signal; every gRPC object it made is destroyed
+// when it returns.
+static int Serve(int argc, char** argv) {
   gflags::SetUsageMessage("raftkv-server --flagfile=conf/node1.flags  (see --help)");
   // Bad flag file lines are reported as FILE:LINE before gflags reads them.
   if (raftkv::Status s = raftkv::CheckFlagFiles(argc, argv, &FlagOrigin()); !s.ok()) {
@@ -475,6 +478,23 @@ int main(int argc, char** argv) {
   peers.Shutdown();
   server.Join();
   node.reset();
-  google::ShutdownGoogleLogging();
   return 0;
+}
+
+int main(int argc, char** argv) {
+  const int code = Serve(argc, argv);
+  const auto wait_start = std::chrono::steady_clock::now();
+  if (!raftkv::WaitForGrpcShutdown(std::chrono::seconds(5))) {
+    // A connection attempt to an unreachable peer can outlast the wait; the
+    // state is durable, so leave without the exit handlers that would race
+    // with gRPC's threads.
+    LOG(WARNING) << "gRPC still running 5 s after shutdown; exiting without exit handlers";
+    google::FlushLogFiles(google::GLOG_INFO);
+    std::_Exit(code);
+  }
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - wait_start);
+  LOG_IF(INFO, waited.count() >= 100) << "gRPC shut down " << waited.count() << " ms after the member";
+  if (google::IsGoogleLoggingInitialized()) google::ShutdownGoogleLogging();
+  return code;
 }

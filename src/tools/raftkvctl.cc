@@ -70,6 +70,7 @@
 // Output goes to stdout; errors are "error: <gRPC code>: <message>" on stderr.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -1003,7 +1004,8 @@ int CmdLease(raftkv::KvClient* client, const std::vector<std::string>& args,
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// Runs one command; every gRPC object it made is destroyed when it returns.
+static int RunCommand(int argc, char** argv) {
   // Quiet by default: raftkvctl prints only its output. --minloglevel=0
   // (with --v=N for VLOGs) shows the client's logs on stderr.
   FLAGS_logtostderr = true;
@@ -1180,4 +1182,12 @@ int main(int argc, char** argv) {
     return kExitError;
   }
   return Usage("unknown command \"" + cmd + "\"");  // not reached: checked above
+}
+
+int main(int argc, char** argv) {
+  const int code = RunCommand(argc, argv);
+  // A channel to an endpoint that did not answer can outlive its objects for a
+  // moment; exit handlers must not run under gRPC's threads.
+  if (!raftkv::WaitForGrpcShutdown(std::chrono::seconds(2))) std::_Exit(code);
+  return code;
 }
