@@ -60,6 +60,108 @@ out=$("$CTL" --endpoints="$ENDPOINTS" batch put b1 one put b2 two del via0) || f
 rc=0; "$CTL" --endpoints="$ENDPOINTS" batch put only-key 2>/dev/null || rc=$?
 [ "$rc" = 2 ] || fail "malformed batch exited $rc, expected 2"
 
+# --help / -h / help: raftkvctl's own usage on stdout, exit 0; a usage error:
+# one line and a hint on stderr, exit 2; version / --version: the version,
+# the git commit and the API.
+for h in --help -h help; do
+  out=$("$CTL" $h) || fail "raftkvctl $h exited non-zero"
+  grep -q '^  raftkvctl \[flags\] get KEY' <<<"$out" || fail "raftkvctl $h printed no usage"
+  if grep -q -e '--flagfile\|--tryfromenv' <<<"$out"; then fail "raftkvctl $h prints gflags' internals"; fi
+done
+rc=0; err=$("$CTL" --endpoints="$ENDPOINTS" frobnicate 2>&1 >/dev/null) || rc=$?
+[ "$rc" = 2 ] || fail "an unknown command exited $rc, expected 2"
+[ "$(wc -l <<<"$err")" = 2 ] || fail "a usage error printed $(wc -l <<<"$err") lines: $err"
+[ "$(head -1 <<<"$err")" = 'raftkvctl: unknown command "frobnicate"' ] || fail "usage error: $err"
+for v in --version version; do
+  out=$("$CTL" $v) || fail "raftkvctl $v exited non-zero"
+  grep -qE '^raftkvctl version: [0-9]+\.[0-9]+\.[0-9]+$' <<<"$out" || fail "raftkvctl $v printed '$out'"
+  grep -qE '^git commit: ([0-9a-f]{12}(-dirty)?|unknown)$' <<<"$out" || fail "raftkvctl $v printed '$out'"
+  grep -qx 'API version: raftkv.v1' <<<"$out" || fail "raftkvctl $v printed '$out'"
+done
+
+# -w json: the API's response messages through protobuf's JSON printer
+# (bytes in base64); -w table: columns; an unknown format is a usage error.
+out=$("$CTL" --endpoints="$ENDPOINTS" -w json get k1) || fail "get -w json"
+python3 -c '
+import base64, json, sys
+r = json.loads(sys.argv[1])
+kv = r["kvs"][0]
+assert base64.b64decode(kv["key"]) == b"k1" and base64.b64decode(kv["value"]) == b"v1", r
+assert int(kv["mod_revision"]) > 0 and int(r["header"]["revision"]) >= int(kv["mod_revision"]), r
+' "$out" || fail "get -w json printed '$out'"
+out=$("$CTL" --endpoints="$ENDPOINTS" --write-out=json put jk jv) || fail "put --write-out=json"
+python3 -c 'import json, sys; assert int(json.loads(sys.argv[1])["revision"]) > 0' "$out" ||
+  fail "put -w json printed '$out'"
+out=$("$CTL" --endpoints="$ENDPOINTS" get k1 -w table) || fail "get -w table"
+head -1 <<<"$out" | grep -q '^KEY  *VALUE  *CREATE_REVISION  *MOD_REVISION  *VERSION  *LEASE$' ||
+  fail "get -w table printed '$out'"
+grep -qE '^k1  +v1  +[0-9]+  +[0-9]+  +1  +-$' <<<"$out" || fail "get -w table printed '$out'"
+out=$(printf 'version("k1") = "1"\n\nget k1\n\n\n' | "$CTL" --endpoints="$ENDPOINTS" txn -w json) || fail "txn -w json"
+python3 -c 'import json, sys; assert json.loads(sys.argv[1])["succeeded"] is True' "$out" || fail "txn -w json printed '$out'"
+rc=0; "$CTL" --endpoints="$ENDPOINTS" -w yaml get k1 2>/dev/null || rc=$?
+[ "$rc" = 2 ] || fail "-w yaml exited $rc, expected 2"
+rc=0; "$CTL" --endpoints="$ENDPOINTS" -w table put k1 v 2>/dev/null || rc=$?
+[ "$rc" = 2 ] || fail "put -w table exited $rc, expected 2"
+# The value from standard input when it is omitted, as is (a 200 KB value
+# does not fit in an argument list).
+printf 'from stdin' | "$CTL" --endpoints="$ENDPOINTS" put stdin-key >/dev/null || fail "put from stdin"
+[ "$("$CTL" --endpoints="$ENDPOINTS" get --print-value-only stdin-key)" = "from stdin" ] || fail "put from stdin stored the wrong value"
+head -c 200000 /dev/urandom | base64 -w0 >"$RAFTKV_DATA/big.value"
+"$CTL" --endpoints="$ENDPOINTS" put big-key <"$RAFTKV_DATA/big.value" >/dev/null || fail "put of a 200 KB value from stdin"
+"$CTL" --endpoints="$ENDPOINTS" get --print-value-only big-key | head -c -1 | cmp -s - "$RAFTKV_DATA/big.value" ||
+  fail "the 200 KB value read back differs"
+# RAFTKV_ENDPOINTS stands in for --endpoints (which wins when both are given).
+[ "$(RAFTKV_ENDPOINTS="${EP[1]}" "$CTL" get --print-value-only k1)" = v1 ] || fail "RAFTKV_ENDPOINTS not used"
+[ "$(RAFTKV_ENDPOINTS=127.0.0.1:1 "$CTL" --endpoints="$ENDPOINTS" get --print-value-only k1)" = v1 ] ||
+  fail "--endpoints should win over RAFTKV_ENDPOINTS"
+rc=0; err=$(RAFTKV_ENDPOINTS=nonsense "$CTL" get k1 2>&1) || rc=$?
+[ "$rc" = 2 ] && grep -q RAFTKV_ENDPOINTS <<<"$err" || fail "a bad RAFTKV_ENDPOINTS: exit $rc, '$err'"
+# endpoint health / status, --cluster: every member from the member list.
+out=$("$CTL" --endpoints="${EP[0]}" endpoint health --cluster) || fail "endpoint health --cluster: $out"
+[ "$(grep -c ' is healthy: ' <<<"$out")" = 3 ] || fail "endpoint health --cluster printed '$out'"
+out=$("$CTL" --endpoints="${EP[1]}" endpoint status --cluster -w json) || fail "endpoint status --cluster -w json"
+python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.argv[1].splitlines()]
+assert len(rows) == 3, rows
+assert sum(1 for r in rows if r["role"] == "leader") == 1, rows
+assert all(r["version"] for r in rows), rows
+' "$out" || fail "endpoint status --cluster -w json printed '$out'"
+out=$("$CTL" --endpoints="$ENDPOINTS" endpoint status) || fail "endpoint status"
+[ "$(grep -c ', true, ' <<<"$out")" = 1 ] || fail "endpoint status printed '$out' (one leader expected)"
+rc=0; "$CTL" --endpoints="${EP[0]},127.0.0.1:1" --rpc_timeout_ms=500 endpoint health >/dev/null 2>&1 || rc=$?
+[ "$rc" = 1 ] || fail "endpoint health with a dead endpoint exited $rc, expected 1"
+
+# grpcurl, as a user would run it, against one follower only: reflection,
+# the health check, a write and a read (bytes as base64 in JSON) that the
+# follower forwards to the leader.
+GRPCURL=$(command -v grpcurl || true)
+if [ -z "$GRPCURL" ] && command -v go >/dev/null 2>&1; then
+  gobin=$(go env GOBIN); [ -n "$gobin" ] || gobin=$(go env GOPATH)/bin
+  [ -x "$gobin/grpcurl" ] && GRPCURL=$gobin/grpcurl
+fi
+[ -n "$GRPCURL" ] || fail "grpcurl not found (scripts/install-deps.sh installs it with Go)"
+follower=$("$CTL" --endpoints="$ENDPOINTS" status --json | python3 -c '
+import json, sys
+print(next(s["address"] for s in json.load(sys.stdin) if s["role"] == "follower"))')
+"$GRPCURL" -plaintext "$follower" list | grep -qx raftkv.v1.KV || fail "grpcurl list shows no raftkv.v1.KV"
+out=$("$GRPCURL" -plaintext "$follower" grpc.health.v1.Health/Check) || fail "grpcurl health check: $out"
+python3 -c 'import json, sys; assert json.loads(sys.argv[1])["status"] == "SERVING"' "$out" ||
+  fail "grpcurl health check printed '$out'"
+"$GRPCURL" -plaintext "$follower" describe raftkv.v1.PutRequest | grep -q 'lease' ||
+  fail "grpcurl describe raftkv.v1.PutRequest"
+# "grpcurl" = Z3JwY3VybA==, "works" = d29ya3M=
+out=$("$GRPCURL" -plaintext -d '{"key": "Z3JwY3VybA==", "value": "d29ya3M="}' "$follower" raftkv.v1.KV/Put) ||
+  fail "grpcurl Put through follower $follower: $out"
+out=$("$GRPCURL" -plaintext -d '{"key": "Z3JwY3VybA=="}' "$follower" raftkv.v1.KV/Range) ||
+  fail "grpcurl Range through follower $follower: $out"
+python3 -c '
+import base64, json, sys
+kv = json.loads(sys.argv[1])["kvs"][0]
+assert base64.b64decode(kv["value"]) == b"works", kv' "$out" || fail "grpcurl Range printed '$out'"
+[ "$("$CTL" --endpoints="$ENDPOINTS" get --print-value-only grpcurl)" = works ] || fail "grpcurl's write not visible"
+echo "grpcurl through follower $follower: list, health, describe, Put, Range"
+
 # watch from revision 1: the prefix's history, three lines per event; then
 # live events, through a follower-first endpoint list.
 "$CTL" --endpoints="$ENDPOINTS" put w/a 1 >/dev/null || fail "put w/a"

@@ -16,6 +16,7 @@ APT_PACKAGES=(
   clang libclang-rt-dev  # scripts/fuzz.sh: libFuzzer and the sanitizer runtimes
   openssl libssl-dev  # scripts/gen-certs.sh (test CA and certificates); certificate checks at start
   iproute2  # scripts/multihost_test.sh: ip netns, veth pairs, a bridge; ss
+  protoc-gen-go protoc-gen-go-grpc  # scripts/api_stubs_test.sh: Go stubs from the v1 API
 )
 
 # Prints the packages of APT_PACKAGES that dpkg does not report as installed.
@@ -50,10 +51,29 @@ install_apt() {
     "${missing[@]}"
 }
 
+# grpcurl (the e2e test calls the API with it, as a user would) has no
+# Debian package: built from its module with Go when Go is there, into
+# $GOBIN or $(go env GOPATH)/bin, where scripts/e2e_cluster_test.sh looks.
+GRPCURL_MODULE=github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4
+install_grpcurl() {
+  if command -v grpcurl >/dev/null 2>&1; then return 0; fi
+  if ! command -v go >/dev/null 2>&1; then
+    echo "install-deps: no Go here; the e2e test's grpcurl checks need: go install $GRPCURL_MODULE" >&2
+    return 0
+  fi
+  local bin
+  bin=$(go env GOBIN)
+  [[ -n $bin ]] || bin=$(go env GOPATH)/bin
+  if [[ -x $bin/grpcurl ]]; then return 0; fi
+  echo "install-deps: go install $GRPCURL_MODULE"
+  go install "$GRPCURL_MODULE"
+}
+
 case "$(uname -s)" in
   Linux)
     if command -v apt-get >/dev/null 2>&1 && command -v dpkg-query >/dev/null 2>&1; then
       install_apt
+      install_grpcurl
     else
       echo "install-deps: no apt-get here; install the equivalents of:"
       echo "  ${APT_PACKAGES[*]}"

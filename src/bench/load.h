@@ -25,8 +25,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "bench/histogram.h"
-#include "raftkv.grpc.pb.h"
-#include "raftkv.pb.h"
+#include "proto/internal.h"
 
 namespace raftkv {
 namespace bench {

@@ -173,6 +173,7 @@ std::string FormatReport(const ScenarioReport& r) {
       << r.key_len << " B + value " << r.value_len << " B\n";
   out << "cluster    " << r.cluster << ", leader " << (r.target.empty() ? "?" : r.target) << " + "
       << r.followers << " follower" << (r.followers == 1 ? "" : "s");
+  if (!r.via.empty()) out << ", load sent to follower " << r.via << " (forwarded)";
   if (!r.server_flags.empty()) out << ", server flags: " << r.server_flags;
   out << "\n";
   out << "client     async gRPC, " << r.conns << " connection" << (r.conns == 1 ? "" : "s") << ", "
@@ -318,6 +319,7 @@ std::string ToJson(const ScenarioReport& r) {
   o << ", \"calls\": " << r.calls;
   o << ", \"cluster\": " << JsonString(r.cluster);
   o << ", \"target\": " << JsonString(r.target);
+  o << ", \"via_follower\": " << JsonString(r.via);
   o << ", \"server_flags\": " << JsonString(r.server_flags);
   o << ", \"seed\": " << r.seed;
   o << ", \"verified\": {\"mode\": " << JsonString(v.mode) << ", \"population\": " << v.population

@@ -51,6 +51,7 @@ struct ScenarioReport {
   // Setup
   std::string cluster;   // "local" (started by the benchmark) or "external"
   std::string target;    // the leader the load went to
+  std::string via;       // the follower the load went to (forwarded), or ""
   int followers = 0;
   int value_len = 0;
   int key_len = 0;

@@ -738,7 +738,20 @@ void RunWatch(const Connections& conns, const BenchConfig& config,
 void RunOnLeader(Scenario scenario, const BenchConfig& config,
                  const std::vector<std::string>& members, const CpuProbe& probe,
                  ScenarioReport* r) {
-  Connections conns(r->target, config.conns);
+  if (config.via_follower) {
+    for (const std::string& m : members) {
+      if (m != r->target) {
+        r->via = m;
+        break;
+      }
+    }
+    if (r->via.empty()) {
+      r->setup_error = "--via_follower: the cluster has no follower";
+      return;
+    }
+    Progress(config, "sending the load to follower " + r->via + ", which forwards it to the leader");
+  }
+  Connections conns(r->via.empty() ? r->target : r->via, config.conns);
   std::string error;
   if (!conns.WaitConnected(10000, &error)) {
     r->setup_error = error;

@@ -66,6 +66,9 @@ struct BenchConfig {
   uint64_t range_keys = 10000;  // Range: keys written before the timed Range calls
   int range_limit = 100;        // Range: limit of each call
   int watchers = 8;             // Watch: watch streams, spread over the members
+  // The load goes to a follower, which forwards what only the leader can
+  // serve (the cost of a forwarded call next to a direct one).
+  bool via_follower = false;
 };
 
 // Splits --server_flags on whitespace.

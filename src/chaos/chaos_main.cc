@@ -92,7 +92,7 @@
 #include "client/grpc_runtime.h"
 #include "client/kv_client.h"
 #include "gtest/integration/process_cluster.h"
-#include "raftkv.grpc.pb.h"
+#include "proto/internal.h"
 
 DEFINE_int32(duration, 60, "Seconds of client load while faults are injected.");
 DEFINE_int32(nodes, 3, "Cluster size (3 or 5).");

@@ -283,4 +283,27 @@ grpc::Status AdminClient::TakeSnapshot(const std::string& endpoint, TakeSnapshot
   return StubFor(endpoint)->TakeSnapshot(&ctx, TakeSnapshotRequest(), out);
 }
 
+grpc::Status AdminClient::SnapshotSave(
+    const std::string& endpoint, int timeout_ms,
+    const std::function<bool(const SnapshotSaveResponse&)>& on_message) {
+  grpc::ClientContext ctx;
+  SetTimeout(&ctx, std::chrono::milliseconds(std::max(1, timeout_ms)));
+  std::unique_ptr<grpc::ClientReader<SnapshotSaveResponse>> reader =
+      StubFor(endpoint)->SnapshotSave(&ctx, SnapshotSaveRequest());
+  SnapshotSaveResponse msg;
+  bool stopped = false;
+  while (reader->Read(&msg)) {
+    if (!on_message(msg)) {
+      stopped = true;
+      ctx.TryCancel();
+      while (reader->Read(&msg)) {
+      }
+      break;
+    }
+  }
+  grpc::Status s = reader->Finish();
+  if (stopped) return grpc::Status(grpc::StatusCode::CANCELLED, "transfer stopped by the receiver");
+  return s;
+}
+
 }  // namespace raftkv

@@ -1,4 +1,4 @@
-// AdminClient: a synchronous client of the Admin service (protos/raftkv.proto)
+// AdminClient: a synchronous client of the Admin service (protos/raftkv/v1/admin.proto)
 // that finds the leader itself, for raftkvctl and the tests.
 //
 // Membership changes and leadership transfer must reach the leader. A call is
@@ -33,7 +33,7 @@
 
 #include "client/retry_loop.h"
 #include "client/security.h"
-#include "raftkv.grpc.pb.h"
+#include "proto/api.h"
 
 namespace raftkv {
 
@@ -73,6 +73,13 @@ class AdminClient {
   // A snapshot of `endpoint`'s state (any member; no redirect, one attempt).
   grpc::Status TakeSnapshot(const std::string& endpoint, TakeSnapshotResponse* out,
                             int timeout_ms);
+
+  // A backup (Admin.SnapshotSave) from `endpoint` (any member; no redirect,
+  // one attempt): `on_message` gets each message of the stream in order;
+  // when it returns false the call is cancelled (and CANCELLED returned).
+  // timeout_ms bounds the whole call: the snapshot and the transfer.
+  grpc::Status SnapshotSave(const std::string& endpoint, int timeout_ms,
+                            const std::function<bool(const SnapshotSaveResponse&)>& on_message);
 
   // The address of the last member that answered a leader-only call (or was
   // named as leader); "" if none yet.

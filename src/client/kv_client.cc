@@ -264,7 +264,11 @@ grpc::Status KvClient::Retry(const char* name, bool follow_leader, bool idempote
     SetTimeout(&ctx, std::min<Clock::duration>(loop.left(), rpc_timeout));
     grpc::Status s = attempt(&ctx, target);
     if (s.ok()) {
-      if (follow_leader) SetLeader(target);
+      if (follow_leader) {
+        // A follower that forwarded the call names the leader: go direct next time.
+        const std::string hint = TrailingValue(ctx, kLeaderAddrMetadataKey);
+        SetLeader(!hint.empty() && ParseEndpoint(hint).ok() ? hint : target);
+      }
       return s;
     }
     VLOG(1) << "KvClient: " << name << " at " << target << " failed: "

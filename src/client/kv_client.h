@@ -1,5 +1,5 @@
 // The raftkv client library: a synchronous, thread-safe client of the KV
-// service (protos/raftkv.proto) that finds and follows the Raft leader.
+// service (protos/raftkv/v1/kv.proto) that finds and follows the Raft leader.
 //
 // Writes and linearizable reads must be served by the leader. The client keeps
 // one gRPC channel per server address and remembers the last leader it talked
@@ -60,8 +60,7 @@
 
 #include "client/retry_loop.h"
 #include "client/security.h"
-#include "raftkv.grpc.pb.h"
-#include "raftkv.pb.h"
+#include "proto/api.h"
 
 namespace raftkv {
 

@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "raftkv.pb.h"
+#include "proto/api.h"
 
 namespace raftkv {
 

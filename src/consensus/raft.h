@@ -38,7 +38,7 @@
 #include "raft/membership.h"
 #include "raft/message.h"
 #include "raft/types.h"
-#include "raftkv.pb.h"
+#include "proto/internal.h"
 #include "storage/hard_state.h"
 
 namespace raftkv::raft {

@@ -11,7 +11,7 @@
 
 #include "raft/membership.h"
 #include "raft/types.h"
-#include "raftkv.pb.h"
+#include "proto/internal.h"
 
 namespace raftkv::raft {
 

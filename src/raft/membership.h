@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "raftkv.pb.h"
+#include "proto/internal.h"
 
 namespace raftkv::raft {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "raftkv.pb.h"
+#include "proto/internal.h"
 
 namespace raftkv::raft {
 

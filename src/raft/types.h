@@ -12,7 +12,7 @@
 #include "common/status.h"
 #include "raft/membership.h"
 #include "raft/message.h"
-#include "raftkv.pb.h"
+#include "proto/internal.h"
 #include "storage/hard_state.h"
 
 namespace raftkv::raft {

@@ -1,6 +1,6 @@
-// The Admin gRPC service (protos/raftkv.proto): snapshots on demand, the
-// member list, single-server membership changes and leadership transfer, for
-// raftkvctl and the tests.
+// The Admin gRPC service (protos/raftkv/v1/admin.proto): snapshots on demand,
+// backups (a snapshot streamed to the caller), the member list, single-server
+// membership changes and leadership transfer, for raftkvctl and the tests.
 //
 // A synchronous gRPC service: these calls are rare and slow (a membership
 // change waits for a commit, a transfer for an election), so each handler
@@ -21,7 +21,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "raftkv.grpc.pb.h"
+#include "proto/internal.h"
 #include "service/call_auth.h"
 #include "service/node.h"
 
@@ -38,6 +38,10 @@ class AdminServiceImpl final : public Admin::Service {
 
   grpc::Status TakeSnapshot(grpc::ServerContext* context, const TakeSnapshotRequest* request,
                             TakeSnapshotResponse* response) override;
+  // A backup: takes a snapshot as TakeSnapshot does, then streams that file
+  // (chunks of kSnapshotSaveChunkBytes) with its SHA-256 in the last message.
+  grpc::Status SnapshotSave(grpc::ServerContext* context, const SnapshotSaveRequest* request,
+                            grpc::ServerWriter<SnapshotSaveResponse>* writer) override;
   grpc::Status ListMembers(grpc::ServerContext* context, const ListMembersRequest* request,
                            ListMembersResponse* response) override;
   grpc::Status AddMember(grpc::ServerContext* context, const AddMemberRequest* request,
@@ -49,12 +53,20 @@ class AdminServiceImpl final : public Admin::Service {
   grpc::Status TransferLeader(grpc::ServerContext* context, const TransferLeaderRequest* request,
                               TransferLeaderResponse* response) override;
 
+  // Bytes of the snapshot file per SnapshotSave message (gRPC's default
+  // receive limit is 4 MiB).
+  static constexpr size_t kSnapshotSaveChunkBytes = 1 << 20;
+
   // Fills `response` from a node status (exposed for tests).
   static void FillMembers(const NodeStatus& status, ListMembersResponse* response);
 
  private:
   // min(the call's deadline, now + max_request_timeout_ms).
   Clock::time_point Deadline(const grpc::ServerContext& context) const;
+  // Asks the node for a snapshot (or the one being taken) and waits for it
+  // until Deadline(context); `method` names the call in errors and logs.
+  grpc::Status WaitForSnapshot(grpc::ServerContext* context, const char* method,
+                               SnapshotInfo* info);
   grpc::Status ChangeMembership(grpc::ServerContext* context,
                                 const raft::MembershipChange& change,
                                 MemberChangeResponse* response);

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "raftkv.pb.h"
+#include "proto/internal.h"
 #include "service/pending_calls.h"
 
 namespace raftkv {

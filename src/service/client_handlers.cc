@@ -1,5 +1,6 @@
 #include "service/client_handlers.h"
 
+#include "common/version.h"
 #include "service/grpc_status.h"
 
 #include <algorithm>
@@ -9,10 +10,11 @@
 
 namespace raftkv {
 
-ClientHandlers::ClientHandlers(const ServerOptions& options, RaftNode* node)
+ClientHandlers::ClientHandlers(const ServerOptions& options, RaftNode* node, Forwarder* forwarder)
     : options_(options),
       limits_{options.max_key_bytes, options.max_value_bytes, options.max_batch_ops, options.max_batch_bytes},
-      node_(node) {}
+      node_(node),
+      forwarder_(forwarder) {}
 
 void ClientHandlers::Register(KV::AsyncService* kv, int busy, AsyncMethods* methods) {
   using S = KV::AsyncService;
@@ -59,6 +61,7 @@ void ClientHandlers::HandleEcho(EchoCall* call) {
 }
 
 void ClientHandlers::HandleOpenSession(OpenSessionCall* call) {
+  if (Forwarded(call, "OpenSession")) return;
   Command cmd;
   cmd.set_op(Command::OPEN_SESSION);
   cmd.set_session_timeout_ms(options_.session_timeout_ms);
@@ -73,6 +76,7 @@ void ClientHandlers::HandleOpenSession(OpenSessionCall* call) {
 }
 
 void ClientHandlers::HandleCloseSession(CloseSessionCall* call) {
+  if (Forwarded(call, "CloseSession")) return;
   if (call->request().client_id() == 0) {
     return call->FinishWithError(
         grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "client_id must be > 0"));
@@ -87,6 +91,7 @@ void ClientHandlers::HandleCloseSession(CloseSessionCall* call) {
 }
 
 void ClientHandlers::HandlePut(PutCall* call) {
+  if (Forwarded(call, "Put")) return;
   Command cmd;
   grpc::Status bad = PutCommand(&call->request(), limits_, &cmd);
   if (!bad.ok()) return call->FinishWithError(bad);
@@ -102,6 +107,7 @@ void ClientHandlers::HandlePut(PutCall* call) {
 }
 
 void ClientHandlers::HandleDelete(DeleteCall* call) {
+  if (Forwarded(call, "Delete")) return;
   Command cmd;
   grpc::Status bad = DeleteCommand(&call->request(), limits_, &cmd);
   if (!bad.ok()) return call->FinishWithError(bad);
@@ -119,6 +125,7 @@ void ClientHandlers::HandleDelete(DeleteCall* call) {
 // Like Put, but the state machine writes only if the key's current state
 // matches; the response reports whether it did and what was there before.
 void ClientHandlers::HandleCompareAndSwap(CasCall* call) {
+  if (Forwarded(call, "CompareAndSwap")) return;
   Command cmd;
   grpc::Status bad = CompareAndSwapCommand(&call->request(), limits_, &cmd);
   if (!bad.ok()) return call->FinishWithError(bad);
@@ -136,6 +143,7 @@ void ClientHandlers::HandleCompareAndSwap(CasCall* call) {
 
 // Many PUTs and DELETEs as one log entry, answered once it is applied.
 void ClientHandlers::HandleBatch(BatchCall* call) {
+  if (Forwarded(call, "Batch")) return;
   Command cmd;
   grpc::Status bad = BatchCommand(&call->request(), limits_, &cmd);
   if (!bad.ok()) return call->FinishWithError(bad);
@@ -151,6 +159,7 @@ void ClientHandlers::HandleBatch(BatchCall* call) {
 }
 
 void ClientHandlers::HandleGet(GetCall* call) {
+  if (!call->request().allow_stale() && Forwarded(call, "Get")) return;
   grpc::Status bad = CheckGetRequest(call->request(), limits_);
   if (!bad.ok()) return call->FinishWithError(bad);
   const KvStateMachine& sm = node_->state_machine();
@@ -180,6 +189,7 @@ void ClientHandlers::HandleGet(GetCall* call) {
 // Served from this member's state after a ReadIndex barrier (or at once
 // when serializable); a range at a past revision reads the history.
 void ClientHandlers::HandleRange(RangeCall* call) {
+  if (!call->request().serializable() && Forwarded(call, "Range")) return;
   grpc::Status bad = CheckRangeRequest(call->request(), limits_);
   if (!bad.ok()) return call->FinishWithError(bad);
   auto answer = [this, call](uint64_t term) {
@@ -197,6 +207,7 @@ void ClientHandlers::HandleRange(RangeCall* call) {
 }
 
 void ClientHandlers::HandleDeleteRange(DeleteRangeCall* call) {
+  if (Forwarded(call, "DeleteRange")) return;
   Command cmd;
   grpc::Status bad = DeleteRangeCommand(&call->request(), limits_, &cmd);
   if (!bad.ok()) return call->FinishWithError(bad);
@@ -214,6 +225,7 @@ void ClientHandlers::HandleDeleteRange(DeleteRangeCall* call) {
 // Through the log as one entry; a transaction that only reads is served
 // like a range (ReadIndex, then this member's state).
 void ClientHandlers::HandleTxn(TxnCall* call) {
+  if (Forwarded(call, "Txn")) return;
   if (TxnIsReadOnly(call->request())) {
     Command unused;
     TxnRequest copy = call->request();
@@ -265,6 +277,8 @@ void ClientHandlers::HandleStatus(StatusCall* call) {
   resp.set_durable_index(st.durable_index);
   for (uint64_t v : st.voters) resp.add_voters(v);
   resp.set_sessions(st.sessions);
+  resp.set_revision(st.revision);
+  resp.set_version(VersionString());
   call->Finish(resp);
 }
 

@@ -3,8 +3,9 @@
 // has decided it. Served on the completion queues (async_call.h).
 #pragma once
 
-#include "raftkv.grpc.pb.h"
+#include "proto/internal.h"
 #include "service/async_call.h"
+#include "service/forwarder.h"
 #include "service/kv_requests.h"
 #include "service/node.h"
 #include "service/server_options.h"
@@ -13,7 +14,9 @@ namespace raftkv {
 
 class ClientHandlers {
  public:
-  ClientHandlers(const ServerOptions& options, RaftNode* node);
+  // `forwarder` (may be null: no forwarding) sends the calls only the
+  // leader can answer to the leader when this member does not lead.
+  ClientHandlers(const ServerOptions& options, RaftNode* node, Forwarder* forwarder);
   // Registers every KV method in `methods`; `calls_per_cq` calls wait per
   // queue for the busy ones (Put, Get, Echo), fewer for the rest.
   void Register(KV::AsyncService* kv, int calls_per_cq, AsyncMethods* methods);
@@ -50,9 +53,18 @@ class ClientHandlers {
   // member_id, raft_term and revision of an answer.
   void FillHeader(int64_t revision, uint64_t term, ResponseHeader* header) const;
 
+  // True if `call` went to the leader (see Forwarder::MaybeForward).
+  template <class Req, class Resp>
+  bool Forwarded(UnaryCall<Req, Resp>* call, const char* method) {
+    if (forwarder_ == nullptr) return false;
+    static const std::string path = Forwarder::MethodPath<KV>(method);  // one per Req/Resp pair
+    return forwarder_->MaybeForward(call, path);
+  }
+
   const ServerOptions options_;
   const RequestLimits limits_;
   RaftNode* const node_;
+  Forwarder* const forwarder_;
 };
 
 // Finishes `call` with the error of `out`, with the trailers a client acts

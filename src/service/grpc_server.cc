@@ -30,8 +30,12 @@ GrpcServer::GrpcServer(const ServerOptions& options, RaftNode* node)
       methods_(options.auth, &gate_),
       hub_(options.watch, &node->state_machine(), node->id()),
       keeper_(options.lease, node),
-      lease_service_(std::make_unique<LeaseService>(options, node, &keeper_)),
-      client_handlers_(std::make_unique<ClientHandlers>(options, node)),
+      forwarder_(options.forward_to_leader
+                     ? std::make_unique<Forwarder>(
+                           node, ForwarderOptions{options.peer_security, options.max_request_timeout_ms})
+                     : nullptr),
+      lease_service_(std::make_unique<LeaseService>(options, node, &keeper_, forwarder_.get())),
+      client_handlers_(std::make_unique<ClientHandlers>(options, node, forwarder_.get())),
       peer_service_(std::make_unique<PeerService>(options, node)) {
   // Every asynchronous method, registered once with who may call it.
   client_handlers_->Register(&kv_service_, options_.calls_per_cq, &methods_);
@@ -65,9 +69,12 @@ Status GrpcServer::Start() {
   // The standard gRPC health service (grpc.health.v1.Health: SERVING while
   // the server runs, NOT_SERVING once it shuts down) and server reflection,
   // so grpc_health_probe and grpcurl work. Both are process-wide switches
-  // read when a builder is made.
+  // read when a builder is made. The built-in health service carries no
+  // descriptor: ours (protos/grpc/health/v1) is linked in by naming it here,
+  // so that reflection can describe the service to grpcurl.
   static std::once_flag plugins_once;
   std::call_once(plugins_once, [] {
+    (void)grpc::health::v1::HealthCheckRequest::descriptor();
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   });
@@ -184,6 +191,7 @@ void GrpcServer::Shutdown(int grace_ms) {
   hub_.Stop();  // watch streams never end by themselves
   keeper_.Stop();
   if (auto* health = server_->GetHealthCheckService()) health->Shutdown();
+  if (forwarder_) forwarder_->BeginStop();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
 }
 
@@ -199,6 +207,9 @@ void GrpcServer::Join() {
     node_->SetLeaderlessObserver(nullptr);
     observer_set_ = false;
   }
+  // Forwarded calls are answered (cancelled if still waiting) while the
+  // queues their calls finish on still run.
+  if (forwarder_) forwarder_->Stop();
   {
     std::unique_lock<std::shared_mutex> lock(gate_.mu);
     gate_.draining = true;

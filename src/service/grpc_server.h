@@ -20,8 +20,9 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "raftkv.grpc.pb.h"
+#include "proto/internal.h"
 #include "service/async_call.h"
+#include "service/forwarder.h"
 #include "service/node.h"
 #include "service/lease_keeper.h"
 #include "service/server_options.h"
@@ -75,6 +76,7 @@ class GrpcServer {
   WatchHub hub_;
   WatchMethod watch_method_;
   LeaseKeeper keeper_;
+  std::unique_ptr<Forwarder> forwarder_;  // null when forwarding is off
   std::unique_ptr<LeaseService> lease_service_;
   bool observer_set_ = false;  // the node tells hub_ when it applies
   std::unique_ptr<ClientHandlers> client_handlers_;

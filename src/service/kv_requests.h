@@ -8,7 +8,7 @@
 
 #include <grpcpp/support/status.h>
 
-#include "raftkv.pb.h"
+#include "proto/internal.h"
 
 namespace raftkv {
 

@@ -7,8 +7,9 @@
 
 namespace raftkv {
 
-LeaseService::LeaseService(const ServerOptions& options, RaftNode* node, LeaseKeeper* keeper)
-    : options_(options), node_(node), keeper_(keeper) {}
+LeaseService::LeaseService(const ServerOptions& options, RaftNode* node, LeaseKeeper* keeper,
+                           Forwarder* forwarder)
+    : options_(options), node_(node), keeper_(keeper), forwarder_(forwarder) {}
 
 void LeaseService::Register(AsyncMethods* methods) {
   const Caller c = Caller::kClient;
@@ -31,6 +32,7 @@ void LeaseService::FillHeader(uint64_t term, ResponseHeader* header) const {
 }
 
 void LeaseService::HandleGrant(GrantCall* call) {
+  if (Forwarded(call, "LeaseGrant")) return;
   const LeaseGrantRequest& req = call->request();
   int64_t ttl = 0;
   if (grpc::Status bad = keeper_->GrantTtl(req.ttl(), &ttl); !bad.ok()) return call->FinishWithError(bad);
@@ -54,6 +56,7 @@ void LeaseService::HandleGrant(GrantCall* call) {
 }
 
 void LeaseService::HandleRevoke(RevokeCall* call) {
+  if (Forwarded(call, "LeaseRevoke")) return;
   if (call->request().id() <= 0) {
     return call->FinishWithError(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "lease ID must be > 0"));
   }
@@ -71,6 +74,7 @@ void LeaseService::HandleRevoke(RevokeCall* call) {
 }
 
 void LeaseService::HandleTimeToLive(TtlCall* call) {
+  if (Forwarded(call, "LeaseTimeToLive")) return;
   node_->ReadBarrier(CallDeadline(call->context(), options_.max_request_timeout_ms),
                      [this, call](Outcome out) {
                        if (!out.status.ok()) return FinishWithOutcome(call, out);
@@ -90,6 +94,7 @@ void LeaseService::HandleTimeToLive(TtlCall* call) {
 }
 
 void LeaseService::HandleLeases(LeasesCall* call) {
+  if (Forwarded(call, "LeaseLeases")) return;
   node_->ReadBarrier(CallDeadline(call->context(), options_.max_request_timeout_ms),
                      [this, call](Outcome out) {
                        if (!out.status.ok()) return FinishWithOutcome(call, out);
@@ -108,6 +113,8 @@ grpc::Status LeaseService::LeaseKeepAlive(
   if (grpc::Status refused = AuthorizeCall(options_.auth, *context, Caller::kClient); !refused.ok()) {
     return refused;
   }
+  grpc::Status relayed;
+  if (RelayKeepAlive(context, stream, &relayed)) return relayed;
   LeaseKeepAliveRequest req;
   while (stream->Read(&req)) {
     if (req.id() <= 0) {
@@ -134,6 +141,51 @@ grpc::Status LeaseService::LeaseKeepAlive(
     if (!stream->Write(resp)) break;
   }
   return grpc::Status::OK;
+}
+
+bool LeaseService::RelayKeepAlive(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<LeaseKeepAliveResponse, LeaseKeepAliveRequest>* stream, grpc::Status* status) {
+  if (forwarder_ == nullptr) return false;
+  std::shared_ptr<grpc::Channel> channel;
+  grpc::ClientContext upstream_context;
+  uint64_t leader_id = 0;
+  std::string leader_address;
+  if (!forwarder_->StartStream(*context, &channel, &upstream_context, &leader_id, &leader_address)) {
+    return false;
+  }
+  // One request, one answer: relayed in lock step until either side ends.
+  Lease::Stub stub(channel);
+  auto upstream = stub.LeaseKeepAlive(&upstream_context);
+  LeaseKeepAliveRequest req;
+  LeaseKeepAliveResponse resp;
+  bool upstream_ok = true;
+  while (stream->Read(&req)) {
+    if (!upstream->Write(req) || !upstream->Read(&resp)) {
+      upstream_ok = false;
+      break;
+    }
+    if (!stream->Write(resp)) break;
+  }
+  if (upstream_ok) upstream->WritesDone();  // the client ended or left: so does the leader's side
+  grpc::Status leader_status = upstream->Finish();
+  if (!upstream_ok) {
+    for (const auto& [key, value] : upstream_context.GetServerTrailingMetadata()) {
+      const std::string k(key.data(), key.size());
+      if (k.compare(0, 7, "raftkv-") == 0) context->AddTrailingMetadata(k, std::string(value.data(), value.size()));
+    }
+    *status = leader_status.ok() ? leader_status
+              : leader_status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                      leader_status.error_code() == grpc::StatusCode::CANCELLED
+                  ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                 "keep-alive relayed to the leader (member " + std::to_string(leader_id) +
+                                     " at " + leader_address + "): " + leader_status.error_message())
+                  : leader_status;
+  } else {
+    *status = grpc::Status::OK;
+  }
+  forwarder_->EndStream(&upstream_context);
+  return true;
 }
 
 }  // namespace raftkv

@@ -6,8 +6,9 @@
 // pool.
 #pragma once
 
-#include "raftkv.grpc.pb.h"
+#include "proto/internal.h"
 #include "service/async_call.h"
+#include "service/forwarder.h"
 #include "service/lease_keeper.h"
 #include "service/node.h"
 #include "service/server_options.h"
@@ -19,7 +20,9 @@ using LeaseHybridService = Lease::WithAsyncMethod_LeaseGrant<Lease::WithAsyncMet
 
 class LeaseService final : public LeaseHybridService {
  public:
-  LeaseService(const ServerOptions& options, RaftNode* node, LeaseKeeper* keeper);
+  // `forwarder` (may be null) sends every lease call to the leader when
+  // this member does not lead; keep-alive streams are relayed.
+  LeaseService(const ServerOptions& options, RaftNode* node, LeaseKeeper* keeper, Forwarder* forwarder);
   void Register(AsyncMethods* methods);
 
   grpc::Status LeaseKeepAlive(
@@ -37,10 +40,22 @@ class LeaseService final : public LeaseHybridService {
   void HandleTimeToLive(TtlCall* call);
   void HandleLeases(LeasesCall* call);
   void FillHeader(uint64_t term, ResponseHeader* header) const;
+  template <class Req, class Resp>
+  bool Forwarded(UnaryCall<Req, Resp>* call, const char* method) {
+    if (forwarder_ == nullptr) return false;
+    static const std::string path = Forwarder::MethodPath<Lease>(method);  // one per Req/Resp pair
+    return forwarder_->MaybeForward(call, path);
+  }
+  // Relays a keep-alive stream to the leader: true with *status when it
+  // did; false when this member answers it.
+  bool RelayKeepAlive(grpc::ServerContext* context,
+                      grpc::ServerReaderWriter<LeaseKeepAliveResponse, LeaseKeepAliveRequest>* stream,
+                      grpc::Status* status);
 
   const ServerOptions options_;
   RaftNode* const node_;
   LeaseKeeper* const keeper_;
+  Forwarder* const forwarder_;
 };
 
 }  // namespace raftkv

@@ -325,6 +325,7 @@ NodeStatus RaftNode::GetStatus() const {
   st.durable_index = core_.durable_index();
   st.voters = core_.voters();
   st.sessions = state_machine_->SessionCount();
+  st.revision = state_machine_->Revision();
   const bool leader = core_.role() == raft::Role::kLeader;
   for (const MemberConfig& m : core_.membership().members()) {
     MemberInfo info;
@@ -382,6 +383,7 @@ void RaftNode::IoLoop() {
         have_ready = true;
       }
       applied_index = applied_index_;
+      known_leader_.store(core_.leader_id(), std::memory_order_relaxed);
       if (core_.leader_id() != 0 && core_.leader_id() != last_leader_seen_) {
         last_leader_seen_ = core_.leader_id();
         metrics_.leader_changes.fetch_add(1, std::memory_order_relaxed);

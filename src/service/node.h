@@ -21,6 +21,7 @@
 // taken alone. Completions run without any lock held.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -74,6 +75,7 @@ struct NodeStatus {
   uint64_t durable_index = 0;
   std::vector<uint64_t> voters;
   size_t sessions = 0;
+  int64_t revision = 0;  // the store's, in the applied state
   // Configuration in effect (members in id order), its entry's index (0:
   // bootstrap) and whether that is committed.
   std::vector<MemberInfo> members;
@@ -170,6 +172,10 @@ class RaftNode {
                             std::unique_ptr<SnapshotFileSource>* out);
   // Address of `id` in the configuration in effect, or "" if not a member.
   std::string AddressOf(uint64_t id) const;
+  // The leader this member last knew of (itself when leading; 0: none), as
+  // of the I/O loop's last pass: a lock-free hint for forwarding, which
+  // falls back to the refusal when it is stale.
+  uint64_t KnownLeader() const { return known_leader_.load(std::memory_order_relaxed); }
 
   NodeStatus GetStatus() const;
   // Counters and histograms (the /metrics endpoint); safe from any thread.
@@ -214,6 +220,7 @@ class RaftNode {
   raft::Raft core_;               // guarded by mu_
   PendingCalls calls_;            // guarded by mu_
   uint64_t applied_index_ = 0;    // guarded by mu_ (the state machine has its own copy)
+  std::atomic<uint64_t> known_leader_{0};  // written by the I/O loop
   uint64_t last_leader_seen_ = 0;  // I/O loop only: counts metrics_.leader_changes
 
   SnapshotManager snapshots_;

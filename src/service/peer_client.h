@@ -32,7 +32,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "client/security.h"
-#include "raftkv.grpc.pb.h"
+#include "proto/internal.h"
 #include "service/cluster_config.h"
 #include "service/fault_injector.h"
 #include "service/node.h"

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "raftkv.grpc.pb.h"
+#include "proto/internal.h"
 #include "service/async_call.h"
 #include "service/node.h"
 #include "service/server_options.h"

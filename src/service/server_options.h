@@ -6,10 +6,12 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
 
+#include "client/security.h"
 #include "service/call_auth.h"
 #include "service/fault_injector.h"
 #include "service/lease_keeper.h"
@@ -55,6 +57,12 @@ struct ServerOptions {
   // TLS credentials of the port and who may call what (service/call_auth.h).
   // Not owned; null = plaintext, every call allowed.
   const CallAuthorizer* auth = nullptr;
+  // A follower forwards the calls only the leader can answer to the leader
+  // (service/forwarder.h) instead of refusing them with a leader hint.
+  bool forward_to_leader = true;
+  // Security of the member's own channels (to the leader when forwarding);
+  // null: the process setting (client/security.h).
+  std::shared_ptr<const ChannelSecurity> peer_security;
 };
 
 // The deadline a call waits for the node under: the client's deadline,

@@ -11,7 +11,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "raftkv.grpc.pb.h"
+#include "proto/internal.h"
 #include "service/async_call.h"
 #include "service/kv_requests.h"
 #include "service/watch_hub.h"

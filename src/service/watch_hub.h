@@ -22,7 +22,7 @@
 
 #include <grpcpp/support/status.h>
 
-#include "raftkv.pb.h"
+#include "proto/internal.h"
 #include "storage/kv_state_machine.h"
 
 namespace raftkv {

@@ -46,7 +46,7 @@
 #include <utility>
 #include <vector>
 
-#include "raftkv.pb.h"
+#include "proto/internal.h"
 #include "storage/cow_btree.h"
 #include "storage/kv_history.h"
 #include "common/status.h"

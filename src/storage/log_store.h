@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "raftkv.pb.h"
+#include "proto/internal.h"
 #include "common/status.h"
 
 namespace raftkv {

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <utility>
 
-#include "raftkv.pb.h"
+#include "proto/internal.h"
 #include "storage/crc32c.h"
 
 namespace raftkv {

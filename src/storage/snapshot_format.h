@@ -40,7 +40,9 @@
 
 namespace raftkv {
 
+namespace internal {
 class SnapshotHeader;
+}  // namespace internal
 
 namespace snapshot_format {
 constexpr char kMagic[4] = {'R', 'K', 'S', 'N'};

@@ -24,6 +24,7 @@
 #include "client/grpc_runtime.h"
 #include "client/kv_client.h"
 #include "client/security.h"
+#include "common/version.h"
 #include "service/admin_service.h"
 
 DECLARE_string(tls_ca_file);  // client/security.cc
@@ -50,6 +51,10 @@ DEFINE_int32(server_threads_per_cq, 1, "Threads polling each server completion q
 DEFINE_int32(peer_cq_num, 1, "Completion queues for this member's calls to its peers.");
 DEFINE_int32(peer_threads_per_cq, 1, "Threads polling each peer completion queue.");
 DEFINE_int32(calls_per_cq, 64, "Calls pre-posted per server completion queue for each busy method.");
+DEFINE_bool(forward_to_leader, true,
+            "A follower sends the calls only the leader can answer (writes, transactions, sessions, "
+            "lease calls, linearizable reads) to the leader and relays the answer, so clients may use "
+            "any member (false: it refuses them with FAILED_PRECONDITION and the leader's address).");
 DEFINE_bool(finish_on_cq, true,
             "Finish the client calls that the apply thread answers on a server completion-queue thread, "
             "one batch per apply pass when it holds 4 calls or more (false: the apply thread finishes "
@@ -212,6 +217,7 @@ void HandOverLeadership(raftkv::RaftNode* node, int timeout_ms) {
 // when it returns.
 static int Serve(int argc, char** argv) {
   gflags::SetUsageMessage("raftkv-server --flagfile=conf/node1.flags  (see --help)");
+  gflags::SetVersionString(raftkv::VersionString());
   // Bad flag file lines are reported as FILE:LINE before gflags reads them.
   if (raftkv::Status s = raftkv::CheckFlagFiles(argc, argv, &FlagOrigin()); !s.ok()) {
     std::cerr << "raftkv-server: " << s.message() << std::endl;
@@ -443,6 +449,8 @@ static int Serve(int argc, char** argv) {
   server_options.watch.batch_bytes = FLAGS_watch_batch_bytes;
   if (FLAGS_enable_test_faults) server_options.faults = &faults;
   server_options.auth = auth.get();
+  server_options.forward_to_leader = FLAGS_forward_to_leader;
+  server_options.peer_security = security;
   raftkv::AdminServiceImpl admin(raw_node, FLAGS_max_request_timeout_ms, auth.get());
   server_options.admin_service = &admin;
   // Metrics first: a port that cannot be bound stops the start-up before
@@ -464,6 +472,7 @@ static int Serve(int argc, char** argv) {
   LOG(INFO) << "largest accepted message: " << raftkv::MaxReceiveMessageBytes(server_options)
             << " bytes (from --max_key_bytes, --max_value_bytes, --max_batch_bytes, "
                "--max_batch_ops, --max_append_bytes; every member should use the same limits)";
+  LOG(INFO) << "raftkv-server " << raftkv::VersionString();
   LOG(INFO) << "raftkv-server member " << FLAGS_id << " at " << self_address
             << (FLAGS_join ? " (joining)" : "") << " started; cluster file lists "
             << cluster.members.size() << " members; data in " << FLAGS_data_dir;

@@ -1,15 +1,18 @@
 // raftkvctl: command-line client of a raftkv cluster.
 //
 // Key-value commands, in etcdctl's syntax and with its (simple) output:
-//   raftkvctl [flags] put KEY VALUE [--lease=HEX] [--prev-kv]
+//   raftkvctl [flags] put KEY [VALUE] [--lease=HEX] [--prev-kv]
 //                                      prints OK (--prev-kv: then the previous key
-//                                      and value, when there was one)
+//                                      and value, when there was one); without VALUE
+//                                      the value is standard input, as is
 //   raftkvctl [flags] get KEY [RANGE_END] [--prefix] [--limit=N] [--keys-only]
 //                     [--count-only] [--rev=N] [--print-value-only] [--consistency=l|s]
 //                                      each key on one line, its value on the next
 //                                      (--keys-only: an empty line; --print-value-only:
 //                                      values only; --count-only: the count). Nothing,
-//                                      and exit 0, when nothing matches.
+//                                      and exit 0, when nothing matches. --json: one
+//                                      JSON object with the revision and each key's
+//                                      revisions, version and lease.
 //   raftkvctl [flags] del KEY [RANGE_END] [--prefix] [--prev-kv]
 //                                      prints the number of keys deleted (--prev-kv:
 //                                      then each deleted key and value)
@@ -46,9 +49,27 @@
 //                                      creates KEY with NEW iff it is absent
 //   raftkvctl [flags] batch put KEY VALUE|del KEY ...
 //                                      all the ops as one log entry; prints OK
+//   raftkvctl [flags] endpoint health [--cluster]
+//                                      "<ep> is healthy: ..." per endpoint after a
+//                                      linearizable read through it; exit 1 if any is not
+//   raftkvctl [flags] endpoint status [--cluster]
+//                                      etcdctl's comma-separated line per endpoint
 //   raftkvctl [flags] status [--json]  one row per endpoint (no redirect)
 //   raftkvctl [flags] snapshot         snapshot of --target (default: the first
-//                                      endpoint) now; prints index, term, size, file
+//                                      endpoint) now, on its disk; prints index, term,
+//                                      size, file
+//   raftkvctl [flags] snapshot save FILE
+//                                      a backup: --target takes a snapshot and streams
+//                                      it here; written to FILE.part, checked (size,
+//                                      SHA-256, every checksum and record), fsynced and
+//                                      renamed to FILE; prints Snapshot saved at FILE
+//                                      (revision R, index I, N bytes)
+//   raftkvctl snapshot restore FILE --data-dir=DIR --id=N --cluster_file=CONF
+//                                      offline: verifies the backup FILE and builds in
+//                                      DIR (absent or empty) the data directory of
+//                                      member N of the new cluster CONF; exit 2 when
+//                                      DIR holds data, FILE fails verification or N is
+//                                      not in CONF (doc/operations.md)
 //   raftkvctl [flags] member list [--json]
 //                                      the configuration as the leader sees it
 //   raftkvctl [flags] member add ID HOST:PORT
@@ -64,6 +85,9 @@
 // Membership and transfer commands find the leader themselves (following
 // the members' leader hints, which may name members missing from
 // --endpoints).
+// Every command takes -w simple|json|table (--write-out): json prints the
+// API's response messages with protobuf's JSON printer, one per line.
+// --endpoints defaults to $RAFTKV_ENDPOINTS when that is set.
 // Flags may appear anywhere on the command line. Exit codes: 0 success,
 // 1 RPC error, CAS not swapped, lease expired (or no endpoint answered
 // status), 2 usage error or malformed txn input.
@@ -84,15 +108,23 @@
 #include <sstream>
 
 #include <chrono>
+#include <filesystem>
 #include <iterator>
 #include <map>
+#include <memory>
+#include <system_error>
 
 #include "client/admin_client.h"
+#include "client/channel_args.h"
 #include "client/kv_client.h"
 #include "client/grpc_runtime.h"
 #include "client/security.h"
 #include "client/json.h"
 #include "client/txn_text.h"
+#include "common/version.h"
+#include "tools/raftkvctl_output.h"
+#include "service/backup.h"
+#include "service/cluster_config.h"
 
 DEFINE_string(endpoints, "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
               "Comma-separated host:port list of the cluster's servers. Writes and "
@@ -107,14 +139,20 @@ DEFINE_bool(json, false,
             "commit_index, applied_index, leader_id (and error for an unreachable "
             "endpoint) instead of a table. member list: print a JSON object (leader_id, term, "
             "commit_index, last_index, config_index, config_committed, from_leader, members "
-            "[id, address, role, match_index, state, leader]).");
+            "[id, address, role, match_index, state, leader]). Older than -w json, which every "
+            "command takes.");
 DEFINE_bool(absent, false,
             "cas: create-only; takes KEY NEW and swaps only if KEY is absent.");
 DEFINE_string(cluster_file, "",
               "Read the endpoints from this cluster file ('<id> <host:port>' per line, as "
-              "given to the servers) instead of --endpoints.");
+              "given to the servers) instead of --endpoints. snapshot restore: the members "
+              "of the new cluster (required).");
 DEFINE_string(target, "",
-              "snapshot: the member (host:port) to snapshot; default the first endpoint.");
+              "snapshot, snapshot save: the member (host:port) to snapshot; default the first "
+              "endpoint.");
+DEFINE_int32(snapshot_timeout_ms, 600000,
+             "snapshot save: deadline of the whole call in milliseconds (the member takes a "
+             "snapshot, then streams it).");
 DEFINE_bool(wait_caught_up, true,
             "member promote: while the leader refuses because the learner is not caught up "
             "(or another change is pending), retry until --wait_timeout_ms, printing progress.");
@@ -128,6 +166,15 @@ DEFINE_bool(stale, false,
 namespace {
 
 using raftkv::JsonString;
+using raftkv::ctl::Emit;
+using raftkv::ctl::JsonLine;
+using raftkv::ctl::OutputFormat;
+using raftkv::ctl::PrintRows;
+
+// -w / --write-out (--json: json), set once before the command runs.
+OutputFormat g_format = OutputFormat::kSimple;
+bool Json() { return g_format == OutputFormat::kJson; }
+bool Table() { return g_format == OutputFormat::kTable; }
 
 constexpr int kExitOk = 0;
 constexpr int kExitError = 1;
@@ -137,9 +184,10 @@ const char kUsage[] =
     "command-line client of a raftkv cluster.\n"
     "\n"
     "usage (key-value commands: etcdctl's syntax and output):\n"
-    "  raftkvctl [flags] put KEY VALUE [--lease=HEX] [--prev-kv]\n"
-    "                                     set KEY to VALUE; prints OK (then the previous\n"
-    "                                     key and value with --prev-kv)\n"
+    "  raftkvctl [flags] put KEY [VALUE] [--lease=HEX] [--prev-kv]\n"
+    "                                     set KEY to VALUE (without VALUE: standard input, as\n"
+    "                                     is); prints OK (then the previous key and value\n"
+    "                                     with --prev-kv)\n"
     "  raftkvctl [flags] get KEY [RANGE_END] [--prefix] [--limit=N] [--keys-only]\n"
     "                    [--count-only] [--rev=N] [--print-value-only] [--consistency=l|s]\n"
     "                                     each key then its value, one per line; nothing\n"
@@ -170,8 +218,20 @@ const char kUsage[] =
     "                                     create KEY with NEW iff it is absent (same output)\n"
     "  raftkvctl [flags] batch put KEY VALUE|del KEY ...\n"
     "                                     all the ops as one log entry (atomic); prints OK\n"
-    "  raftkvctl [flags] status [--json]  status of every endpoint (no redirect)\n"
-    "  raftkvctl [flags] snapshot         take a snapshot on --target (default: first endpoint)\n"
+    "  raftkvctl [flags] endpoint health [--cluster]\n"
+    "                                     a linearizable read through each endpoint (--cluster:\n"
+    "                                     every member in the member list); exit 1 if any fails\n"
+    "  raftkvctl [flags] endpoint status [--cluster]\n"
+    "                                     id, version, leader?, term, indexes, revision of each\n"
+    "  raftkvctl [flags] status [--json]  status of every endpoint, as a table (no redirect)\n"
+    "  raftkvctl [flags] snapshot         take a snapshot on --target (default: first endpoint),\n"
+    "                                     on its own disk\n"
+    "  raftkvctl [flags] snapshot save FILE\n"
+    "                                     back up: stream a fresh snapshot of --target into\n"
+    "                                     FILE (verified before it is renamed into place)\n"
+    "  raftkvctl snapshot restore FILE --data-dir=DIR --id=N --cluster_file=CONF\n"
+    "                                     offline: build member N's data directory DIR of a\n"
+    "                                     new cluster CONF from the backup FILE\n"
     "  raftkvctl [flags] member list [--json]\n"
     "                                     members as the leader sees them (role, match, state)\n"
     "  raftkvctl [flags] member add ID HOST:PORT\n"
@@ -195,16 +255,26 @@ const char kUsage[] =
     "  --lease=HEX               put: attach the key to this lease\n"
     "  --once                    lease keep-alive: renew once\n"
     "  --keys                    lease timetolive: list the attached keys\n"
+    "  --cluster                 endpoint: every member of the cluster, not just --endpoints\n"
+    "  -w, --write-out=FORMAT    every command: simple (default), json (the API's response\n"
+    "                            messages, protobuf's JSON mapping: bytes in base64, one per\n"
+    "                            line) or table (get, status, endpoint, member list, lease\n"
+    "                            list, lease timetolive)\n"
+    "  --data-dir=DIR            snapshot restore: the new member's data directory\n"
+    "  --id=N                    snapshot restore: the new member's id (listed in\n"
+    "                            --cluster_file)\n"
     "\n"
     "flags (may appear anywhere; put '--' before a KEY or VALUE starting with '-'):\n"
-    "  --endpoints=H:P[,H:P...]  servers (default 127.0.0.1:7001,127.0.0.1:7002,"
-    "127.0.0.1:7003)\n"
+    "  --endpoints=H:P[,H:P...]  servers (default: $RAFTKV_ENDPOINTS, else 127.0.0.1:7001,\n"
+    "                            127.0.0.1:7002,127.0.0.1:7003); any member serves any call\n"
     "  --timeout_ms=N            total time per operation incl. retries (default 5000);\n"
     "                            watch: to find another member after losing one\n"
     "  --rpc_timeout_ms=N        time per attempt / per status query (default 2000)\n"
-    "  --cluster_file=PATH       take the endpoints from a cluster file instead\n"
-    "  --target=H:P              snapshot: the member to snapshot\n"
-    "  --json                    status, member list: JSON output\n"
+    "  --cluster_file=PATH       take the endpoints from a cluster file instead (snapshot\n"
+    "                            restore: the new cluster's members)\n"
+    "  --target=H:P              snapshot, snapshot save: the member to snapshot\n"
+    "  --snapshot_timeout_ms=N   snapshot save: deadline of the whole transfer (default 600000)\n"
+    "  --json                    status, member list: their older JSON layout (see -w json)\n"
     "  --wait_caught_up          member promote: retry while refused (default true)\n"
     "  --wait_timeout_ms=N       member promote: how long to retry (default 60000)\n"
     "  --stale                   get: possibly stale read from any node (--consistency=s)\n"
@@ -216,13 +286,42 @@ const char kUsage[] =
     "  --token_file=PATH         bearer token (first line) for servers started with --token_file\n"
     "  --minloglevel=0 --v=1     client debug logging on stderr\n"
     "\n"
+    "  raftkvctl version | --version   the version of raftkvctl and the API it speaks\n"
+    "  raftkvctl help | --help | -h    this text\n"
+    "\n"
     "exit codes: 0 ok, 1 RPC error or refusal, CAS not swapped or lease expired,\n"
     "2 usage error or malformed txn input.\n";
 
+// A usage error: one line naming it, one line of hint, exit 2.
 int Usage(const std::string& error) {
-  if (!error.empty()) std::cerr << "raftkvctl: " << error << "\n\n";
-  std::cerr << "raftkvctl: " << kUsage;
+  std::cerr << "raftkvctl: " << error << "\n"
+            << "run 'raftkvctl --help' for the commands and flags\n";
   return kExitUsage;
+}
+
+int Help() {
+  std::cout << "raftkvctl: " << kUsage;
+  return kExitOk;
+}
+
+int Version() {
+  std::cout << "raftkvctl version: " << raftkv::Version() << "\n"
+            << "git commit: " << raftkv::GitCommit() << "\n"
+            << "API version: raftkv.v1\n";
+  return kExitOk;
+}
+
+// --help, -h and --version are answered before gflags sees them (gflags'
+// own --help lists every flag of every library and exits 1). Returns the
+// exit code, or -1 to go on. Arguments after "--" are keys and values.
+int EarlyFlags(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg == "--help" || arg == "-h" || arg == "-help") return Help();
+    if (arg == "--version" || arg == "-version") return Version();
+  }
+  return -1;
 }
 
 int RpcError(const grpc::Status& s) {
@@ -249,7 +348,8 @@ constexpr CommandOptionSpec kCommandOptions[] = {
     {"prefix", false},          {"limit", true},       {"keys-only", false},
     {"count-only", false},      {"rev", true},         {"print-value-only", false},
     {"consistency", true},      {"prev-kv", false},    {"lease", true},
-    {"once", false},            {"keys", false},
+    {"once", false},            {"keys", false},       {"write-out", true},
+    {"cluster", false},         {"data-dir", true},    {"id", true},
 };
 
 const CommandOptionSpec* FindCommandOption(const std::string& name) {
@@ -285,6 +385,7 @@ class CommandOptions {
   }
 
   bool Has(const char* name) const { return given_.count(name) > 0; }
+  void Remove(const char* name) { given_.erase(name); }
 
   // A boolean option: absent false; --opt true; --opt=true|false.
   bool Bool(const char* name, bool* out, std::string* error) const {
@@ -353,6 +454,7 @@ bool SplitArgs(int argc, char** argv, std::vector<char*>* flags, CommandOptions*
     const std::string name = body.substr(0, eq);
     std::string dashed = name;
     std::replace(dashed.begin(), dashed.end(), '_', '-');
+    if (dashed == "w") dashed = "write-out";  // etcdctl's -w json
     if (const CommandOptionSpec* spec = FindCommandOption(dashed)) {
       CommandOptions::Given given;
       given.spelled = arg;
@@ -421,26 +523,6 @@ void PrintStatusJson(const std::vector<NodeStatus>& nodes) {
   std::fwrite(out.data(), 1, out.size(), stdout);
 }
 
-// Prints rows as left-aligned columns separated by two spaces.
-void PrintRows(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width;
-  for (const auto& row : rows) {
-    if (width.size() < row.size()) width.resize(row.size(), 0);
-    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t c = 0; c < row.size(); ++c) {
-      line += row[c];
-      if (c + 1 < row.size()) line += std::string(width[c] - row[c].size() + 2, ' ');
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-  }
-  std::fwrite(out.data(), 1, out.size(), stdout);
-}
-
 void PrintStatusTable(const std::vector<NodeStatus>& nodes) {
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"ID", "ADDRESS", "ROLE", "TERM", "COMMIT_INDEX", "APPLIED_INDEX", "LEADER_ID"});
@@ -502,7 +584,17 @@ int CmdStatus(raftkv::KvClient* client, const std::vector<std::string>& endpoint
   }
   for (auto& t : threads) t.join();
 
-  if (FLAGS_json) {
+  if (Json()) {
+    // One StatusResponse per line; an endpoint that did not answer goes to stderr.
+    for (const NodeStatus& n : nodes) {
+      if (n.rpc.ok()) {
+        Emit(JsonLine(n.resp));
+      } else {
+        std::cerr << n.endpoint << ": error: " << raftkv::StatusCodeName(n.rpc.error_code()) << ": "
+                  << n.rpc.error_message() << "\n";
+      }
+    }
+  } else if (FLAGS_json) {
     PrintStatusJson(nodes);
   } else {
     PrintStatusTable(nodes);
@@ -511,6 +603,130 @@ int CmdStatus(raftkv::KvClient* client, const std::vector<std::string>& endpoint
     if (n.rpc.ok()) return kExitOk;
   }
   return kExitError;  // no endpoint answered
+}
+
+// ---- endpoint health and status ----
+
+// The address of every member in the configuration, from the first member
+// of `endpoints` that answers (the leader's view when one answers).
+bool MemberEndpoints(const std::vector<std::string>& endpoints, std::vector<std::string>* out) {
+  raftkv::AdminClientOptions admin_options;
+  admin_options.endpoints = endpoints;
+  admin_options.timeout_ms = FLAGS_timeout_ms;
+  admin_options.rpc_timeout_ms = FLAGS_rpc_timeout_ms;
+  raftkv::AdminClient admin(admin_options);
+  raftkv::ListMembersResponse list;
+  grpc::Status s = admin.ListMembers(&list);
+  if (!s.ok()) {
+    std::cerr << "raftkvctl: --cluster: cannot read the member list: " << raftkv::StatusCodeName(s.error_code())
+              << ": " << s.error_message() << "\n";
+    return false;
+  }
+  out->clear();
+  for (const auto& m : list.members()) {
+    if (!m.address().empty()) out->push_back(m.address());
+  }
+  return !out->empty();
+}
+
+// Each endpoint is healthy if a linearizable read through it succeeds (the
+// member forwards it to the leader, which confirms its leadership with a
+// quorum). etcdctl's output; exit 1 if any endpoint is unhealthy.
+int CmdEndpointHealth(const std::vector<std::string>& endpoints) {
+  struct Result {
+    grpc::Status status;
+    double ms = 0;
+  };
+  std::vector<Result> results(endpoints.size());
+  std::vector<std::thread> threads;
+  const int timeout = std::max(1, std::min(FLAGS_timeout_ms, FLAGS_rpc_timeout_ms));
+  for (size_t i = 0; i < endpoints.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto stub = raftkv::KV::NewStub(raftkv::MakeChannel(endpoints[i], raftkv::RaftkvChannelArguments()));
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout));
+      raftkv::RangeRequest req;
+      req.set_key("health");
+      req.set_count_only(true);
+      raftkv::RangeResponse resp;
+      const auto start = std::chrono::steady_clock::now();
+      results[i].status = stub->Range(&ctx, req, &resp);
+      results[i].ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    });
+  }
+  for (auto& t : threads) t.join();
+  bool all_healthy = true;
+  std::vector<std::vector<std::string>> rows{{"ENDPOINT", "HEALTH", "TOOK", "ERROR"}};
+  for (size_t i = 0; i < endpoints.size(); ++i) {
+    const Result& r = results[i];
+    char took[32];
+    std::snprintf(took, sizeof(took), "%.3fms", r.ms);
+    const std::string error =
+        r.status.ok() ? "" : std::string(raftkv::StatusCodeName(r.status.error_code())) + ": " + r.status.error_message();
+    all_healthy = all_healthy && r.status.ok();
+    if (Json()) {
+      raftkv::EndpointHealth health;  // see admin.proto
+      health.set_endpoint(endpoints[i]);
+      health.set_health(r.status.ok());
+      health.set_took(took);
+      health.set_error(error);
+      Emit(JsonLine(health));
+    } else if (Table()) {
+      rows.push_back({endpoints[i], r.status.ok() ? "true" : "false", took, error});
+    } else if (r.status.ok()) {
+      std::cout << endpoints[i] << " is healthy: linearizable read served: took = " << took << "\n";
+    } else {
+      std::cerr << endpoints[i] << " is unhealthy: failed to serve a linearizable read: " << error << "\n";
+    }
+  }
+  if (Table()) PrintRows(rows);
+  return all_healthy ? kExitOk : kExitError;
+}
+
+// Status of each endpoint: etcdctl's comma-separated line (simple), a table,
+// or one StatusResponse per line (json). Exit 1 if any endpoint fails.
+int CmdEndpointStatus(raftkv::KvClient* client, const std::vector<std::string>& endpoints) {
+  std::vector<NodeStatus> nodes(endpoints.size());
+  const int timeout = std::max(1, std::min(FLAGS_timeout_ms, FLAGS_rpc_timeout_ms));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < endpoints.size(); ++i) {
+    nodes[i].endpoint = endpoints[i];
+    threads.emplace_back([&, i] { nodes[i].rpc = client->StatusOf(endpoints[i], &nodes[i].resp, timeout); });
+  }
+  for (auto& t : threads) t.join();
+  bool all_ok = true;
+  std::vector<std::vector<std::string>> rows{
+      {"ENDPOINT", "ID", "VERSION", "IS_LEADER", "RAFT_TERM", "RAFT_INDEX", "RAFT_APPLIED_INDEX", "REVISION",
+       "LEADER"}};
+  for (const NodeStatus& n : nodes) {
+    if (!n.rpc.ok()) {
+      all_ok = false;
+      std::cerr << n.endpoint << ": error: " << raftkv::StatusCodeName(n.rpc.error_code()) << ": "
+                << n.rpc.error_message() << "\n";
+      continue;
+    }
+    const auto& r = n.resp;
+    std::vector<std::string> row{n.endpoint,
+                                 std::to_string(r.id()),
+                                 r.version(),
+                                 r.role() == "leader" ? "true" : "false",
+                                 std::to_string(r.term()),
+                                 std::to_string(r.commit_index()),
+                                 std::to_string(r.applied_index()),
+                                 std::to_string(r.revision()),
+                                 r.leader_id() == 0 ? "-" : std::to_string(r.leader_id())};
+    if (Json()) {
+      Emit(JsonLine(r));
+    } else if (Table()) {
+      rows.push_back(std::move(row));
+    } else {
+      std::string line;
+      for (const std::string& f : row) line += (line.empty() ? "" : ", ") + f;
+      std::cout << line << "\n";
+    }
+  }
+  if (Table()) PrintRows(rows);
+  return all_ok ? kExitOk : kExitError;
 }
 
 // ---- administration: snapshot, membership, leadership transfer ----
@@ -582,8 +798,137 @@ int CmdSnapshot(raftkv::AdminClient* admin, const std::string& target) {
   raftkv::TakeSnapshotResponse resp;
   grpc::Status s = admin->TakeSnapshot(target, &resp, FLAGS_timeout_ms);
   if (!s.ok()) return RpcError(s);
+  if (Json()) {
+    Emit(JsonLine(resp));
+    return kExitOk;
+  }
   std::cout << "OK: snapshot of " << target << " at index " << resp.last_index() << " (term "
             << resp.last_term() << "), " << resp.bytes() << " bytes: " << resp.path() << "\n";
+  return kExitOk;
+}
+
+// snapshot save FILE: the member's stream goes to FILE.part, which becomes
+// FILE only once it matches the announced size and SHA-256 and verifies
+// (raftkv::BackupFileWriter).
+int CmdSnapshotSave(raftkv::AdminClient* admin, const std::string& target,
+                    const std::string& path) {
+  std::unique_ptr<raftkv::BackupFileWriter> out;
+  if (raftkv::Status s = raftkv::BackupFileWriter::Create(path, &out); !s.ok()) {
+    std::cerr << "error: snapshot save: " << s.ToString() << "\n";
+    return s.code() == raftkv::Status::Code::kInvalidArgument ? kExitUsage : kExitError;
+  }
+  bool have_info = false;
+  uint64_t member = 0;
+  raftkv::ExpectedBackup expected;
+  raftkv::Status local;  // a failure on this side, which ends the stream
+  grpc::Status s = admin->SnapshotSave(
+      target, FLAGS_snapshot_timeout_ms, [&](const raftkv::SnapshotSaveResponse& msg) {
+        if (!have_info) {
+          if (!msg.has_info()) {
+            local = raftkv::Status::Corruption("the first message of the stream has no metadata");
+            return false;
+          }
+          have_info = true;
+          member = msg.info().member_id();
+          expected.size = msg.info().size();
+          expected.last_index = msg.info().last_index();
+          expected.last_term = msg.info().last_term();
+          expected.revision = msg.info().revision();
+        } else if (!expected.sha256.empty()) {
+          local = raftkv::Status::Corruption("the stream goes on after its checksum");
+          return false;
+        }
+        if (out->bytes_written() + msg.chunk().size() > expected.size) {
+          local = raftkv::Status::Corruption(
+              "the member sends more than the " + std::to_string(expected.size) +
+              " bytes it announced");
+          return false;
+        }
+        local = out->Append(msg.chunk());
+        if (!local.ok()) return false;
+        expected.sha256 = msg.sha256();
+        return true;
+      });
+  if (!local.ok()) {
+    std::cerr << "error: snapshot save from " << target << ": " << local.ToString() << "\n";
+    return kExitError;
+  }
+  if (!s.ok()) return RpcError(s);
+  if (!have_info) {
+    std::cerr << "error: snapshot save from " << target << ": the stream was empty\n";
+    return kExitError;
+  }
+  raftkv::SnapshotFileSummary summary;
+  if (raftkv::Status bad = out->Finish(expected, &summary); !bad.ok()) {
+    std::cerr << "error: snapshot save from " << target << ": " << bad.ToString()
+              << " (nothing was written to " << path << ")\n";
+    return kExitError;
+  }
+  if (Json()) {  // what the member announced, once the file checked out against it
+    raftkv::SnapshotSaveInfo info;
+    info.set_member_id(member);
+    info.set_last_index(summary.meta.last_index);
+    info.set_last_term(summary.meta.last_term);
+    info.set_revision(summary.revision);
+    info.set_size(summary.bytes);
+    Emit(JsonLine(info));
+    return kExitOk;
+  }
+  std::cout << "Snapshot saved at " << path << " (revision " << summary.revision << ", index "
+            << summary.meta.last_index << ", " << summary.bytes << " bytes)\n"
+            << "member " << member << ", term " << summary.meta.last_term << ", "
+            << summary.keys << " keys, " << summary.leases << " leases, sha256 "
+            << expected.sha256 << "\n";
+  return kExitOk;
+}
+
+// snapshot restore FILE --data-dir=DIR --id=N --cluster_file=CONF (offline).
+int CmdSnapshotRestore(const std::string& path, const CommandOptions& opts) {
+  const std::string data_dir = opts.Value("data-dir");
+  const std::string id_text = opts.Value("id");
+  if (data_dir.empty()) return Usage("snapshot restore needs --data-dir=DIR (the new member's)");
+  if (id_text.empty()) return Usage("snapshot restore needs --id=N (the new member's id)");
+  if (FLAGS_cluster_file.empty()) {
+    return Usage("snapshot restore needs --cluster_file=CONF (the new cluster's members)");
+  }
+  raftkv::RestoreOptions options;
+  options.snapshot_path = path;
+  options.data_dir = data_dir;
+  if (!ParseId(id_text, &options.id)) {
+    return Usage("--id: member id '" + id_text + "' is not a positive number");
+  }
+  if (raftkv::Status bad = raftkv::LoadClusterConfig(FLAGS_cluster_file, &options.cluster);
+      !bad.ok()) {
+    return Usage("--cluster_file: " + bad.message());
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    std::cerr << "error: snapshot restore: " << path
+              << (std::filesystem::exists(path, ec) ? " is not a regular file" : " does not exist")
+              << "\n";
+    return kExitUsage;
+  }
+  raftkv::RestoreResult result;
+  raftkv::Status s = raftkv::RestoreDataDir(options, &result);
+  if (!s.ok()) {
+    std::cerr << "error: snapshot restore: " << s.ToString() << "\n";
+    // Refusals of the input (a directory with data, a damaged file, an id
+    // not in the cluster) are usage errors; an I/O failure is not.
+    const bool refused = s.code() == raftkv::Status::Code::kInvalidArgument ||
+                         s.code() == raftkv::Status::Code::kCorruption;
+    return refused ? kExitUsage : kExitError;
+  }
+  std::string members;
+  for (const auto& m : result.config.members()) {
+    members += (members.empty() ? "" : ", ") + std::to_string(m.id()) + "=" + m.address();
+  }
+  std::cout << "Restored " << path << " (revision " << result.source.revision << ", index "
+            << result.source.meta.last_index << ", term " << result.source.meta.last_term << ", "
+            << result.source.keys << " keys, " << result.source.leases << " leases) into "
+            << data_dir << " as member " << options.id << " of the new cluster " << members
+            << "\n"
+            << "start it with: raftkv-server --id=" << options.id
+            << " --cluster_file=" << FLAGS_cluster_file << " --data_dir=" << data_dir << "\n";
   return kExitOk;
 }
 
@@ -616,7 +961,9 @@ int CmdMemberList(raftkv::AdminClient* admin) {
   std::string answered_by;
   grpc::Status s = admin->ListMembers(&list, &from_leader, &answered_by);
   if (!s.ok()) return RpcError(s);
-  if (FLAGS_json) {
+  if (Json()) {
+    Emit(JsonLine(list));
+  } else if (FLAGS_json) {
     PrintMembersJson(list, from_leader);
   } else {
     std::vector<std::vector<std::string>> rows;
@@ -642,6 +989,10 @@ int CmdMemberList(raftkv::AdminClient* admin) {
 }
 
 int ChangeDone(const std::string& what, const raftkv::MemberChangeResponse& resp) {
+  if (Json()) {
+    Emit(JsonLine(resp));
+    return kExitOk;
+  }
   std::cout << "OK: " << what << "; configuration at index " << resp.index() << ": "
             << DescribeConfig(resp.config()) << "\n";
   return kExitOk;
@@ -683,6 +1034,12 @@ int CmdMemberPromote(raftkv::AdminClient* admin, uint64_t id) {
         return kExitError;
       }
       if (m->voter()) {
+        if (Json()) {
+          raftkv::MemberChangeResponse already;
+          already.set_index(list.config_index());
+          Emit(JsonLine(already));
+          return kExitOk;
+        }
         std::cout << "OK: member " << id << " is a voter; configuration at index "
                   << list.config_index() << "\n";
         return kExitOk;
@@ -718,14 +1075,16 @@ int CmdTransferLeader(raftkv::AdminClient* admin, uint64_t id) {
   raftkv::TransferLeaderResponse resp;
   grpc::Status s = admin->TransferLeader(id, &resp);
   if (!s.ok()) return RpcError(s);
+  if (Json()) {
+    Emit(JsonLine(resp));
+    return kExitOk;
+  }
   std::cout << "OK: member " << resp.leader_id() << " is the leader (term " << resp.term()
             << ")\n";
   return kExitOk;
 }
 
 // ---- key-value commands in etcdctl's syntax and output ----
-
-void Emit(const std::string& out) { std::fwrite(out.data(), 1, out.size(), stdout); }
 
 // etcdctl's simple printer: the key on one line (unless value_only), the
 // value on the next.
@@ -810,6 +1169,25 @@ int CmdGet(raftkv::KvClient* client, const std::vector<std::string>& args,
   raftkv::RangeResponse resp;
   grpc::Status s = client->Range(req, &resp);
   if (!s.ok()) return RpcError(s);
+  if (Json()) {
+    Emit(JsonLine(resp));
+    return kExitOk;
+  }
+  if (Table()) {
+    std::vector<std::vector<std::string>> rows;
+    if (count_only) {
+      rows = {{"COUNT", "REVISION"}, {std::to_string(resp.count()), std::to_string(resp.header().revision())}};
+    } else {
+      rows.push_back({"KEY", "VALUE", "CREATE_REVISION", "MOD_REVISION", "VERSION", "LEASE"});
+      for (const auto& kv : resp.kvs()) {
+        rows.push_back({kv.key(), kv.value(), std::to_string(kv.create_revision()),
+                        std::to_string(kv.mod_revision()), std::to_string(kv.version()),
+                        kv.lease() == 0 ? "-" : raftkv::LeaseIdHex(kv.lease())});
+      }
+    }
+    PrintRows(rows);
+    return kExitOk;
+  }
   std::string out;
   AppendRange(resp, count_only, value_only, &out);
   Emit(out);
@@ -831,6 +1209,10 @@ int CmdDel(raftkv::KvClient* client, const std::vector<std::string>& args,
   raftkv::DeleteRangeResponse resp;
   grpc::Status s = client->DeleteRange(&req, &resp);
   if (!s.ok()) return RpcError(s);
+  if (Json()) {
+    Emit(JsonLine(resp));
+    return kExitOk;
+  }
   std::string out;
   AppendDelete(resp, &out);
   Emit(out);
@@ -845,9 +1227,25 @@ int CmdPut(raftkv::KvClient* client, const std::vector<std::string>& args,
   if (opts.Has("lease") && !raftkv::ParseLeaseIdHex(opts.Value("lease"), &put.lease)) {
     return Usage("--lease takes a hexadecimal lease id, not \"" + opts.Value("lease") + "\"");
   }
+  // etcdctl: without a VALUE argument the value is standard input, as is
+  // (any bytes, up to the server's --max_value_bytes).
+  std::string value;
+  if (args.size() == 2) {
+    value = args[1];
+  } else {
+    value.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    if (std::cin.bad()) {
+      std::cerr << "raftkvctl: put: cannot read the value from standard input\n";
+      return kExitError;
+    }
+  }
   raftkv::PutResponse resp;
-  grpc::Status s = client->Put(args[0], args[1], put, &resp);
+  grpc::Status s = client->Put(args[0], value, put, &resp);
   if (!s.ok()) return RpcError(s);
+  if (Json()) {
+    Emit(JsonLine(resp));
+    return kExitOk;
+  }
   std::string out;
   AppendPut(resp, &out);
   Emit(out);
@@ -865,6 +1263,10 @@ int CmdTxn(raftkv::KvClient* client) {
   raftkv::TxnResponse resp;
   grpc::Status s = client->Txn(&txn, &resp);
   if (!s.ok()) return RpcError(s);
+  if (Json()) {
+    Emit(JsonLine(resp));
+    return kExitOk;
+  }
   const auto& ops = resp.succeeded() ? txn.success() : txn.failure();
   std::string out = resp.succeeded() ? "SUCCESS\n" : "FAILURE\n";
   for (int i = 0; i < resp.responses_size(); ++i) {
@@ -901,6 +1303,13 @@ int CmdWatch(raftkv::KvClient* client, const std::vector<std::string>& args,
   req.set_start_revision(rev);
   req.set_prev_kv(prev_kv);
   grpc::Status s = client->Watch(req, [](const raftkv::WatchResponse& resp) {
+    if (Json()) {
+      if (resp.events_size() > 0) {
+        Emit(JsonLine(resp));
+        std::fflush(stdout);
+      }
+      return true;
+    }
     std::string out;
     for (const raftkv::Event& e : resp.events()) {
       out += e.type() == raftkv::Event::DELETE ? "DELETE\n" : "PUT\n";
@@ -942,6 +1351,10 @@ int CmdLease(raftkv::KvClient* client, const std::vector<std::string>& args,
     raftkv::LeaseGrantResponse resp;
     grpc::Status s = client->LeaseGrant(std::stoll(ttl_text), 0, &resp);
     if (!s.ok()) return RpcError(s);
+    if (Json()) {
+      Emit(JsonLine(resp));
+      return kExitOk;
+    }
     std::cout << "lease " << raftkv::LeaseIdHex(resp.id()) << " granted with TTL(" << resp.ttl()
               << "s)\n";
     return kExitOk;
@@ -950,6 +1363,16 @@ int CmdLease(raftkv::KvClient* client, const std::vector<std::string>& args,
     raftkv::LeaseLeasesResponse resp;
     grpc::Status s = client->LeaseLeases(&resp);
     if (!s.ok()) return RpcError(s);
+    if (Json()) {
+      Emit(JsonLine(resp));
+      return kExitOk;
+    }
+    if (Table()) {
+      std::vector<std::vector<std::string>> rows{{"ID"}};
+      for (const auto& l : resp.leases()) rows.push_back({raftkv::LeaseIdHex(l.id())});
+      PrintRows(rows);
+      return kExitOk;
+    }
     std::string out = "found " + std::to_string(resp.leases_size()) + " leases\n";
     for (const auto& l : resp.leases()) out += raftkv::LeaseIdHex(l.id()) + "\n";
     Emit(out);
@@ -958,8 +1381,13 @@ int CmdLease(raftkv::KvClient* client, const std::vector<std::string>& args,
   if (!ParseLeaseArg(args[1], &id, &error)) return Usage("lease " + sub + ": " + error);
   const std::string hex = raftkv::LeaseIdHex(id);
   if (sub == "revoke") {
-    grpc::Status s = client->LeaseRevoke(id);
+    raftkv::LeaseRevokeResponse resp;
+    grpc::Status s = client->LeaseRevoke(id, &resp);
     if (!s.ok()) return RpcError(s);
+    if (Json()) {
+      Emit(JsonLine(resp));
+      return kExitOk;
+    }
     std::cout << "lease " << hex << " revoked\n";
     return kExitOk;
   }
@@ -969,6 +1397,17 @@ int CmdLease(raftkv::KvClient* client, const std::vector<std::string>& args,
     raftkv::LeaseTimeToLiveResponse resp;
     grpc::Status s = client->LeaseTimeToLive(id, keys, &resp);
     if (!s.ok()) return RpcError(s);
+    if (Json()) {
+      Emit(JsonLine(resp));
+      return kExitOk;
+    }
+    if (Table()) {
+      std::string key_list;
+      for (int i = 0; i < resp.keys_size(); ++i) key_list += (i == 0 ? "" : " ") + resp.keys(i);
+      PrintRows({{"ID", "GRANTED_TTL", "REMAINING_TTL", "KEYS"},
+                 {hex, std::to_string(resp.granted_ttl()), std::to_string(resp.ttl()), key_list}});
+      return kExitOk;
+    }
     std::string out;
     if (resp.ttl() == -1) {
       out = "lease " + hex + " already expired\n";
@@ -992,6 +1431,14 @@ int CmdLease(raftkv::KvClient* client, const std::vector<std::string>& args,
     raftkv::LeaseKeepAliveResponse resp;
     grpc::Status s = client->LeaseKeepAliveOnce(id, &resp);
     if (!s.ok()) return RpcError(s);
+    if (Json()) {
+      Emit(JsonLine(resp));
+      std::fflush(stdout);
+      if (resp.ttl() <= 0) return kExitError;
+      if (once) return kExitOk;
+      std::this_thread::sleep_for(std::chrono::milliseconds(resp.ttl() * 1000 / 3));
+      continue;
+    }
     if (resp.ttl() <= 0) {
       std::cout << "lease " << hex << " expired or revoked.\n";
       return kExitError;
@@ -1012,6 +1459,8 @@ static int RunCommand(int argc, char** argv) {
   FLAGS_minloglevel = google::GLOG_FATAL;
 
   gflags::SetUsageMessage(kUsage);
+  gflags::SetVersionString(raftkv::VersionString());
+  if (const int done = EarlyFlags(argc, argv); done >= 0) return done;
   std::string error;
   std::vector<char*> flag_argv;
   std::vector<std::string> args;
@@ -1031,6 +1480,26 @@ static int RunCommand(int argc, char** argv) {
   if (args.empty()) return Usage("missing command");
   const std::string cmd = args[0];
   args.erase(args.begin());
+  if (cmd == "help" && args.empty()) return Help();
+  if (cmd == "version" && args.empty()) return Version();
+
+  // -w / --write-out applies to every command; --json is the older
+  // spelling kept for status and member list (its own JSON layout).
+  if (cmd_options.Has("write-out")) {
+    const std::string w = cmd_options.Value("write-out");
+    if (!raftkv::ctl::ParseOutputFormat(w, &g_format)) {
+      return Usage("-w/--write-out takes simple, json or table, not \"" + w + "\"");
+    }
+    cmd_options.Remove("write-out");
+  }
+  const std::string sub0 = args.empty() ? "" : args[0];
+  const bool table_ok = cmd == "get" || cmd == "status" || cmd == "endpoint" ||
+                        (cmd == "member" && sub0 == "list") ||
+                        (cmd == "lease" && (sub0 == "list" || sub0 == "timetolive"));
+  if (Table() && !table_ok) {
+    return Usage("-w table is not available for " + cmd + (sub0.empty() || cmd == "get" ? "" : " " + sub0) +
+                 " (simple or json)");
+  }
 
   std::vector<raftkv::BatchOp> batch_ops;
   auto want_args = [&](size_t n, const char* names) -> bool {
@@ -1042,7 +1511,9 @@ static int RunCommand(int argc, char** argv) {
     return cmd_options.Allow(cmd, allowed, &error);
   };
   if (cmd == "put") {
-    if (!want_args(2, "KEY VALUE") || !allow({"lease", "prev-kv"})) return Usage(error);
+    // VALUE omitted: read from standard input.
+    if (args.size() != 1 && !want_args(2, "KEY [VALUE] (without VALUE: standard input)")) return Usage(error);
+    if (!allow({"lease", "prev-kv"})) return Usage(error);
   } else if (cmd == "get") {
     // KEY [RANGE_END]: checked with --prefix in CmdGet.
     if (!allow({"prefix", "limit", "keys-only", "count-only", "rev", "print-value-only",
@@ -1084,8 +1555,21 @@ static int RunCommand(int argc, char** argv) {
     }
   } else if (cmd == "batch") {
     if (!ParseBatch(args, &batch_ops, &error)) return Usage("batch: " + error);
-  } else if (cmd == "status" || cmd == "snapshot") {
+  } else if (cmd == "status") {
     if (!want_args(0, "no arguments")) return Usage(error);
+  } else if (cmd == "snapshot") {
+    const std::string sub = args.empty() ? "" : args[0];
+    if (sub == "save") {
+      if (args.size() != 2) return Usage("snapshot save takes FILE");
+    } else if (sub == "restore") {
+      if (args.size() != 2) {
+        return Usage("snapshot restore takes FILE --data-dir=DIR --id=N --cluster_file=CONF");
+      }
+      if (!cmd_options.Allow("snapshot restore", {"data-dir", "id"}, &error)) return Usage(error);
+    } else if (!sub.empty()) {
+      return Usage("unknown snapshot subcommand \"" + sub +
+                   "\" (snapshot takes no argument, or save FILE, or restore FILE)");
+    }
   } else if (cmd == "member") {
     const std::string sub = args.empty() ? "" : args[0];
     if (sub == "list") {
@@ -1100,24 +1584,41 @@ static int RunCommand(int argc, char** argv) {
     }
   } else if (cmd == "transfer-leader") {
     if (!want_args(1, "ID")) return Usage(error);
+  } else if (cmd == "endpoint") {
+    if (args.size() != 1 || (sub0 != "health" && sub0 != "status")) {
+      return Usage(sub0.empty() ? "endpoint needs a subcommand: health or status"
+                   : args.size() == 1 ? "unknown endpoint subcommand \"" + sub0 + "\""
+                                      : "endpoint " + sub0 + " takes no arguments");
+    }
+    if (!cmd_options.Allow("endpoint " + sub0, {"cluster"}, &error)) return Usage(error);
   } else {
     return Usage("unknown command \"" + cmd + "\"");
   }
+  const bool restore = cmd == "snapshot" && !args.empty() && args[0] == "restore";
   if (cmd != "put" && cmd != "get" && cmd != "del" && cmd != "watch" && cmd != "txn" &&
-      cmd != "lease" && !cmd_options.Allow(cmd, {}, &error)) {
+      cmd != "lease" && cmd != "endpoint" && !restore && !cmd_options.Allow(cmd, {}, &error)) {
     return Usage(error);
   }
+  // Offline: no server is involved.
+  if (restore) return CmdSnapshotRestore(args[1], cmd_options);
   if (FLAGS_timeout_ms <= 0) return Usage("--timeout_ms must be positive");
   if (FLAGS_rpc_timeout_ms <= 0) return Usage("--rpc_timeout_ms must be positive");
   if (FLAGS_wait_timeout_ms < 0) return Usage("--wait_timeout_ms must not be negative");
+  if (FLAGS_snapshot_timeout_ms <= 0) return Usage("--snapshot_timeout_ms must be positive");
 
   raftkv::ClientOptions options;
   if (!FLAGS_cluster_file.empty()) {
     if (!LoadClusterEndpoints(FLAGS_cluster_file, &options.endpoints, &error)) {
       return Usage("--cluster_file: " + error);
     }
-  } else if (raftkv::Status bad = raftkv::ParseEndpointList(FLAGS_endpoints, &options.endpoints); !bad.ok()) {
-    return Usage("--endpoints: " + bad.message());
+  } else {
+    // --endpoints, else $RAFTKV_ENDPOINTS, else the default of --endpoints.
+    const char* env = std::getenv("RAFTKV_ENDPOINTS");
+    const bool from_env = gflags::GetCommandLineFlagInfoOrDie("endpoints").is_default && env != nullptr;
+    const std::string list = from_env ? env : FLAGS_endpoints;
+    if (raftkv::Status bad = raftkv::ParseEndpointList(list, &options.endpoints); !bad.ok()) {
+      return Usage(std::string(from_env ? "RAFTKV_ENDPOINTS" : "--endpoints") + ": " + bad.message());
+    }
   }
   options.timeout_ms = FLAGS_timeout_ms;
   options.rpc_timeout_ms = FLAGS_rpc_timeout_ms;
@@ -1132,6 +1633,7 @@ static int RunCommand(int argc, char** argv) {
     if (cmd == "snapshot") {
       const std::string target = FLAGS_target.empty() ? endpoints[0] : FLAGS_target;
       if (raftkv::Status bad = raftkv::ParseEndpoint(target); !bad.ok()) return Usage("--target: " + bad.message());
+      if (!args.empty()) return CmdSnapshotSave(&admin, target, args[1]);  // save FILE
       return CmdSnapshot(&admin, target);
     }
     const std::string sub = cmd == "member" ? args[0] : "";
@@ -1150,6 +1652,15 @@ static int RunCommand(int argc, char** argv) {
     return CmdMemberRemove(&admin, id);
   }
 
+  if (cmd == "endpoint") {
+    bool cluster = false;
+    if (!cmd_options.Bool("cluster", &cluster, &error)) return Usage(error);
+    std::vector<std::string> targets = endpoints;
+    if (cluster && !MemberEndpoints(endpoints, &targets)) return kExitError;
+    raftkv::KvClient client(std::move(options));
+    return sub0 == "health" ? CmdEndpointHealth(targets) : CmdEndpointStatus(&client, targets);
+  }
+
   raftkv::KvClient client(std::move(options));
   if (cmd == "status") return CmdStatus(&client, endpoints);
 
@@ -1160,8 +1671,15 @@ static int RunCommand(int argc, char** argv) {
   if (cmd == "watch") return CmdWatch(&client, args, cmd_options);
   if (cmd == "lease") return CmdLease(&client, args, cmd_options);
   if (cmd == "batch") {
-    grpc::Status s = client.Batch(batch_ops);
+    std::vector<bool> existed;
+    grpc::Status s = client.Batch(batch_ops, &existed);
     if (!s.ok()) return RpcError(s);
+    if (Json()) {
+      raftkv::BatchResponse resp;
+      for (bool e : existed) resp.add_existed(e);
+      Emit(JsonLine(resp));
+      return kExitOk;
+    }
     std::cout << "OK\n";
     return kExitOk;
   }
@@ -1173,6 +1691,14 @@ static int RunCommand(int argc, char** argv) {
     std::string current;
     grpc::Status s = client.CompareAndSwap(key, expected, value, &swapped, &found, &current);
     if (!s.ok()) return RpcError(s);
+    if (Json()) {
+      raftkv::CompareAndSwapResponse resp;
+      resp.set_swapped(swapped);
+      resp.set_found(found);
+      resp.set_current(current);
+      Emit(JsonLine(resp));
+      return swapped ? kExitOk : kExitError;
+    }
     if (swapped) {
       std::cout << "OK\n";
       return kExitOk;

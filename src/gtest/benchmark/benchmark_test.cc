@@ -41,6 +41,9 @@ DEFINE_int32(followers, 2,
 DEFINE_string(target, "",
               "Use an existing cluster instead of starting one: comma-separated host:port list "
               "of (some of) its members; the leader is found through Status.");
+DEFINE_bool(via_follower, false,
+            "Send the load to a follower instead of the leader: the follower forwards writes, "
+            "transactions and linearizable reads to the leader (the cost of forwarding).");
 DEFINE_int32(conns, 4,
              "Client connections to the leader: distinct gRPC channels, each its own TCP "
              "connection.");
@@ -105,6 +108,7 @@ BenchConfig ConfigFromFlags() {
   c.key_len = FLAGS_key_len;
   c.followers = FLAGS_followers;
   c.target = FLAGS_target;
+  c.via_follower = FLAGS_via_follower;
   c.conns = FLAGS_conns;
   c.client_cq_num = FLAGS_client_cq_num;
   c.client_threads_per_cq = FLAGS_client_threads_per_cq;

@@ -70,9 +70,13 @@ TEST_F(Integration, ThreeNodesElectOneLeader) {
   EXPECT_EQ(value, "yes");
 }
 
+// With --forward_to_leader=false a follower refuses what only the leader
+// can answer, naming the leader.
 TEST_F(Integration, ClientAtFollowerIsRedirected) {
   uint64_t leader = 0;
-  ASSERT_NO_FATAL_FAILURE(StartCluster(3, FastTimeoutFlags(), &leader));
+  std::vector<std::string> flags = FastTimeoutFlags();
+  flags.push_back("--forward_to_leader=false");
+  ASSERT_NO_FATAL_FAILURE(StartCluster(3, flags, &leader));
   const int l = static_cast<int>(leader);
   const int f = OtherThan(cluster(), l);
   const std::string leader_addr = cluster().Endpoint(l);
@@ -147,6 +151,131 @@ TEST_F(Integration, ClientAtFollowerIsRedirected) {
   s = follower_first.Get("redirect-key", &value, &found);
   ASSERT_TRUE(s.ok()) << Code(s);
   EXPECT_EQ(value, "v2");
+}
+
+// By default a follower forwards writes, transactions, sessions, lease calls
+// and linearizable reads to the leader and relays the answers, with the
+// leader's id and address in the trailers.
+TEST_F(Integration, FollowerForwardsToTheLeader) {
+  uint64_t leader = 0;
+  ASSERT_NO_FATAL_FAILURE(StartCluster(3, FastTimeoutFlags(), &leader));
+  const int l = static_cast<int>(leader);
+  const int f = OtherThan(cluster(), l);
+  const std::string leader_addr = cluster().Endpoint(l);
+  auto channel = NewChannel(cluster().Endpoint(f));
+  KV::Stub kv(channel);
+  Lease::Stub lease(channel);
+  auto expect_hint = [&](const grpc::ClientContext& ctx, const char* what) {
+    EXPECT_EQ(Trailer(ctx, kLeaderAddrMetadataKey), leader_addr) << what;
+    EXPECT_EQ(Trailer(ctx, kLeaderIdMetadataKey), std::to_string(leader)) << what;
+  };
+
+  int64_t put_revision = 0;
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, 5000);
+    PutRequest req;
+    req.set_key("fwd/a");
+    req.set_value("1");
+    PutResponse resp;
+    grpc::Status s = kv.Put(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << Code(s);
+    expect_hint(ctx, "Put");
+    EXPECT_GT(resp.revision(), 0);
+    put_revision = resp.revision();
+  }
+  {  // linearizable: sees the write at once
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, 5000);
+    RangeRequest req;
+    req.set_key("fwd/");
+    req.set_range_end("fwd0");
+    RangeResponse resp;
+    grpc::Status s = kv.Range(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << Code(s);
+    expect_hint(ctx, "Range");
+    ASSERT_EQ(resp.kvs_size(), 1);
+    EXPECT_EQ(resp.kvs(0).value(), "1");
+    EXPECT_GE(resp.header().revision(), put_revision);
+    EXPECT_EQ(resp.header().member_id(), leader) << "answered by the leader";
+  }
+  {  // a transaction: compare and put
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, 5000);
+    TxnRequest req;
+    Compare* c = req.add_compare();
+    c->set_key("fwd/a");
+    c->set_target(Compare::VALUE);
+    c->set_result(Compare::EQUAL);
+    c->set_value("1");
+    PutRequest* p = req.add_success()->mutable_request_put();
+    p->set_key("fwd/b");
+    p->set_value("2");
+    TxnResponse resp;
+    grpc::Status s = kv.Txn(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << Code(s);
+    EXPECT_TRUE(resp.succeeded());
+  }
+  int64_t lease_id = 0;
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, 5000);
+    LeaseGrantRequest req;
+    req.set_ttl(30);
+    LeaseGrantResponse resp;
+    grpc::Status s = lease.LeaseGrant(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << Code(s);
+    expect_hint(ctx, "LeaseGrant");
+    lease_id = resp.id();
+    EXPECT_GT(lease_id, 0);
+  }
+  {  // the keep-alive stream is relayed
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, 5000);
+    auto stream = lease.LeaseKeepAlive(&ctx);
+    for (int i = 0; i < 3; ++i) {
+      LeaseKeepAliveRequest req;
+      req.set_id(lease_id);
+      ASSERT_TRUE(stream->Write(req));
+      LeaseKeepAliveResponse resp;
+      ASSERT_TRUE(stream->Read(&resp));
+      EXPECT_EQ(resp.id(), lease_id);
+      EXPECT_EQ(resp.ttl(), 30);
+      EXPECT_EQ(resp.header().member_id(), leader);
+    }
+    stream->WritesDone();
+    grpc::Status s = stream->Finish();
+    EXPECT_TRUE(s.ok()) << Code(s);
+  }
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, 5000);
+    LeaseRevokeRequest req;
+    req.set_id(lease_id);
+    LeaseRevokeResponse resp;
+    grpc::Status s = lease.LeaseRevoke(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << Code(s);
+  }
+  {  // bad input is refused by the leader with its own status
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, 5000);
+    LeaseRevokeRequest req;
+    req.set_id(lease_id);
+    LeaseRevokeResponse resp;
+    grpc::Status s = lease.LeaseRevoke(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << Code(s);
+  }
+  // The client library, given only the follower, goes direct after one call.
+  ClientOptions options;
+  options.endpoints = {cluster().Endpoint(f)};
+  KvClient follower_only(options);
+  ASSERT_TRUE(follower_only.Put("fwd/c", "3").ok());
+  EXPECT_EQ(follower_only.last_leader(), leader_addr);
+  std::string value;
+  bool found = false;
+  ASSERT_TRUE(follower_only.Get("fwd/b", &value, &found).ok());
+  EXPECT_TRUE(found);
+  EXPECT_EQ(value, "2");
 }
 
 // Calls `method` with raw bytes through a generic stub.
@@ -336,19 +465,19 @@ TEST_F(Integration, BadInput) {
   EXPECT_FALSE(found) << "a rejected Put must not be applied";
 
   // Unknown methods.
-  s = GenericCall(cluster().Endpoint(l), "/raftkv.KV/NoSuchMethod", "");
+  s = GenericCall(cluster().Endpoint(l), "/raftkv.v1.KV/NoSuchMethod", "");
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << Code(s);
   s = GenericCall(cluster().Endpoint(f), "/raftkv.NoSuchService/Put", "");
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << Code(s);
   // A payload that is not a PutRequest at all.
-  s = GenericCall(cluster().Endpoint(l), "/raftkv.KV/Put", std::string("\xff\xff\xff\xff\x0f", 5));
+  s = GenericCall(cluster().Endpoint(l), "/raftkv.v1.KV/Put", std::string("\xff\xff\xff\xff\x0f", 5));
   EXPECT_FALSE(s.ok()) << "garbage PutRequest accepted";
   // The generic path works for a real method (sanity check of GenericCall).
   {
     EchoRequest req;
     req.set_payload("ping");
     std::string reply;
-    s = GenericCall(cluster().Endpoint(l), "/raftkv.KV/Echo", req.SerializeAsString(), &reply);
+    s = GenericCall(cluster().Endpoint(l), "/raftkv.v1.KV/Echo", req.SerializeAsString(), &reply);
     EXPECT_TRUE(s.ok()) << Code(s);
     EchoResponse resp;
     EXPECT_TRUE(resp.ParseFromString(reply));

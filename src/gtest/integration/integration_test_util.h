@@ -21,8 +21,7 @@
 
 #include "client/kv_client.h"
 #include "gtest/integration/process_cluster.h"
-#include "raftkv.grpc.pb.h"
-#include "raftkv.pb.h"
+#include "proto/internal.h"
 
 namespace raftkv {
 namespace integration {

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "client/kv_client.h"
-#include "raftkv.pb.h"
+#include "proto/internal.h"
 
 namespace raftkv {
 namespace integration {

@@ -61,7 +61,7 @@
 
 #include "raft/message.h"
 #include "consensus/raft.h"
-#include "raftkv.pb.h"
+#include "proto/internal.h"
 #include "storage/hard_state.h"
 
 namespace raftkv::raft::sim {

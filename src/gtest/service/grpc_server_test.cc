@@ -24,7 +24,7 @@
 #include "fake_peers.h"
 #include "storage/kv_state_machine.h"
 #include "storage/snapshot_format.h"
-#include "raftkv.grpc.pb.h"
+#include "proto/internal.h"
 #include "service/peer_client.h"
 #include "service_test_util.h"
 #include "server_fixture.h"
@@ -709,8 +709,10 @@ class FollowerServerTest : public ServerTest {
     setup.members = 3;
     setup.election_ticks = 40;  // 200-400 ms without a heartbeat before campaigning
     setup.real_peers = true;
+    setup.forward_to_leader = Forwarding();
     StartNode(setup);
   }
+  virtual bool Forwarding() const { return false; }
 
   grpc::Status Append(uint64_t term, uint64_t leader, uint64_t to, uint64_t prev_index,
                       uint64_t prev_term, std::vector<Entry> entries, uint64_t commit,
@@ -836,6 +838,77 @@ TEST_F(FollowerServerTest, FollowerRedirectsToTheLeader) {
     ASSERT_TRUE(s.ok()) << StatusText(s);
     EXPECT_FALSE(vote.granted());
   }
+}
+
+// With forwarding on, a follower sends writes and linearizable reads to its
+// leader; here the leader (member 2 at 127.0.0.1:1) is a dead address, so
+// the forward fails: UNAVAILABLE naming the leader, with the hint trailers.
+// A call already forwarded by another member is refused, never forwarded
+// again. Tear-down with forwards in flight must not hang.
+class ForwardingFollowerServerTest : public FollowerServerTest {
+ protected:
+  bool Forwarding() const override { return true; }
+};
+
+TEST_F(ForwardingFollowerServerTest, ForwardsToTheLeaderAndNeverForwardsTwice) {
+  AppendEntriesResponse resp;
+  ASSERT_TRUE(Append(3, 2, 1, 0, 0, {}, 0, &resp).ok());
+  StartHeartbeats(3, 0);
+  ASSERT_TRUE(WaitFor([&] { return node_->KnownLeader() == 2; }));
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    PutRequest req;
+    req.set_key("k");
+    req.set_value("v");
+    PutResponse put;
+    grpc::Status s = kv_->Put(&ctx, req, &put);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << StatusText(s);
+    EXPECT_CONTAINS(s.error_message(), "forwarded to the leader (member 2 at 127.0.0.1:1)");
+    EXPECT_EQ(Trailer(ctx, kLeaderIdMetadataKey), "2");
+    EXPECT_EQ(Trailer(ctx, kLeaderAddrMetadataKey), "127.0.0.1:1");
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    ctx.AddMetadata(kForwardedMetadataKey, "3");
+    PutRequest req;
+    req.set_key("k");
+    req.set_value("v");
+    PutResponse put;
+    grpc::Status s = kv_->Put(&ctx, req, &put);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << StatusText(s);
+    EXPECT_EQ(Trailer(ctx, kLeaderAddrMetadataKey), "127.0.0.1:1");
+  }
+  {  // a serializable read stays here
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    RangeRequest req;
+    req.set_key("a");
+    req.set_range_end("z");
+    req.set_serializable(true);
+    RangeResponse range;
+    grpc::Status s = kv_->Range(&ctx, req, &range);
+    EXPECT_TRUE(s.ok()) << StatusText(s);
+  }
+  // Forwards in flight while the server shuts down (each waits for the
+  // dead leader until cancelled).
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 4; ++i) {
+    clients.emplace_back([this] {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(In(10s));
+      GetRequest req;
+      req.set_key("k");
+      GetResponse get;
+      kv_->Get(&ctx, req, &get);
+    });
+  }
+  std::this_thread::sleep_for(50ms);
+  stop_heartbeats_ = true;
+  heartbeat_.join();
+  Shutdown(/*grace_ms=*/0);
+  for (auto& c : clients) c.join();
 }
 
 TEST_F(FollowerServerTest, NoLeaderIsUnavailable) {
@@ -1477,7 +1550,8 @@ std::string Bytes(const grpc::ByteBuffer& buffer) {
 }
 
 // The standard health service answers SERVING (grpc_health_probe's check)
-// and server reflection lists the raftkv services (what grpcurl asks), both
+// and server reflection lists the raftkv services and describes them and the
+// health service (what grpcurl asks), all
 // on the same port, through the generic stub with hand-encoded messages.
 TEST_F(ServerTest, HealthCheckAndReflectionAreServed) {
   StartSingleLeader();
@@ -1514,9 +1588,24 @@ TEST_F(ServerTest, HealthCheckAndReflectionAreServed) {
     stream->Read(&response, reinterpret_cast<void*>(4));
     ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
     const std::string listed = Bytes(response);
-    EXPECT_CONTAINS(listed, "raftkv.KV");
-    EXPECT_CONTAINS(listed, "raftkv.Raft");
+    EXPECT_CONTAINS(listed, "raftkv.v1.KV");
+    EXPECT_CONTAINS(listed, "raftkv.v1.Watch");
+    EXPECT_CONTAINS(listed, "raftkv.v1.Lease");
+    EXPECT_CONTAINS(listed, "raftkv.internal.Raft");  // (this fixture serves no Admin service)
     EXPECT_CONTAINS(listed, "grpc.health.v1.Health");
+    // {file_containing_symbol: S} (field 4): grpcurl's next question, whose
+    // answer (the descriptor of S's file, field 4) it needs to call S.
+    for (const auto& [symbol, file] : {std::pair{"grpc.health.v1.Health", "grpc/health/v1/health.proto"},
+                                       std::pair{"raftkv.v1.KV", "raftkv/v1/kv.proto"},
+                                       std::pair{"raftkv.v1.Lease", "raftkv/v1/lease.proto"}}) {
+      const std::string name = symbol;
+      stream->Write(Bytes("\x22" + std::string(1, static_cast<char>(name.size())) + name), reinterpret_cast<void*>(3));
+      ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+      stream->Read(&response, reinterpret_cast<void*>(4));
+      ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+      const std::string answer = Bytes(response);
+      EXPECT_CONTAINS(answer, file) << symbol;
+    }
     stream->WritesDone(reinterpret_cast<void*>(5));
     ASSERT_TRUE(cq.Next(&tag, &ok));
     grpc::Status status;

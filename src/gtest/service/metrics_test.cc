@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "gtest/common/raw_http.h"
-#include "raftkv.pb.h"
+#include "proto/internal.h"
 #include "service/metrics_endpoint.h"
 #include "service/node.h"
 #include "fake_peers.h"

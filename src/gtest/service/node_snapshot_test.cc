@@ -17,7 +17,7 @@
 
 #include "fake_peers.h"
 #include "raft/membership.h"
-#include "raftkv.pb.h"
+#include "proto/internal.h"
 #include "service/node.h"
 #include "service_test_util.h"
 #include "storage/hard_state.h"

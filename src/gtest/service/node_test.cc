@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "raftkv.pb.h"
+#include "proto/internal.h"
 #include "fake_peers.h"
 #include "service_test_util.h"
 

@@ -26,7 +26,7 @@
 
 #include "gtest/common/fault_fs.h"
 #include "raft/message.h"
-#include "raftkv.pb.h"
+#include "proto/internal.h"
 #include "service/node.h"
 #include "service_test_util.h"
 

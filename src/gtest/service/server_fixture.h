@@ -11,7 +11,7 @@
 #include <string>
 
 #include "fake_peers.h"
-#include "raftkv.grpc.pb.h"
+#include "proto/internal.h"
 #include "service/grpc_server.h"
 #include "service/peer_client.h"
 #include "service_test_util.h"
@@ -62,6 +62,9 @@ class ServerTest : public ::testing::Test {
     uint64_t session_timeout_ms = 600000;
     bool finish_on_cq = false;  // ServerOptions::finish_on_cq
     size_t history_revisions = 100000;  // NodeOptions::history_revisions
+    // ServerOptions::forward_to_leader: off, as the fake leaders here are
+    // dead addresses; the refusal with the leader hint is tested instead.
+    bool forward_to_leader = false;
   };
 
   // 2000 asynchronous Puts at once, then reads them all back.
@@ -110,6 +113,7 @@ class ServerTest : public ::testing::Test {
     so.calls_per_cq = setup.calls_per_cq;
     so.session_timeout_ms = setup.session_timeout_ms;
     so.finish_on_cq = setup.finish_on_cq;
+    so.forward_to_leader = setup.forward_to_leader;
     server_ = std::make_unique<GrpcServer>(so, raw);
     s = server_->Start();
     ASSERT_TRUE(s.ok()) << s.ToString();

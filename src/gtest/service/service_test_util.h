@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "gtest/common/temp_dir.h"
-#include "raftkv.pb.h"
+#include "proto/internal.h"
 
 #include <chrono>
 #include <cstdlib>

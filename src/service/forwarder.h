@@ -1,0 +1,176 @@
+// Forwarding: a follower answers a call that only the leader can serve
+// (writes, transactions, sessions, lease calls, linearizable reads) by
+// sending it to the leader itself and relaying the answer, so a client may
+// use any member. The answer carries the leader's id and address in the
+// trailers (raftkv-leader-id, raftkv-leader-addr) for clients that prefer to
+// go direct; the leader's own trailers (raftkv-not-applied, ...) are copied.
+//
+// A forwarded call carries "raftkv-forwarded: <member id>" and is never
+// forwarded again: a member that receives one and does not lead refuses it
+// with FAILED_PRECONDITION and the hint, as without forwarding. The
+// client's bearer token goes with the call; the channel to the leader uses
+// the member's own TLS settings (its certificate, the cluster CA).
+//
+// Calls go out on one completion queue polled by one thread; Stop() cancels
+// the calls in flight and returns once each has been answered.
+#pragma once
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "client/security.h"
+#include "service/async_call.h"
+
+namespace raftkv {
+
+class RaftNode;
+
+inline constexpr char kForwardedMetadataKey[] = "raftkv-forwarded";
+
+struct ForwarderOptions {
+  // Channel security of the member's own calls (its certificate, the CA).
+  std::shared_ptr<const ChannelSecurity> security;
+  // Cap of a forwarded call's deadline (and the deadline when the client set none).
+  int max_request_timeout_ms = 10000;
+};
+
+class Forwarder {
+ public:
+  Forwarder(RaftNode* node, ForwarderOptions options);
+  ~Forwarder();  // Stop()
+  Forwarder(const Forwarder&) = delete;
+  Forwarder& operator=(const Forwarder&) = delete;
+
+  // Sends `call` to the leader when this member is not the leader, knows
+  // one, and the call was not forwarded already: true, and the call is
+  // finished later with the leader's answer. False: answer it here (a
+  // leader, no known leader, a forwarded call, or the forwarder stopped).
+  // `path` is the method's full name, "/raftkv.v1.KV/Put". Call it before
+  // the handler touches the request.
+  template <class Req, class Resp>
+  bool MaybeForward(UnaryCall<Req, Resp>* call, const std::string& path);
+
+  // For a synchronous stream: the leader's address and a context ready for
+  // a call to it (deadline unset, token and marker copied), or false as
+  // MaybeForward. The context is cancelled by Stop(); give it back with
+  // EndStream().
+  bool StartStream(const grpc::ServerContext& incoming, std::shared_ptr<grpc::Channel>* channel,
+                   grpc::ClientContext* outgoing, uint64_t* leader_id, std::string* leader_address);
+  void EndStream(grpc::ClientContext* outgoing);
+
+  // The server is shutting down: forwards nothing new and cancels the
+  // relayed streams (their clients move to another member); unary calls in
+  // flight go on.
+  void BeginStop();
+  // Cancels the forwarded calls in flight and waits until every one has
+  // been answered; later calls are answered locally.
+  void Stop();
+
+  // Calls forwarded since start (for tests and metrics).
+  uint64_t forwarded() const { return forwarded_.load(std::memory_order_relaxed); }
+
+  // The full name of a method: MethodPath<KV>("Put") is "/raftkv.v1.KV/Put".
+  template <class Service>
+  static std::string MethodPath(const char* method) {
+    return "/" + std::string(Service::service_full_name()) + "/" + method;
+  }
+
+  // True if the call came from another member's forwarder.
+  static bool IsForwarded(const grpc::ServerContext& context);
+
+ private:
+  // One forwarded call in flight; deleted by the poll thread.
+  struct Op : Tagged {
+    Forwarder* forwarder = nullptr;
+    grpc::ClientContext context;
+    grpc::Status status;
+    uint64_t leader_id = 0;
+    std::string leader_address;
+  };
+  template <class Req, class Resp>
+  struct TypedOp;
+
+  // True if a leader other than this member is known.
+  bool LeaderElsewhere() const;
+  // The leader to forward to, with a channel to it; false when the call is
+  // answered locally. Registers `context` as in flight on success.
+  bool Target(const grpc::ServerContext& incoming, grpc::ClientContext* outgoing, bool stream,
+              uint64_t* leader_id, std::string* leader_address, std::shared_ptr<grpc::Channel>* channel);
+  void Done(grpc::ClientContext* context);
+  void Poll();
+  // Copies the raftkv-* trailers of `from` and the leader hint to `to`.
+  static void CopyTrailers(const grpc::ClientContext& from, uint64_t leader_id,
+                           const std::string& leader_address, grpc::ServerContext* to);
+
+  RaftNode* const node_;
+  const ForwarderOptions options_;
+  grpc::CompletionQueue cq_;
+  std::thread poller_;
+  std::atomic<uint64_t> forwarded_{0};
+
+  std::mutex mu_;
+  std::condition_variable idle_cv_;
+  bool stopped_ = false;                                         // guarded by mu_
+  std::set<grpc::ClientContext*> inflight_;                      // guarded by mu_
+  std::set<grpc::ClientContext*> streams_;  // the relayed streams among them; guarded by mu_
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // by address; guarded by mu_
+};
+
+template <class Req, class Resp>
+struct Forwarder::TypedOp final : Forwarder::Op {
+  UnaryCall<Req, Resp>* call = nullptr;
+  Resp response;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<Resp>> reader;
+
+  void Proceed(bool /*ok*/) override {
+    CopyTrailers(context, leader_id, leader_address, &call->context());
+    if (status.ok()) {
+      call->Finish(response);
+    } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+               status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      // The leader could not be reached: say so, with what the client
+      // needs to retry (possibly elsewhere).
+      call->FinishWithError(grpc::Status(
+          status.error_code(), "forwarded to the leader (member " + std::to_string(leader_id) + " at " +
+                                   leader_address + "): " + status.error_message()));
+    } else {
+      call->FinishWithError(status);
+    }
+    Forwarder* f = forwarder;
+    grpc::ClientContext* ctx = &context;
+    f->Done(ctx);  // before delete: Stop() waits for the answer, not the memory
+    delete this;
+  }
+};
+
+template <class Req, class Resp>
+bool Forwarder::MaybeForward(UnaryCall<Req, Resp>* call, const std::string& path) {
+  if (!LeaderElsewhere()) return false;  // the leader's fast path: one atomic load
+  auto op = std::make_unique<TypedOp<Req, Resp>>();
+  std::shared_ptr<grpc::Channel> channel;
+  if (!Target(call->context(), &op->context, /*stream=*/false, &op->leader_id, &op->leader_address,
+              &channel)) {
+    return false;
+  }
+  op->forwarder = this;
+  op->call = call;
+  grpc::TemplatedGenericStub<Req, Resp> stub(channel);
+  op->reader = stub.PrepareUnaryCall(&op->context, path, call->request(), &cq_);
+  op->reader->StartCall();
+  TypedOp<Req, Resp>* raw = op.release();
+  TsanReleaseTag(raw);
+  raw->reader->Finish(&raw->response, &raw->status, raw);
+  return true;
+}
+
+}  // namespace raftkv
