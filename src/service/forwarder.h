@@ -96,6 +96,12 @@ class Forwarder {
     grpc::Status status;
     uint64_t leader_id = 0;
     std::string leader_address;
+    // Held while the call is handed to gRPC (StartCall, Finish: inline code
+    // that fills the reader's operations) and taken by Proceed before it
+    // touches the op. The completion queue already orders the two, but
+    // inside libgrpc, which ThreadSanitizer cannot see (as UnaryCall's
+    // handoff_mu_).
+    std::mutex handoff_mu;
   };
   template <class Req, class Resp>
   struct TypedOp;
@@ -133,6 +139,7 @@ struct Forwarder::TypedOp final : Forwarder::Op {
   std::unique_ptr<grpc::ClientAsyncResponseReader<Resp>> reader;
 
   void Proceed(bool /*ok*/) override {
+    { std::lock_guard<std::mutex> handed_off(handoff_mu); }
     CopyTrailers(context, leader_id, leader_address, &call->context());
     if (status.ok()) {
       call->Finish(response);
@@ -165,10 +172,11 @@ bool Forwarder::MaybeForward(UnaryCall<Req, Resp>* call, const std::string& path
   op->forwarder = this;
   op->call = call;
   grpc::TemplatedGenericStub<Req, Resp> stub(channel);
-  op->reader = stub.PrepareUnaryCall(&op->context, path, call->request(), &cq_);
-  op->reader->StartCall();
   TypedOp<Req, Resp>* raw = op.release();
+  std::lock_guard<std::mutex> lock(raw->handoff_mu);
   TsanReleaseTag(raw);
+  raw->reader = stub.PrepareUnaryCall(&raw->context, path, call->request(), &cq_);
+  raw->reader->StartCall();
   raw->reader->Finish(&raw->response, &raw->status, raw);
   return true;
 }
