@@ -49,7 +49,16 @@ bool Forwarder::Target(const grpc::ServerContext& incoming, grpc::ClientContext*
   std::lock_guard<std::mutex> lock(mu_);
   if (stopped_) return false;
   auto& ch = channels_[address];
-  if (!ch) ch = MakeChannel(address, RaftkvChannelArguments(), options_.security);
+  if (!ch) {
+    // A connection of its own (a local subchannel pool): gRPC would
+    // otherwise share one TCP connection between these client calls and
+    // the member's Raft channel to the same peer (same target, same
+    // arguments), putting forwarded traffic on the connection that carries
+    // AppendEntries and snapshot streams.
+    grpc::ChannelArguments args = RaftkvChannelArguments();
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    ch = MakeChannel(address, args, options_.security);
+  }
   *channel = ch;
   *leader_id = leader;
   *leader_address = address;
