@@ -330,4 +330,76 @@ grpc::Status AdminServiceImpl::TransferLeader(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+// ---------------------------------------------------------------------------
+// MeteredAdminService
+// ---------------------------------------------------------------------------
+
+namespace {
+
+RpcMethodMetrics* AdminMethod(ServerMetrics* metrics, const char* method, bool stream = false) {
+  return metrics->Method(RpcName::Of<Admin>(method), stream ? RpcMethodMetrics::Kind::kStream
+                                                            : RpcMethodMetrics::Kind::kUnary);
+}
+
+}  // namespace
+
+MeteredAdminService::MeteredAdminService(Admin::Service* inner, ServerMetrics* metrics)
+    : inner_(inner),
+      take_snapshot_(AdminMethod(metrics, "TakeSnapshot")),
+      snapshot_save_(AdminMethod(metrics, "SnapshotSave", /*stream=*/true)),
+      list_members_(AdminMethod(metrics, "ListMembers")),
+      add_member_(AdminMethod(metrics, "AddMember")),
+      promote_member_(AdminMethod(metrics, "PromoteMember")),
+      remove_member_(AdminMethod(metrics, "RemoveMember")),
+      transfer_leader_(AdminMethod(metrics, "TransferLeader")) {}
+
+grpc::Status MeteredAdminService::TakeSnapshot(grpc::ServerContext* context,
+                                               const TakeSnapshotRequest* request,
+                                               TakeSnapshotResponse* response) {
+  SyncCallRecorder call(take_snapshot_);
+  return call.Done(inner_->TakeSnapshot(context, request, response));
+}
+
+grpc::Status MeteredAdminService::SnapshotSave(grpc::ServerContext* context,
+                                               const SnapshotSaveRequest* request,
+                                               grpc::ServerWriter<SnapshotSaveResponse>* writer) {
+  SyncCallRecorder call(snapshot_save_);
+  return call.Done(inner_->SnapshotSave(context, request, writer));
+}
+
+grpc::Status MeteredAdminService::ListMembers(grpc::ServerContext* context,
+                                              const ListMembersRequest* request,
+                                              ListMembersResponse* response) {
+  SyncCallRecorder call(list_members_);
+  return call.Done(inner_->ListMembers(context, request, response));
+}
+
+grpc::Status MeteredAdminService::AddMember(grpc::ServerContext* context,
+                                            const AddMemberRequest* request,
+                                            MemberChangeResponse* response) {
+  SyncCallRecorder call(add_member_);
+  return call.Done(inner_->AddMember(context, request, response));
+}
+
+grpc::Status MeteredAdminService::PromoteMember(grpc::ServerContext* context,
+                                                const PromoteMemberRequest* request,
+                                                MemberChangeResponse* response) {
+  SyncCallRecorder call(promote_member_);
+  return call.Done(inner_->PromoteMember(context, request, response));
+}
+
+grpc::Status MeteredAdminService::RemoveMember(grpc::ServerContext* context,
+                                               const RemoveMemberRequest* request,
+                                               MemberChangeResponse* response) {
+  SyncCallRecorder call(remove_member_);
+  return call.Done(inner_->RemoveMember(context, request, response));
+}
+
+grpc::Status MeteredAdminService::TransferLeader(grpc::ServerContext* context,
+                                                 const TransferLeaderRequest* request,
+                                                 TransferLeaderResponse* response) {
+  SyncCallRecorder call(transfer_leader_);
+  return call.Done(inner_->TransferLeader(context, request, response));
+}
+
 }  // namespace raftkv

@@ -24,6 +24,7 @@
 #include "proto/internal.h"
 #include "service/call_auth.h"
 #include "service/node.h"
+#include "service/server_metrics.h"
 
 namespace raftkv {
 
@@ -74,6 +75,42 @@ class AdminServiceImpl final : public Admin::Service {
   RaftNode* const node_;
   const int max_request_timeout_ms_;
   const CallAuthorizer* const auth_;
+};
+
+// An Admin service (AdminServiceImpl) with every call counted in
+// `metrics` (raftkv_grpc_requests_total, raftkv_grpc_request_duration_seconds;
+// service "Admin"). The asynchronous methods are counted by UnaryCall, the
+// one place their calls all pass through; a synchronous service has no such
+// place, so this wrapper is it. raftkv-server serves it around AdminServiceImpl.
+class MeteredAdminService final : public Admin::Service {
+ public:
+  // Neither is owned; both must outlive the service.
+  MeteredAdminService(Admin::Service* inner, ServerMetrics* metrics);
+
+  grpc::Status TakeSnapshot(grpc::ServerContext* context, const TakeSnapshotRequest* request,
+                            TakeSnapshotResponse* response) override;
+  grpc::Status SnapshotSave(grpc::ServerContext* context, const SnapshotSaveRequest* request,
+                            grpc::ServerWriter<SnapshotSaveResponse>* writer) override;
+  grpc::Status ListMembers(grpc::ServerContext* context, const ListMembersRequest* request,
+                           ListMembersResponse* response) override;
+  grpc::Status AddMember(grpc::ServerContext* context, const AddMemberRequest* request,
+                         MemberChangeResponse* response) override;
+  grpc::Status PromoteMember(grpc::ServerContext* context, const PromoteMemberRequest* request,
+                             MemberChangeResponse* response) override;
+  grpc::Status RemoveMember(grpc::ServerContext* context, const RemoveMemberRequest* request,
+                            MemberChangeResponse* response) override;
+  grpc::Status TransferLeader(grpc::ServerContext* context, const TransferLeaderRequest* request,
+                              TransferLeaderResponse* response) override;
+
+ private:
+  Admin::Service* const inner_;
+  RpcMethodMetrics* const take_snapshot_;
+  RpcMethodMetrics* const snapshot_save_;
+  RpcMethodMetrics* const list_members_;
+  RpcMethodMetrics* const add_member_;
+  RpcMethodMetrics* const promote_member_;
+  RpcMethodMetrics* const remove_member_;
+  RpcMethodMetrics* const transfer_leader_;
 };
 
 }  // namespace raftkv

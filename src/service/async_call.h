@@ -6,9 +6,12 @@
 // replacement, runs the authorization check of its method (call_auth.h: the
 // one place that decides who may call what) and then the method's handler;
 // handlers never block and may finish the call from any thread (writes finish
-// from the apply thread once they commit).
+// from the apply thread once they commit). Each call is counted in its
+// method's RpcMethodMetrics (server_metrics.h) when it finishes: status code
+// and the time since its request arrived.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -19,6 +22,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "service/call_auth.h"
+#include "service/server_metrics.h"
 #include "service/tsan_handoff.h"
 
 namespace raftkv {
@@ -53,6 +57,7 @@ struct UnaryMethod {
   Caller caller = Caller::kClient;
   const CallAuthorizer* auth = nullptr;
   DrainGate* gate = nullptr;
+  RpcMethodMetrics* metrics = nullptr;  // null: not counted
 };
 
 // One unary call of any method. Lifetime: created waiting for a request;
@@ -81,6 +86,7 @@ class UnaryCall final : public Tagged {
       delete this;
       return;
     }
+    start_ = std::chrono::steady_clock::now();
     Post(method_, cq_);
     grpc::Status refused = AuthorizeCall(method_->auth, context_, method_->caller);
     if (!refused.ok()) return FinishWithError(refused);
@@ -91,11 +97,13 @@ class UnaryCall final : public Tagged {
   Req& request() { return request_; }
 
   void Finish(const Resp& resp) {
+    Count(grpc::StatusCode::OK);
     std::lock_guard<std::mutex> lock(handoff_mu_);
     finishing_ = true;
     writer_.Finish(resp, grpc::Status::OK, this);
   }
   void FinishWithError(const grpc::Status& status) {
+    Count(status.error_code());
     std::lock_guard<std::mutex> lock(handoff_mu_);
     finishing_ = true;
     writer_.FinishWithError(status, this);
@@ -107,6 +115,13 @@ class UnaryCall final : public Tagged {
     TsanReleaseTag(this);  // the construction, for the poll thread's Proceed call
     std::lock_guard<std::mutex> lock(handoff_mu_);
     method_->request(&context_, &request_, &writer_, cq_, this);
+  }
+
+  // Before the finish is handed to gRPC: once it is, the call may be
+  // deleted on a poll thread as soon as handoff_mu_ is released.
+  void Count(grpc::StatusCode code) {
+    if (method_->metrics == nullptr) return;
+    method_->metrics->Finished(code, std::chrono::steady_clock::now() - start_);
   }
 
   const Method* method_;
@@ -121,19 +136,23 @@ class UnaryCall final : public Tagged {
   // finishing thread, deleted on a poll thread) was reported as a race.
   std::mutex handoff_mu_;
   bool finishing_ = false;
+  std::chrono::steady_clock::time_point start_;  // the request's arrival
 };
 
 // The asynchronous methods of the server, each registered once with Add().
 class AsyncMethods {
  public:
-  AsyncMethods(const CallAuthorizer* auth, DrainGate* gate) : auth_(auth), gate_(gate) {}
+  // `metrics` (may be null: nothing counted) gets each method's counters.
+  AsyncMethods(const CallAuthorizer* auth, DrainGate* gate, ServerMetrics* metrics = nullptr)
+      : auth_(auth), gate_(gate), metrics_(metrics) {}
 
   // Registers a method of `service` (a generated AsyncService, or a service
   // with WithAsyncMethod_ methods): `request` is its generated RequestX
-  // member function, `calls_per_cq` how many calls wait for a request on each
-  // completion queue, `caller` who may call it.
+  // member function, `name` its labels in the metrics, `calls_per_cq` how
+  // many calls wait for a request on each completion queue, `caller` who may
+  // call it.
   template <class Req, class Resp, class Service, class RequestX>
-  void Add(Service* service, RequestX request, Caller caller, int calls_per_cq,
+  void Add(Service* service, RequestX request, const RpcName& name, Caller caller, int calls_per_cq,
            std::function<void(UnaryCall<Req, Resp>*)> handler) {
     auto method = std::make_unique<Registered<Req, Resp>>();
     method->spec.request = [service, request](grpc::ServerContext* context, Req* req,
@@ -145,6 +164,9 @@ class AsyncMethods {
     method->spec.caller = caller;
     method->spec.auth = auth_;
     method->spec.gate = gate_;
+    if (metrics_ != nullptr) {
+      method->spec.metrics = metrics_->Method(name, RpcMethodMetrics::Kind::kUnary);
+    }
     method->calls_per_cq = calls_per_cq;
     methods_.push_back(std::move(method));
   }
@@ -170,6 +192,7 @@ class AsyncMethods {
 
   const CallAuthorizer* const auth_;
   DrainGate* const gate_;
+  ServerMetrics* const metrics_;
   std::vector<std::unique_ptr<Entry>> methods_;
 };
 

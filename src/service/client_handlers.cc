@@ -19,28 +19,36 @@ ClientHandlers::ClientHandlers(const ServerOptions& options, RaftNode* node, For
 void ClientHandlers::Register(KV::AsyncService* kv, int busy, AsyncMethods* methods) {
   using S = KV::AsyncService;
   const int rare = 4;
+  const int some = std::max(rare, busy / 4);
   const Caller c = Caller::kClient;
-  methods->Add<PutRequest, PutResponse>(kv, &S::RequestPut, c, busy, [this](PutCall* call) { HandlePut(call); });
-  methods->Add<GetRequest, GetResponse>(kv, &S::RequestGet, c, busy, [this](GetCall* call) { HandleGet(call); });
-  methods->Add<EchoRequest, EchoResponse>(kv, &S::RequestEcho, c, busy,
+  auto name = [](const char* method) { return RpcName::Of<KV>(method); };
+  methods->Add<PutRequest, PutResponse>(kv, &S::RequestPut, name("Put"), c, busy,
+                                        [this](PutCall* call) { HandlePut(call); });
+  methods->Add<GetRequest, GetResponse>(kv, &S::RequestGet, name("Get"), c, busy,
+                                        [this](GetCall* call) { HandleGet(call); });
+  methods->Add<EchoRequest, EchoResponse>(kv, &S::RequestEcho, name("Echo"), c, busy,
                                           [this](EchoCall* call) { HandleEcho(call); });
-  methods->Add<BatchRequest, BatchResponse>(kv, &S::RequestBatch, c, std::max(rare, busy / 4),
+  methods->Add<BatchRequest, BatchResponse>(kv, &S::RequestBatch, name("Batch"), c, some,
                                             [this](BatchCall* call) { HandleBatch(call); });
-  methods->Add<DeleteRequest, DeleteResponse>(kv, &S::RequestDelete, c, rare,
+  methods->Add<DeleteRequest, DeleteResponse>(kv, &S::RequestDelete, name("Delete"), c, rare,
                                               [this](DeleteCall* call) { HandleDelete(call); });
   methods->Add<CompareAndSwapRequest, CompareAndSwapResponse>(
-      kv, &S::RequestCompareAndSwap, c, rare, [this](CasCall* call) { HandleCompareAndSwap(call); });
-  methods->Add<StatusRequest, StatusResponse>(kv, &S::RequestStatus, c, rare,
+      kv, &S::RequestCompareAndSwap, name("CompareAndSwap"), c, rare,
+      [this](CasCall* call) { HandleCompareAndSwap(call); });
+  methods->Add<StatusRequest, StatusResponse>(kv, &S::RequestStatus, name("Status"), c, rare,
                                               [this](StatusCall* call) { HandleStatus(call); });
   methods->Add<OpenSessionRequest, OpenSessionResponse>(
-      kv, &S::RequestOpenSession, c, rare, [this](OpenSessionCall* call) { HandleOpenSession(call); });
+      kv, &S::RequestOpenSession, name("OpenSession"), c, rare,
+      [this](OpenSessionCall* call) { HandleOpenSession(call); });
   methods->Add<CloseSessionRequest, CloseSessionResponse>(
-      kv, &S::RequestCloseSession, c, rare, [this](CloseSessionCall* call) { HandleCloseSession(call); });
-  methods->Add<RangeRequest, RangeResponse>(kv, &S::RequestRange, c, std::max(rare, busy / 4),
+      kv, &S::RequestCloseSession, name("CloseSession"), c, rare,
+      [this](CloseSessionCall* call) { HandleCloseSession(call); });
+  methods->Add<RangeRequest, RangeResponse>(kv, &S::RequestRange, name("Range"), c, some,
                                             [this](RangeCall* call) { HandleRange(call); });
   methods->Add<DeleteRangeRequest, DeleteRangeResponse>(
-      kv, &S::RequestDeleteRange, c, rare, [this](DeleteRangeCall* call) { HandleDeleteRange(call); });
-  methods->Add<TxnRequest, TxnResponse>(kv, &S::RequestTxn, c, std::max(rare, busy / 4),
+      kv, &S::RequestDeleteRange, name("DeleteRange"), c, rare,
+      [this](DeleteRangeCall* call) { HandleDeleteRange(call); });
+  methods->Add<TxnRequest, TxnResponse>(kv, &S::RequestTxn, name("Txn"), c, some,
                                         [this](TxnCall* call) { HandleTxn(call); });
 }
 

@@ -27,7 +27,7 @@ size_t MaxReceiveMessageBytes(const ServerOptions& o) {
 GrpcServer::GrpcServer(const ServerOptions& options, RaftNode* node)
     : options_(options),
       node_(node),
-      methods_(options.auth, &gate_),
+      methods_(options.auth, &gate_, &node->server_metrics()),
       hub_(options.watch, &node->state_machine(), node->id()),
       keeper_(options.lease, node),
       forwarder_(options.forward_to_leader
@@ -47,6 +47,8 @@ GrpcServer::GrpcServer(const ServerOptions& options, RaftNode* node)
                                        options.max_batch_ops, options.max_batch_bytes};
   watch_method_.auth = options.auth;
   watch_method_.gate = &gate_;
+  watch_method_.metrics =
+      node->server_metrics().Method(RpcName::Of<Watch>("Watch"), RpcMethodMetrics::Kind::kStream);
 }
 
 GrpcServer::~GrpcServer() {
@@ -114,6 +116,7 @@ Status GrpcServer::Start() {
   node_->SetApplyObserver([this] { hub_.Notify(); });
   node_->SetLeaderlessObserver(
       [this](bool leaderless, int64_t ms) { hub_.SetLeaderless(leaderless, ms); });
+  node_->server_metrics().SetWatcherCount([this] { return hub_.size(); });
   observer_set_ = true;
   for (auto& cq : cqs_) {
     for (int t = 0; t < std::max(1, options_.threads_per_cq); ++t) {
@@ -205,6 +208,7 @@ void GrpcServer::Join() {
   if (observer_set_) {
     node_->SetApplyObserver(nullptr);
     node_->SetLeaderlessObserver(nullptr);
+    node_->server_metrics().SetWatcherCount(nullptr);
     observer_set_ = false;
   }
   // Forwarded calls are answered (cancelled if still waiting) while the

@@ -78,7 +78,8 @@ class GrpcServer {
   LeaseKeeper keeper_;
   std::unique_ptr<Forwarder> forwarder_;  // null when forwarding is off
   std::unique_ptr<LeaseService> lease_service_;
-  bool observer_set_ = false;  // the node tells hub_ when it applies
+  // The node tells hub_ when it applies; the metrics count hub_'s watchers.
+  bool observer_set_ = false;
   std::unique_ptr<ClientHandlers> client_handlers_;
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<grpc::Server> server_;

@@ -9,20 +9,30 @@ namespace raftkv {
 
 LeaseService::LeaseService(const ServerOptions& options, RaftNode* node, LeaseKeeper* keeper,
                            Forwarder* forwarder)
-    : options_(options), node_(node), keeper_(keeper), forwarder_(forwarder) {}
+    : options_(options),
+      node_(node),
+      keeper_(keeper),
+      forwarder_(forwarder),
+      keep_alive_metrics_(node->server_metrics().Method(RpcName::Of<Lease>("LeaseKeepAlive"),
+                                                        RpcMethodMetrics::Kind::kStream)) {}
 
 void LeaseService::Register(AsyncMethods* methods) {
+  using S = LeaseHybridService;
   const Caller c = Caller::kClient;
   const int n = 4;
-  methods->Add<LeaseGrantRequest, LeaseGrantResponse>(this, &LeaseHybridService::RequestLeaseGrant, c, n,
-                                                      [this](GrantCall* call) { HandleGrant(call); });
+  auto name = [](const char* method) { return RpcName::Of<Lease>(method); };
+  methods->Add<LeaseGrantRequest, LeaseGrantResponse>(
+      this, &S::RequestLeaseGrant, name("LeaseGrant"), c, n,
+      [this](GrantCall* call) { HandleGrant(call); });
   methods->Add<LeaseRevokeRequest, LeaseRevokeResponse>(
-      this, &LeaseHybridService::RequestLeaseRevoke, c, n, [this](RevokeCall* call) { HandleRevoke(call); });
+      this, &S::RequestLeaseRevoke, name("LeaseRevoke"), c, n,
+      [this](RevokeCall* call) { HandleRevoke(call); });
   methods->Add<LeaseTimeToLiveRequest, LeaseTimeToLiveResponse>(
-      this, &LeaseHybridService::RequestLeaseTimeToLive, c, n,
+      this, &S::RequestLeaseTimeToLive, name("LeaseTimeToLive"), c, n,
       [this](TtlCall* call) { HandleTimeToLive(call); });
   methods->Add<LeaseLeasesRequest, LeaseLeasesResponse>(
-      this, &LeaseHybridService::RequestLeaseLeases, c, n, [this](LeasesCall* call) { HandleLeases(call); });
+      this, &S::RequestLeaseLeases, name("LeaseLeases"), c, n,
+      [this](LeasesCall* call) { HandleLeases(call); });
 }
 
 void LeaseService::FillHeader(uint64_t term, ResponseHeader* header) const {
@@ -108,6 +118,13 @@ void LeaseService::HandleLeases(LeasesCall* call) {
 }
 
 grpc::Status LeaseService::LeaseKeepAlive(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<LeaseKeepAliveResponse, LeaseKeepAliveRequest>* stream) {
+  SyncCallRecorder call(keep_alive_metrics_);
+  return call.Done(ServeKeepAlive(context, stream));
+}
+
+grpc::Status LeaseService::ServeKeepAlive(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<LeaseKeepAliveResponse, LeaseKeepAliveRequest>* stream) {
   if (grpc::Status refused = AuthorizeCall(options_.auth, *context, Caller::kClient); !refused.ok()) {

@@ -46,6 +46,10 @@ class LeaseService final : public LeaseHybridService {
     static const std::string path = Forwarder::MethodPath<Lease>(method);  // one per Req/Resp pair
     return forwarder_->MaybeForward(call, path);
   }
+  // LeaseKeepAlive, counted by LeaseKeepAlive().
+  grpc::Status ServeKeepAlive(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<LeaseKeepAliveResponse, LeaseKeepAliveRequest>* stream);
   // Relays a keep-alive stream to the leader: true with *status when it
   // did; false when this member answers it.
   bool RelayKeepAlive(grpc::ServerContext* context,
@@ -56,6 +60,7 @@ class LeaseService final : public LeaseHybridService {
   RaftNode* const node_;
   LeaseKeeper* const keeper_;
   Forwarder* const forwarder_;
+  RpcMethodMetrics* const keep_alive_metrics_;
 };
 
 }  // namespace raftkv

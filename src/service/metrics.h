@@ -88,8 +88,14 @@ class NodeMetrics : public SyncObserver {
   std::atomic<uint64_t> snapshots_sent{0};
   // Leader snapshots this member (follower) installed.
   std::atomic<uint64_t> snapshots_installed{0};
+  // Snapshots this member failed to take (the error is logged; the log is
+  // kept, so it grows until a snapshot succeeds).
+  std::atomic<uint64_t> snapshot_failures{0};
   // Times the leader known to this member changed to another member.
   std::atomic<uint64_t> leader_changes{0};
+  // Bytes of the log's segment files, as of the I/O loop's last pass (the
+  // log is the I/O loop's alone; it stores the size here for the scrapes).
+  std::atomic<uint64_t> log_bytes{0};
 
   // Seconds per log Sync() that reached the disk.
   Histogram fsync_seconds;

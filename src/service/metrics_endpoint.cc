@@ -2,7 +2,12 @@
 
 #include <glog/logging.h>
 
+#include <filesystem>
 #include <string>
+#include <system_error>
+
+#include "common/version.h"
+#include "proto/internal.h"
 
 namespace raftkv {
 
@@ -14,9 +19,29 @@ double Load(const std::atomic<uint64_t>& v) { return D(v.load(std::memory_order_
 
 }  // namespace
 
+uint64_t DirectoryBytes(const std::string& dir) {
+  std::error_code ec;
+  uint64_t bytes = 0;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    // A file removed meanwhile (a snapshot pruned) is skipped, not an error.
+    std::error_code file_ec;
+    if (!it->is_regular_file(file_ec)) continue;
+    const uintmax_t size = it->file_size(file_ec);
+    if (!file_ec) bytes += size;
+  }
+  return bytes;
+}
+
 std::string RenderNodeMetrics(const NodeStatus& st, const NodeMetrics& m,
-                              double proposals_per_second) {
+                              double proposals_per_second, const ScrapeExtras& x) {
   ExpositionWriter w;
+  // ---- the build ----
+  std::string api = KV::service_full_name();  // "raftkv.v1.KV": the API is its package
+  api = api.substr(0, api.rfind('.'));
+  w.Family("raftkv_build_info", "gauge",
+           "Always 1; the labels name the server's version, git commit and client API.");
+  w.Sample("raftkv_build_info",
+           {{"version", Version()}, {"git_commit", GitCommit()}, {"api", api}}, 1);
   // ---- state (gauges, from GetStatus) ----
   w.Single("raftkv_member_id", "gauge",
            "Raft id of this member.",
@@ -33,6 +58,12 @@ std::string RenderNodeMetrics(const NodeStatus& st, const NodeMetrics& m,
   w.Single("raftkv_leader_id", "gauge",
            "Id of the leader this member knows of (0: none).",
            D(st.leader_id));
+  w.Single("raftkv_has_leader", "gauge",
+           "1 if this member knows a leader (itself included), else 0.",
+           st.leader_id != 0 ? 1 : 0);
+  w.Single("raftkv_is_leader", "gauge",
+           "1 if this member is the leader, else 0.",
+           st.role == raft::Role::kLeader ? 1 : 0);
   w.Single("raftkv_commit_index", "gauge",
            "Highest log index known to be committed.",
            D(st.commit_index));
@@ -54,6 +85,25 @@ std::string RenderNodeMetrics(const NodeStatus& st, const NodeMetrics& m,
   w.Single("raftkv_sessions", "gauge",
            "Client sessions in the state machine.",
            D(st.sessions));
+  w.Single("raftkv_revision", "gauge",
+           "Revision of the store in this member's applied state.",
+           static_cast<double>(st.revision));
+  w.Single("raftkv_keys", "gauge",
+           "Keys in this member's state machine.",
+           D(x.keys));
+  w.Single("raftkv_leases", "gauge",
+           "Leases in this member's state machine.",
+           D(x.leases));
+  w.Single("raftkv_watchers", "gauge",
+           "Watch streams this member serves.",
+           D(x.watchers));
+  w.Single("raftkv_log_bytes", "gauge",
+           "Bytes of this member's log segment files.",
+           Load(m.log_bytes));
+  w.Single("raftkv_snapshot_bytes", "gauge",
+           "Bytes of the files in this member's snapshot directory (a snapshot being written or "
+           "received included).",
+           D(x.snapshot_bytes));
   uint64_t voters = 0, learners = 0;
   for (const MemberInfo& mi : st.members) (mi.voter ? voters : learners)++;
   w.Family("raftkv_config_members", "gauge",
@@ -110,6 +160,9 @@ std::string RenderNodeMetrics(const NodeStatus& st, const NodeMetrics& m,
   w.Single("raftkv_snapshots_taken_total", "counter",
            "Snapshots written by this member.",
            Load(m.snapshots_taken));
+  w.Single("raftkv_snapshot_failures_total", "counter",
+           "Snapshots this member failed to write (its log is kept and grows meanwhile).",
+           Load(m.snapshot_failures));
   w.Single("raftkv_snapshots_sent_total", "counter",
            "InstallSnapshot sends this member decided on as leader (a follower needed compacted "
            "entries; a repeat while the transfer to that peer still runs counts again).",
@@ -130,6 +183,32 @@ std::string RenderNodeMetrics(const NodeStatus& st, const NodeMetrics& m,
                      m.append_entries_sent.Collect());
   w.HistogramSamples("raftkv_append_entries_batch_entries", {{"direction", "received"}},
                      m.append_entries_received.Collect());
+
+  // ---- the gRPC server ----
+  if (x.server != nullptr) x.server->Render(&w);
+
+  // ---- the process (the standard names of the Prometheus client libraries) ----
+  if (x.process) {
+    const ProcessStats& p = *x.process;
+    w.Single("process_cpu_seconds_total", "counter",
+             "Total user and system CPU time spent in seconds.",
+             p.cpu_seconds);
+    w.Single("process_resident_memory_bytes", "gauge",
+             "Resident memory size in bytes.",
+             D(p.resident_bytes));
+    w.Single("process_virtual_memory_bytes", "gauge",
+             "Virtual memory size in bytes.",
+             D(p.virtual_bytes));
+    w.Single("process_open_fds", "gauge",
+             "Number of open file descriptors.",
+             D(p.open_fds));
+    w.Single("process_max_fds", "gauge",
+             "Maximum number of open file descriptors.",
+             D(p.max_fds));
+    w.Single("process_start_time_seconds", "gauge",
+             "Start time of the process since unix epoch in seconds.",
+             p.start_time_seconds);
+  }
   return w.Take();
 }
 
@@ -143,7 +222,15 @@ MetricsEndpoint::MetricsEndpoint(RaftNode* node, const std::string& address, int
   server_.Handle("/metrics", [this](const HttpRequest&) {
     HttpResponse r;
     r.content_type = kMetricsContentType;
-    r.body = RenderNodeMetrics(node_->GetStatus(), node_->metrics(), proposal_rate_.PerSecond());
+    ScrapeExtras x;
+    x.keys = node_->state_machine().Size();
+    x.leases = node_->state_machine().LeaseCount();
+    x.watchers = node_->server_metrics().Watchers();
+    x.snapshot_bytes = DirectoryBytes(node_->snapshot_dir());
+    x.server = &node_->server_metrics();
+    ProcessStats process;
+    if (ReadProcessStats(&process)) x.process = process;
+    r.body = RenderNodeMetrics(node_->GetStatus(), node_->metrics(), proposal_rate_.PerSecond(), x);
     return r;
   });
   server_.Every(std::chrono::seconds(1), [this] {

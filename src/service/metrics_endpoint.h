@@ -5,18 +5,32 @@
 // HttpServer. Metric names and meanings: doc/metrics.md.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "service/http_server.h"
 #include "service/metrics.h"
 #include "service/node.h"
+#include "service/process_metrics.h"
+#include "service/server_metrics.h"
 
 namespace raftkv {
 
 // The Content-Type of the text exposition format.
 inline constexpr char kMetricsContentType[] = "text/plain; version=0.0.4";
+
+// What a scrape gathers besides the node's status and counters.
+struct ScrapeExtras {
+  uint64_t keys = 0;            // in the state machine
+  uint64_t leases = 0;          // in the state machine
+  uint64_t watchers = 0;        // of the running gRPC server
+  uint64_t snapshot_bytes = 0;  // the files in the snapshot directory
+  const ServerMetrics* server = nullptr;  // null: no raftkv_grpc_* families
+  std::optional<ProcessStats> process;    // empty (not available here): no process_* families
+};
 
 // Renders one scrape. `proposals_per_second`: the server-side rate gauge.
 // Per-peer series (raftkv_peer_*) are exported by the leader only, one per
@@ -24,7 +38,11 @@ inline constexpr char kMetricsContentType[] = "text/plain; version=0.0.4";
 // (it has no replication progress to report), so a query over them shows
 // the current leader's view.
 std::string RenderNodeMetrics(const NodeStatus& status, const NodeMetrics& metrics,
-                              double proposals_per_second);
+                              double proposals_per_second,
+                              const ScrapeExtras& extras = ScrapeExtras());
+
+// Bytes of the regular files directly in `dir` (0 if it cannot be read).
+uint64_t DirectoryBytes(const std::string& dir);
 
 class MetricsEndpoint {
  public:

@@ -54,6 +54,7 @@ RaftNode::RaftNode(const NodeOptions& options, RecoveredState r)
       apply_([this](const std::deque<Entry>& entries, Completions* out) { ApplyEntries(entries, out); },
              &metrics_.apply_wakeups) {
   log_->set_sync_observer(&metrics_);
+  metrics_.log_bytes.store(log_->SizeBytes(), std::memory_order_relaxed);
 }
 
 RaftNode::~RaftNode() {
@@ -397,6 +398,11 @@ void RaftNode::IoLoop() {
     }
     apply_.Hand(std::move(committed), &completions);
     snapshots_.MaybeStart(applied_index);
+    // After appends, a snapshot's compaction or an installed snapshot: the
+    // log is this thread's alone, so its size reaches the scrapes this way.
+    if (have_ready || finished) {
+      metrics_.log_bytes.store(log_->SizeBytes(), std::memory_order_relaxed);
+    }
   }
 }
 

@@ -45,6 +45,7 @@
 #include "service/node_options.h"
 #include "service/pending_calls.h"
 #include "service/recovery.h"
+#include "service/server_metrics.h"
 #include "service/snapshot_manager.h"
 #include "storage/file_util.h"
 #include "storage/hard_state.h"
@@ -180,6 +181,13 @@ class RaftNode {
   NodeStatus GetStatus() const;
   // Counters and histograms (the /metrics endpoint); safe from any thread.
   const NodeMetrics& metrics() const { return metrics_; }
+  // The gRPC server's per-method counters and watchers. Kept here, not in
+  // the server, because the node outlives both the server and the metrics
+  // endpoint (which starts first and stops last).
+  ServerMetrics& server_metrics() { return server_metrics_; }
+  const ServerMetrics& server_metrics() const { return server_metrics_; }
+  // The directory of the snapshot files (the metrics add up their sizes).
+  const std::string& snapshot_dir() const { return snapshots_.dir(); }
   const KvStateMachine& state_machine() const { return *state_machine_; }
   uint64_t id() const { return options_.id; }
   const ClusterConfig& cluster() const { return options_.cluster; }
@@ -205,6 +213,7 @@ class RaftNode {
 
   const NodeOptions options_;
   NodeMetrics metrics_;  // before log_: it observes the log's syncs
+  ServerMetrics server_metrics_;
   file::FileLock lock_;  // on <data_dir>/LOCK: one server per data directory
   std::unique_ptr<SegmentedLog> log_;                // used by the I/O loop only
   std::unique_ptr<HardStateFile> hard_state_file_;  // used by the I/O loop only

@@ -24,17 +24,26 @@ bool SameSnapshot(const InstallSnapshotRequest& a, const InstallSnapshotRequest&
 
 }  // namespace
 
-PeerService::PeerService(const ServerOptions& options, RaftNode* node) : options_(options), node_(node) {}
+PeerService::PeerService(const ServerOptions& options, RaftNode* node)
+    : options_(options),
+      node_(node),
+      install_snapshot_metrics_(node->server_metrics().Method(RpcName::Of<Raft>("InstallSnapshot"),
+                                                              RpcMethodMetrics::Kind::kStream)),
+      timeout_now_metrics_(node->server_metrics().Method(RpcName::Of<Raft>("TimeoutNow"),
+                                                         RpcMethodMetrics::Kind::kUnary)) {}
 
 void PeerService::Register(Testing::AsyncService* testing, int busy, AsyncMethods* methods) {
   using S = RaftHybridService;
   methods->Add<AppendEntriesRequest, AppendEntriesResponse>(
-      this, &S::RequestAppendEntries, Caller::kPeer, busy, [this](AppendCall* call) { HandleAppend(call); });
-  methods->Add<RequestVoteRequest, RequestVoteResponse>(this, &S::RequestRequestVote, Caller::kPeer, 4,
-                                                        [this](VoteCall* call) { HandleVote(call); });
+      this, &S::RequestAppendEntries, RpcName::Of<Raft>("AppendEntries"), Caller::kPeer, busy,
+      [this](AppendCall* call) { HandleAppend(call); });
+  methods->Add<RequestVoteRequest, RequestVoteResponse>(
+      this, &S::RequestRequestVote, RpcName::Of<Raft>("RequestVote"), Caller::kPeer, 4,
+      [this](VoteCall* call) { HandleVote(call); });
   if (options_.faults != nullptr) {
     methods->Add<SetFaultsRequest, SetFaultsResponse>(
-        testing, &Testing::AsyncService::RequestSetFaults, Caller::kClient, 4,
+        testing, &Testing::AsyncService::RequestSetFaults, RpcName::Of<Testing>("SetFaults"),
+        Caller::kClient, 4,
         [this](UnaryCall<SetFaultsRequest, SetFaultsResponse>* call) {
           std::set<uint64_t> blocked(call->request().blocked_peers().begin(),
                                      call->request().blocked_peers().end());
@@ -106,6 +115,13 @@ void PeerService::HandleVote(VoteCall* call) {
 grpc::Status PeerService::InstallSnapshot(grpc::ServerContext* context,
                                           grpc::ServerReader<InstallSnapshotRequest>* reader,
                                           InstallSnapshotResponse* response) {
+  SyncCallRecorder call(install_snapshot_metrics_);
+  return call.Done(ServeInstallSnapshot(context, reader, response));
+}
+
+grpc::Status PeerService::ServeInstallSnapshot(grpc::ServerContext* context,
+                                               grpc::ServerReader<InstallSnapshotRequest>* reader,
+                                               InstallSnapshotResponse* response) {
   if (grpc::Status refused = AuthorizeCall(options_.auth, *context, Caller::kPeer); !refused.ok()) {
     return refused;
   }
@@ -169,6 +185,13 @@ grpc::Status PeerService::InstallSnapshot(grpc::ServerContext* context,
 // One-way: the core answers nothing, so the call is answered at once.
 grpc::Status PeerService::TimeoutNow(grpc::ServerContext* context, const TimeoutNowRequest* request,
                                      TimeoutNowResponse* response) {
+  SyncCallRecorder call(timeout_now_metrics_);
+  return call.Done(ServeTimeoutNow(context, request, response));
+}
+
+grpc::Status PeerService::ServeTimeoutNow(grpc::ServerContext* context,
+                                          const TimeoutNowRequest* request,
+                                          TimeoutNowResponse* /*response*/) {
   if (grpc::Status refused = AuthorizeCall(options_.auth, *context, Caller::kPeer); !refused.ok()) {
     return refused;
   }

@@ -48,12 +48,20 @@ class PeerService final : public RaftHybridService {
   grpc::Status CheckPeer(uint64_t from, uint64_t to) const;
   void HandleAppend(AppendCall* call);
   void HandleVote(VoteCall* call);
+  // The two synchronous methods, counted by the overrides above.
+  grpc::Status ServeInstallSnapshot(grpc::ServerContext* context,
+                                    grpc::ServerReader<InstallSnapshotRequest>* reader,
+                                    InstallSnapshotResponse* response);
+  grpc::Status ServeTimeoutNow(grpc::ServerContext* context, const TimeoutNowRequest* request,
+                               TimeoutNowResponse* response);
   // Reads the whole stream into a SnapshotReceiver and installs the file.
   grpc::Status Receive(grpc::ServerContext* context, grpc::ServerReader<InstallSnapshotRequest>* reader,
                        InstallSnapshotRequest* first);
 
   const ServerOptions options_;
   RaftNode* const node_;
+  RpcMethodMetrics* const install_snapshot_metrics_;
+  RpcMethodMetrics* const timeout_now_metrics_;
   std::mutex mu_;
   bool receiving_ = false;  // guarded by mu_: one transfer at a time
 };

@@ -211,6 +211,11 @@ void SnapshotManager::Finish(const Result& result) {
     LOG(ERROR) << "member " << options_.id << ": snapshot at index " << result.info.last_index
                << " failed: " << result.status.ToString()
                << " (automatic snapshots retry in 10 s; the log is kept)";
+    // Nothing applied yet is a refusal (raftkvctl snapshot on a new
+    // member), not a failure to alert on.
+    if (result.status.code() != Status::Code::kInvalidArgument) {
+      metrics_->snapshot_failures.fetch_add(1, std::memory_order_relaxed);
+    }
     return;
   }
   if (!result.written) return;

@@ -72,6 +72,9 @@ class SnapshotManager {
                   NodeMetrics* metrics, Hooks hooks);
   ~SnapshotManager();
 
+  // The snapshot directory.
+  const std::string& dir() const { return dir_; }
+
   // Takes a snapshot now unless one is being taken (then `done` gets that
   // one's result). `done` runs on the apply thread, or at once after Stop().
   void Request(Callback done);

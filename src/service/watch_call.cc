@@ -83,6 +83,7 @@ void WatchCall::OnRequest(bool ok) {
     std::shared_lock<std::shared_mutex> gate(method_->gate->mu);
     if (!method_->gate->draining) Post(method_, cq_);
   }
+  if (method_->metrics != nullptr) method_->metrics->StreamStarted();
   grpc::Status status = AuthorizeCall(method_->auth, context_, Caller::kClient);
   if (status.ok()) status = CheckKeyRange(request_.key(), request_.range_end(), method_->limits);
   if (status.ok() && request_.start_revision() < 0) {
@@ -93,6 +94,7 @@ void WatchCall::OnRequest(bool ok) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     started_ = true;
+    start_ = std::chrono::steady_clock::now();
     ++handlers_;
     id_ = method_->hub->NewId();
     add = status.ok() && !end_;  // not when the client already cancelled
@@ -142,6 +144,11 @@ void WatchCall::End(const grpc::Status& status, int64_t compact_revision) {
 void WatchCall::MaybeFinishLocked() {
   if (!end_ || writing_ || finishing_ || in_hub_ || !started_) return;
   finishing_ = true;
+  // Counted once per started stream, with the status it ends with (also
+  // when the queues shut down and the status cannot be sent any more).
+  if (method_->metrics != nullptr) {
+    method_->metrics->Finished(end_->error_code(), std::chrono::steady_clock::now() - start_);
+  }
   std::shared_lock<std::shared_mutex> gate(method_->gate->mu);
   if (method_->gate->draining) {  // the queues are shutting down: start nothing
     finished_ = true;

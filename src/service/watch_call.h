@@ -5,6 +5,7 @@
 // completion-queue thread is still handling one.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -24,6 +25,7 @@ struct WatchMethod {
   RequestLimits limits;
   const CallAuthorizer* auth = nullptr;
   DrainGate* gate = nullptr;
+  RpcMethodMetrics* metrics = nullptr;  // streams started and ended (null: not counted)
 };
 
 class WatchCall final : public WatchSink {
@@ -64,6 +66,7 @@ class WatchCall final : public WatchSink {
   std::mutex handoff_mu_;
   std::mutex mu_;
   bool started_ = false;        // the request arrived: a done notice will come
+  std::chrono::steady_clock::time_point start_;  // when it arrived
   bool in_hub_ = false;         // registered and not yet removed/ended by the hub
   uint64_t id_ = 0;
   bool writing_ = false;

@@ -906,6 +906,11 @@ std::vector<std::pair<int64_t, int64_t>> KvStateMachine::Leases() const {
   return out;
 }
 
+size_t KvStateMachine::LeaseCount() const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  return leases_.size();
+}
+
 uint64_t KvStateMachine::LeaseGeneration() const {
   std::shared_lock<std::shared_mutex> lock(mu_);
   return lease_generation_;

@@ -171,6 +171,7 @@ class KvStateMachine {
   bool GetLease(int64_t id, int64_t* ttl, std::vector<std::string>* keys) const;
   // Every lease: (id, ttl).
   std::vector<std::pair<int64_t, int64_t>> Leases() const;
+  size_t LeaseCount() const;
   // Changes whenever a lease is granted or revoked or a snapshot restored.
   uint64_t LeaseGeneration() const;
 

@@ -452,7 +452,8 @@ static int Serve(int argc, char** argv) {
   server_options.forward_to_leader = FLAGS_forward_to_leader;
   server_options.peer_security = security;
   raftkv::AdminServiceImpl admin(raw_node, FLAGS_max_request_timeout_ms, auth.get());
-  server_options.admin_service = &admin;
+  raftkv::MeteredAdminService metered_admin(&admin, &raw_node->server_metrics());
+  server_options.admin_service = &metered_admin;
   // Metrics first: a port that cannot be bound stops the start-up before
   // this member serves anything.
   std::unique_ptr<raftkv::MetricsEndpoint> metrics;

@@ -1,13 +1,15 @@
 // Tests of the metrics (service/metrics.h) and the /metrics endpoint
 // (service/metrics_endpoint.h): the text exposition format is checked by a
-// strict parser of version 0.0.4 (below), then the values; finally a real
-// single-member node is scraped over HTTP.
+// strict parser of version 0.0.4 (exposition_parser.h), then the values;
+// finally a real single-member node is scraped over HTTP.
 #include "service/metrics.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <map>
@@ -16,10 +18,14 @@
 #include <string>
 #include <vector>
 
+#include "common/version.h"
+#include "exposition_parser.h"
 #include "gtest/common/raw_http.h"
 #include "proto/internal.h"
 #include "service/metrics_endpoint.h"
 #include "service/node.h"
+#include "service/process_metrics.h"
+#include "service/server_metrics.h"
 #include "fake_peers.h"
 #include "service_test_util.h"
 
@@ -27,190 +33,9 @@ namespace raftkv {
 namespace {
 
 using namespace std::chrono_literals;
-
-// ---------------------------------------------------------------------------
-// A strict parser of the text exposition format (what Prometheus accepts,
-// and the conventions we promise: HELP and TYPE for every family before its
-// samples, counters named *_total, cumulative histogram buckets ending with
-// +Inf equal to _count).
-// ---------------------------------------------------------------------------
-
-struct Exposition {
-  std::map<std::string, std::string> type;  // family -> type
-  std::map<std::string, std::string> help;
-  std::map<std::string, double> series;     // "name{a=\"b\",...}" (as written) -> value
-  std::string error;                        // empty: valid
-};
-
-bool IsNameStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || c == ':'; }
-bool IsNameChar(char c) { return IsNameStart(c) || std::isdigit(static_cast<unsigned char>(c)); }
-
-bool ParseName(const std::string& s, size_t* pos, std::string* name) {
-  const size_t start = *pos;
-  if (*pos >= s.size() || !IsNameStart(s[*pos])) return false;
-  while (*pos < s.size() && IsNameChar(s[*pos])) ++*pos;
-  *name = s.substr(start, *pos - start);
-  return true;
-}
-
-bool ParseValue(const std::string& text, double* v) {
-  if (text == "+Inf") *v = HUGE_VAL;
-  else if (text == "-Inf") *v = -HUGE_VAL;
-  else if (text == "NaN") *v = std::nan("");
-  else {
-    if (text.empty()) return false;
-    char* end = nullptr;
-    *v = std::strtod(text.c_str(), &end);
-    if (end != text.c_str() + text.size()) return false;
-  }
-  return true;
-}
-
-std::string FamilyOf(const std::string& name, const std::map<std::string, std::string>& types) {
-  if (types.count(name) != 0) return name;
-  for (const char* suffix : {"_bucket", "_sum", "_count"}) {
-    const std::string sfx = suffix;
-    if (name.size() > sfx.size() && name.compare(name.size() - sfx.size(), sfx.size(), sfx) == 0) {
-      const std::string base = name.substr(0, name.size() - sfx.size());
-      auto it = types.find(base);
-      if (it != types.end() && it->second == "histogram") return base;
-    }
-  }
-  return "";
-}
-
-Exposition ParseExposition(const std::string& text) {
-  Exposition e;
-  if (text.empty() || text.back() != '\n') {
-    e.error = "does not end with a newline";
-    return e;
-  }
-  std::set<std::string> finished;  // families whose samples ended
-  std::string current;             // family of the previous line
-  // Histograms: (family, labels without le) -> buckets in order.
-  std::map<std::string, std::vector<std::pair<double, double>>> buckets;
-  size_t pos = 0;
-  int line_no = 0;
-  while (pos < text.size()) {
-    const size_t eol = text.find('\n', pos);
-    const std::string line = text.substr(pos, eol - pos);
-    pos = eol + 1;
-    ++line_no;
-    auto fail = [&](const std::string& why) {
-      e.error = "line " + std::to_string(line_no) + " '" + line + "': " + why;
-      return e;
-    };
-    if (line.empty()) return fail("empty line");
-    if (line[0] == '#') {
-      const bool is_help = line.compare(0, 7, "# HELP ") == 0;
-      const bool is_type = line.compare(0, 7, "# TYPE ") == 0;
-      if (!is_help && !is_type) return fail("comment that is not HELP or TYPE");
-      size_t p = 7;
-      std::string name;
-      if (!ParseName(line, &p, &name) || p >= line.size() || line[p] != ' ') {
-        return fail("bad metric name");
-      }
-      const std::string rest = line.substr(p + 1);
-      if (current != name && current != "") finished.insert(current);
-      if (finished.count(name) != 0) return fail("family declared after its samples ended");
-      current = name;
-      if (is_help) {
-        if (e.help.count(name) != 0) return fail("second HELP");
-        if (e.type.count(name) != 0) return fail("HELP after TYPE");
-        for (size_t i = 0; i < rest.size(); ++i) {
-          if (rest[i] == '\\' && (i + 1 >= rest.size() || (rest[i + 1] != '\\' && rest[i + 1] != 'n'))) {
-            return fail("bad escape in HELP");
-          }
-          if (rest[i] == '\\') ++i;
-        }
-        e.help[name] = rest;
-      } else {
-        if (e.type.count(name) != 0) return fail("second TYPE");
-        if (rest != "counter" && rest != "gauge" && rest != "histogram") return fail("bad type");
-        if (e.help.count(name) == 0) return fail("TYPE without HELP");
-        if (rest == "counter" && (name.size() < 6 || name.compare(name.size() - 6, 6, "_total") != 0)) {
-          return fail("counter not named *_total");
-        }
-        e.type[name] = rest;
-      }
-      continue;
-    }
-    size_t p = 0;
-    std::string name;
-    if (!ParseName(line, &p, &name)) return fail("bad sample name");
-    const std::string family = FamilyOf(name, e.type);
-    if (family.empty()) return fail("sample before its family's TYPE");
-    if (family != current) return fail("sample of family " + family + " outside its group");
-    std::string labels_key;  // labels without le
-    std::string le;
-    std::set<std::string> label_names;
-    if (p < line.size() && line[p] == '{') {
-      ++p;
-      while (p < line.size() && line[p] != '}') {
-        std::string lname;
-        if (!ParseName(line, &p, &lname)) return fail("bad label name");
-        if (!label_names.insert(lname).second) return fail("repeated label");
-        if (line.compare(p, 2, "=\"") != 0) return fail("label without =\"");
-        p += 2;
-        std::string value;
-        for (;;) {
-          if (p >= line.size()) return fail("unterminated label value");
-          const char c = line[p++];
-          if (c == '"') break;
-          if (c == '\\') {
-            if (p >= line.size()) return fail("bad escape");
-            const char n = line[p++];
-            if (n == 'n') value += '\n';
-            else if (n == '\\' || n == '"') value += n;
-            else return fail("bad escape in a label value");
-          } else {
-            value += c;
-          }
-        }
-        if (lname == "le") le = value;
-        else labels_key += lname + "=" + value + ",";
-        if (p < line.size() && line[p] == ',') ++p;
-      }
-      if (p >= line.size()) return fail("unterminated labels");
-      ++p;
-    }
-    if (p >= line.size() || line[p] != ' ') return fail("no space before the value");
-    double value;
-    if (!ParseValue(line.substr(p + 1), &value)) return fail("bad value");
-    const std::string series = line.substr(0, p);
-    if (e.series.count(series) != 0) return fail("repeated series");
-    e.series[series] = value;
-    if (e.type[family] == "histogram") {
-      const std::string key = family + "|" + labels_key;
-      if (name == family + "_bucket") {
-        double bound;
-        if (le.empty() || !ParseValue(le, &bound)) return fail("bucket without a valid le");
-        auto& b = buckets[key];
-        if (!b.empty() && (bound <= b.back().first || value < b.back().second)) {
-          return fail("buckets not ascending or not cumulative");
-        }
-        b.emplace_back(bound, value);
-      } else if (!le.empty()) {
-        return fail("le on a non-bucket sample");
-      } else if (name == family + "_count") {
-        auto& b = buckets[key];
-        if (b.empty() || !std::isinf(b.back().first) || b.back().second != value) {
-          return fail("_count differs from the +Inf bucket, or no +Inf bucket");
-        }
-      }
-    }
-  }
-  return e;
-}
-
-double Value(const Exposition& e, const std::string& series) {
-  auto it = e.series.find(series);
-  if (it == e.series.end()) {
-    ADD_FAILURE() << "no series " << series;
-    return -1;
-  }
-  return it->second;
-}
+using testing_util::Exposition;
+using testing_util::ParseExposition;
+using testing_util::Value;
 
 // ---------------------------------------------------------------------------
 
@@ -330,6 +155,8 @@ TEST(RenderNodeMetricsTest, LeaderState) {
   EXPECT_EQ(Value(e, "raftkv_term"), 7);
   EXPECT_EQ(Value(e, "raftkv_member_id"), 1);
   EXPECT_EQ(Value(e, "raftkv_leader_id"), 1);
+  EXPECT_EQ(Value(e, "raftkv_has_leader"), 1);
+  EXPECT_EQ(Value(e, "raftkv_is_leader"), 1);
   EXPECT_EQ(Value(e, "raftkv_commit_index"), 95);
   EXPECT_EQ(Value(e, "raftkv_applied_index"), 94);
   EXPECT_EQ(Value(e, "raftkv_peer_match_index{peer=\"2\"}"), 90);
@@ -371,11 +198,180 @@ TEST(RenderNodeMetricsTest, FollowerExportsNoPeerSeries) {
   ASSERT_EQ(e.error, "");
   EXPECT_EQ(Value(e, "raftkv_role{role=\"follower\"}"), 1);
   EXPECT_EQ(Value(e, "raftkv_role{role=\"leader\"}"), 0);
+  EXPECT_EQ(Value(e, "raftkv_has_leader"), 1);
+  EXPECT_EQ(Value(e, "raftkv_is_leader"), 0);
   for (const auto& [series, value] : e.series) {
     EXPECT_NE(series.rfind("raftkv_peer_", 0), 0u) << series;
   }
   // The families are still declared (HELP/TYPE), just empty.
   EXPECT_EQ(e.type.at("raftkv_peer_match_index"), "gauge");
+}
+
+
+TEST(RenderNodeMetricsTest, NoLeaderKnown) {
+  NodeStatus st = LeaderStatus();
+  st.role = raft::Role::kCandidate;
+  st.leader_id = 0;
+  NodeMetrics m;
+  const Exposition e = ParseExposition(RenderNodeMetrics(st, m, 0));
+  ASSERT_EQ(e.error, "");
+  EXPECT_EQ(Value(e, "raftkv_has_leader"), 0);
+  EXPECT_EQ(Value(e, "raftkv_is_leader"), 0);
+  // Without the extras: no per-RPC families, no process metrics.
+  EXPECT_EQ(e.type.count("raftkv_grpc_requests_total"), 0u);
+  EXPECT_EQ(e.type.count("process_open_fds"), 0u);
+}
+
+TEST(RenderNodeMetricsTest, BuildStoreDiskRpcAndProcess) {
+  NodeStatus st = LeaderStatus();
+  st.revision = 41;
+  NodeMetrics m;
+  m.log_bytes = 123456;
+  m.snapshot_failures = 2;
+  ServerMetrics server;
+  RpcMethodMetrics* put = server.Method(RpcName{"KV", "Put"}, RpcMethodMetrics::Kind::kUnary);
+  RpcMethodMetrics* watch = server.Method(RpcName{"Watch", "Watch"}, RpcMethodMetrics::Kind::kStream);
+  server.Method(RpcName{"KV", "Get"}, RpcMethodMetrics::Kind::kUnary);  // never called
+  put->Finished(grpc::StatusCode::OK, 300us);
+  put->Finished(grpc::StatusCode::OK, 2ms);
+  put->Finished(grpc::StatusCode::FAILED_PRECONDITION, 50us);
+  watch->StreamStarted();
+  watch->StreamStarted();
+  watch->Finished(grpc::StatusCode::CANCELLED, 30s);
+  ScrapeExtras x;
+  x.keys = 7;
+  x.leases = 3;
+  x.watchers = 1;
+  x.snapshot_bytes = 4096;
+  x.server = &server;
+  ProcessStats p;
+  p.cpu_seconds = 1.25;
+  p.resident_bytes = 10 << 20;
+  p.virtual_bytes = 100 << 20;
+  p.open_fds = 12;
+  p.max_fds = 1024;
+  p.start_time_seconds = 1.7e9;
+  x.process = p;
+  const std::string text = RenderNodeMetrics(st, m, 0, x);
+  const Exposition e = ParseExposition(text);
+  ASSERT_EQ(e.error, "") << text;
+  // The build: labels from common/version.h and the API's proto package.
+  const std::string build = std::string("raftkv_build_info{version=\"") + Version() +
+                            "\",git_commit=\"" + GitCommit() + "\",api=\"raftkv.v1\"}";
+  EXPECT_EQ(Value(e, build), 1) << text;
+  EXPECT_EQ(Value(e, "raftkv_revision"), 41);
+  EXPECT_EQ(Value(e, "raftkv_keys"), 7);
+  EXPECT_EQ(Value(e, "raftkv_leases"), 3);
+  EXPECT_EQ(Value(e, "raftkv_watchers"), 1);
+  EXPECT_EQ(Value(e, "raftkv_log_bytes"), 123456);
+  EXPECT_EQ(Value(e, "raftkv_snapshot_bytes"), 4096);
+  EXPECT_EQ(Value(e, "raftkv_snapshot_failures_total"), 2);
+  // Per method and code; the OK series exists for every method, the others
+  // once they occurred.
+  EXPECT_EQ(Value(e, "raftkv_grpc_requests_total{service=\"KV\",method=\"Put\",code=\"OK\"}"), 2);
+  EXPECT_EQ(Value(e, "raftkv_grpc_requests_total{service=\"KV\",method=\"Put\",code=\"FAILED_PRECONDITION\"}"), 1);
+  EXPECT_EQ(Value(e, "raftkv_grpc_requests_total{service=\"KV\",method=\"Get\",code=\"OK\"}"), 0);
+  EXPECT_EQ(e.series.count("raftkv_grpc_requests_total{service=\"KV\",method=\"Get\",code=\"UNAVAILABLE\"}"), 0u);
+  EXPECT_EQ(Value(e, "raftkv_grpc_requests_total{service=\"Watch\",method=\"Watch\",code=\"CANCELLED\"}"), 1);
+  EXPECT_EQ(Value(e, "raftkv_grpc_streams_started_total{service=\"Watch\",method=\"Watch\"}"), 2);
+  EXPECT_EQ(e.series.count("raftkv_grpc_streams_started_total{service=\"KV\",method=\"Put\"}"), 0u);
+  // Latency of unary calls only, every code included.
+  EXPECT_EQ(Value(e, "raftkv_grpc_request_duration_seconds_bucket{service=\"KV\",method=\"Put\",le=\"0.0001\"}"), 1);
+  EXPECT_EQ(Value(e, "raftkv_grpc_request_duration_seconds_bucket{service=\"KV\",method=\"Put\",le=\"0.0005\"}"), 2);
+  EXPECT_EQ(Value(e, "raftkv_grpc_request_duration_seconds_bucket{service=\"KV\",method=\"Put\",le=\"0.0025\"}"), 3);
+  EXPECT_EQ(Value(e, "raftkv_grpc_request_duration_seconds_count{service=\"KV\",method=\"Put\"}"), 3);
+  EXPECT_DOUBLE_EQ(Value(e, "raftkv_grpc_request_duration_seconds_sum{service=\"KV\",method=\"Put\"}"), 0.00235);
+  EXPECT_EQ(Value(e, "raftkv_grpc_request_duration_seconds_count{service=\"KV\",method=\"Get\"}"), 0);
+  EXPECT_EQ(e.series.count("raftkv_grpc_request_duration_seconds_count{service=\"Watch\",method=\"Watch\"}"), 0u);
+  // The process, under the client libraries' names.
+  EXPECT_EQ(e.type.at("process_cpu_seconds_total"), "counter");
+  EXPECT_EQ(Value(e, "process_cpu_seconds_total"), 1.25);
+  EXPECT_EQ(Value(e, "process_resident_memory_bytes"), 10 << 20);
+  EXPECT_EQ(Value(e, "process_virtual_memory_bytes"), 100 << 20);
+  EXPECT_EQ(Value(e, "process_open_fds"), 12);
+  EXPECT_EQ(Value(e, "process_max_fds"), 1024);
+  EXPECT_EQ(Value(e, "process_start_time_seconds"), 1.7e9);
+}
+
+TEST(ServerMetricsTest, OneCounterSetPerMethodName) {
+  EXPECT_EQ(RpcName::Of<KV>("Put").service, "KV");
+  EXPECT_EQ(RpcName::Of<KV>("Put").method, "Put");
+  EXPECT_EQ(RpcName::Of<Lease>("LeaseGrant").service, "Lease");
+  EXPECT_EQ(RpcName::Of<Raft>("AppendEntries").service, "Raft");
+  ServerMetrics server;
+  RpcMethodMetrics* put = server.Method(RpcName{"KV", "Put"}, RpcMethodMetrics::Kind::kUnary);
+  RpcMethodMetrics* get = server.Method(RpcName{"KV", "Get"}, RpcMethodMetrics::Kind::kUnary);
+  RpcMethodMetrics* other_put = server.Method(RpcName{"Other", "Put"}, RpcMethodMetrics::Kind::kUnary);
+  EXPECT_NE(put, get);
+  EXPECT_NE(put, other_put);
+  // A server registered again on the same node (a restart in a test) counts on.
+  EXPECT_EQ(server.Method(RpcName{"KV", "Put"}, RpcMethodMetrics::Kind::kUnary), put);
+  ASSERT_EQ(server.Methods().size(), 3u);
+  EXPECT_EQ(server.Methods()[1], get);  // registration order
+
+  put->Finished(grpc::StatusCode::UNAUTHENTICATED, 1ms);
+  put->Finished(static_cast<grpc::StatusCode>(99), 1ms);  // not a gRPC code: UNKNOWN
+  EXPECT_EQ(put->finished(grpc::StatusCode::UNAUTHENTICATED), 1u);
+  EXPECT_EQ(put->finished(grpc::StatusCode::UNKNOWN), 1u);
+  EXPECT_EQ(put->Latency().count, 2u);
+  EXPECT_EQ(get->finished(grpc::StatusCode::OK), 0u);
+
+  // The names are gRPC's own, in the order of grpc::StatusCode.
+  EXPECT_STREQ(GrpcCodeName(grpc::StatusCode::OK), "OK");
+  EXPECT_STREQ(GrpcCodeName(grpc::StatusCode::DEADLINE_EXCEEDED), "DEADLINE_EXCEEDED");
+  EXPECT_STREQ(GrpcCodeName(grpc::StatusCode::FAILED_PRECONDITION), "FAILED_PRECONDITION");
+  EXPECT_STREQ(GrpcCodeName(grpc::StatusCode::UNAVAILABLE), "UNAVAILABLE");
+  EXPECT_STREQ(GrpcCodeName(grpc::StatusCode::UNAUTHENTICATED), "UNAUTHENTICATED");
+  EXPECT_STREQ(GrpcCodeName(17), "UNKNOWN");
+  EXPECT_STREQ(GrpcCodeName(-1), "UNKNOWN");
+
+  // The watchers' count: from the server while it runs, 0 without one.
+  EXPECT_EQ(server.Watchers(), 0u);
+  server.SetWatcherCount([] { return size_t{5}; });
+  EXPECT_EQ(server.Watchers(), 5u);
+  server.SetWatcherCount(nullptr);
+  EXPECT_EQ(server.Watchers(), 0u);
+}
+
+TEST(ServerMetricsTest, SyncCallRecorderCountsStartsAndEnds) {
+  ServerMetrics server;
+  RpcMethodMetrics* unary = server.Method(RpcName{"Admin", "ListMembers"}, RpcMethodMetrics::Kind::kUnary);
+  RpcMethodMetrics* stream = server.Method(RpcName{"Lease", "LeaseKeepAlive"}, RpcMethodMetrics::Kind::kStream);
+  {
+    SyncCallRecorder call(unary);
+    EXPECT_EQ(call.Done(grpc::Status::OK).error_code(), grpc::StatusCode::OK);
+  }
+  {
+    SyncCallRecorder call(stream);
+    EXPECT_EQ(stream->streams_started(), 1u);
+    EXPECT_EQ(stream->finished(grpc::StatusCode::INVALID_ARGUMENT), 0u);
+    const grpc::Status s = call.Done(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "bad id"));
+    EXPECT_EQ(s.error_message(), "bad id");  // handed back unchanged
+  }
+  SyncCallRecorder(nullptr).Done(grpc::Status::OK);  // no metrics: nothing to count
+  EXPECT_EQ(unary->finished(grpc::StatusCode::OK), 1u);
+  EXPECT_EQ(unary->streams_started(), 0u);
+  EXPECT_EQ(unary->Latency().count, 1u);
+  EXPECT_EQ(stream->finished(grpc::StatusCode::INVALID_ARGUMENT), 1u);
+  EXPECT_EQ(stream->Latency().count, 0u);  // no latency for streams
+}
+
+TEST(DirectoryBytesTest, SumsTheFilesOfOneDirectory) {
+  testing_util::TempDir dir;
+  EXPECT_EQ(DirectoryBytes(dir.path()), 0u);
+  EXPECT_EQ(DirectoryBytes(dir.path() + "/missing"), 0u);
+  auto write = [](const std::string& path, size_t bytes) {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    const std::string data(bytes, 'x');
+    ASSERT_EQ(std::fwrite(data.data(), 1, data.size(), f), data.size());
+    std::fclose(f);
+  };
+  write(dir.path() + "/a", 1000);
+  write(dir.path() + "/b.tmp", 24);
+  ASSERT_EQ(::mkdir((dir.path() + "/sub").c_str(), 0755), 0);
+  write(dir.path() + "/sub/c", 5000);  // not counted: one level only
+  EXPECT_EQ(DirectoryBytes(dir.path()), 1024u);
 }
 
 // ---------------------------------------------------------------------------
@@ -436,6 +432,18 @@ TEST(MetricsEndpointTest, SingleMemberNodeOverHttp) {
   EXPECT_GT(Value(e, "raftkv_log_fsync_duration_seconds_sum"), 0);
   // No peers: no AppendEntries, no per-peer series besides none.
   EXPECT_EQ(Value(e, "raftkv_append_entries_batch_entries_count{direction=\"sent\"}"), 0);
+  // The store and the disk, gathered at scrape time.
+  EXPECT_EQ(Value(e, "raftkv_keys"), kWrites);
+  EXPECT_EQ(Value(e, "raftkv_leases"), 0);
+  EXPECT_EQ(Value(e, "raftkv_watchers"), 0);  // no gRPC server here
+  EXPECT_GT(Value(e, "raftkv_log_bytes"), 0);
+  EXPECT_EQ(Value(e, "raftkv_snapshot_bytes"), 0);
+  EXPECT_EQ(Value(e, "raftkv_has_leader"), 1);
+#if defined(__linux__)
+  EXPECT_GT(Value(e, "process_open_fds"), 0);
+  EXPECT_GT(Value(e, "process_resident_memory_bytes"), 0);
+  EXPECT_GT(Value(e, "process_start_time_seconds"), 0);
+#endif
   EXPECT_EQ(node->metrics().proposals.load(), static_cast<uint64_t>(kWrites));
 
   endpoint.Stop();
