@@ -2,6 +2,7 @@
 # Runs a local raftkv cluster for development and tests.
 #
 #   cluster.sh start N     start nodes 1..N, wait for a leader, print ENDPOINTS=...
+#                          (and METRICS=... with RAFTKV_METRICS_BASE_PORT)
 #   cluster.sh kill I      SIGKILL node I (no-op if it is not running)
 #   cluster.sh restart I   start node I again on its existing data
 #   cluster.sh stop        SIGTERM the followers, then the leader (so it does not
@@ -19,11 +20,16 @@
 #                        current directory)
 #   RAFTKV_BASE_PORT     node I listens on 127.0.0.1:$((RAFTKV_BASE_PORT + I)) (default 7000)
 #   RAFTKV_SERVER_FLAGS  extra raftkv-server flags, split on whitespace
+#   RAFTKV_METRICS_BASE_PORT  node I serves Prometheus metrics on
+#                        http://127.0.0.1:$((RAFTKV_METRICS_BASE_PORT + I))/metrics
+#                        (--metrics_port and --metrics_address=127.0.0.1; default:
+#                        none; one --metrics_port in RAFTKV_SERVER_FLAGS would give
+#                        every node the same port)
 #   RAFTKV_START_TIMEOUT_S  how long start/restart wait for a node to answer (default 15)
 #   RAFTKV_CATCHUP_TIMEOUT_S  add: how long a new node may take to catch up before
 #                        its promotion is given up (default 120)
 #
-# `start` records N, the base port, the binary directory and the server flags
+# `start` records N, the base ports, the binary directory and the server flags
 # in $RAFTKV_DATA/cluster.env; the other commands read them from there, so only
 # RAFTKV_DATA (and the current directory, if it is relative) must match.
 # `add` and `remove` update the node list there (NODES; JOINED: nodes added
@@ -31,7 +37,8 @@
 # --join and an explicit --listen_address). cluster.conf stays the bootstrap
 # membership: the members' logs hold the configuration in effect.
 # Layout: $RAFTKV_DATA/cluster.conf, and per node $RAFTKV_DATA/nodeI/{data,logs,
-# server.out,pid}. Only the ENDPOINTS line goes to stdout; progress to stderr.
+# server.out,pid}. Only the ENDPOINTS line (and the METRICS line, when the
+# nodes serve metrics) goes to stdout; progress to stderr.
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -46,6 +53,7 @@ N=0
 NODES=""   # ids of the cluster's nodes, space-separated
 JOINED=""  # the ones added by `add`
 BASE_PORT=7000
+METRICS_BASE_PORT=""  # empty: no metrics endpoints
 BIN_DIR=""
 SERVER_FLAGS=""
 
@@ -64,6 +72,7 @@ usage: cluster.sh start N | kill I | restart I | stop | status [raftkvctl flags]
                   | add I | remove I | members [raftkvctl flags]
 environment: RAFTKV_BIN_DIR (default <repo>/build), RAFTKV_DATA (default ./data),
              RAFTKV_BASE_PORT (default 7000), RAFTKV_SERVER_FLAGS,
+             RAFTKV_METRICS_BASE_PORT (default: no metrics),
              RAFTKV_CATCHUP_TIMEOUT_S (default 120)
 EOF
   exit 2
@@ -101,14 +110,19 @@ load_env() {
 save_env() {
   {
     echo "# written by scripts/cluster.sh start/add/remove; read by its other commands"
-    printf 'N=%q\nNODES=%q\nJOINED=%q\nBASE_PORT=%q\nBIN_DIR=%q\nSERVER_FLAGS=%q\n' \
-      "$N" "$NODES" "$JOINED" "$BASE_PORT" "$BIN_DIR" "$SERVER_FLAGS"
+    printf 'N=%q\nNODES=%q\nJOINED=%q\nBASE_PORT=%q\nMETRICS_BASE_PORT=%q\nBIN_DIR=%q\nSERVER_FLAGS=%q\n' \
+      "$N" "$NODES" "$JOINED" "$BASE_PORT" "$METRICS_BASE_PORT" "$BIN_DIR" "$SERVER_FLAGS"
   } >"$DATA/cluster.env.tmp"
   mv "$DATA/cluster.env.tmp" "$DATA/cluster.env"
 }
 
 port_of() {
   echo $((BASE_PORT + $1))
+}
+
+# The metrics port of node $1 (empty when the nodes serve no metrics).
+metrics_port_of() {
+  [[ -z $METRICS_BASE_PORT ]] || echo $((METRICS_BASE_PORT + $1))
 }
 
 # Succeeds if $1 is among the words of $2.
@@ -130,6 +144,26 @@ endpoints() {
     eps+="${eps:+,}$HOST:$(port_of "$i")"
   done
   echo "$eps"
+}
+
+# Comma-separated metrics URLs of the cluster's nodes.
+metrics_urls() {
+  local i urls=""
+  for i in $NODES; do
+    urls+="${urls:+,}http://$HOST:$(metrics_port_of "$i")/metrics"
+  done
+  echo "$urls"
+}
+
+# Fails (exit) if a port of node $1 -- its gRPC port, and its metrics port
+# when it has one -- is taken.
+check_ports_free() {
+  local port
+  for port in $(port_of "$1") $(metrics_port_of "$1"); do
+    if port_in_use "$port"; then
+      die "port $HOST:$port of node $1 is already in use (set RAFTKV_BASE_PORT or RAFTKV_METRICS_BASE_PORT?)"
+    fi
+  done
 }
 
 # Succeeds if $1 is the pid of a live (non-zombie) raftkv-server process.
@@ -184,6 +218,10 @@ start_node() {
   if in_list "$i" "$JOINED"; then
     # Not in cluster.conf: it learns the configuration from the leader.
     extra+=(--join "--listen_address=$HOST:$(port_of "$i")")
+  fi
+  if [[ -n $METRICS_BASE_PORT ]]; then
+    # After RAFTKV_SERVER_FLAGS: each node its own port (gflags keeps the last).
+    extra+=("--metrics_port=$(metrics_port_of "$i")" "--metrics_address=$HOST")
   fi
   if [[ $mode == append ]]; then
     echo "=== cluster.sh restart at $(date '+%Y-%m-%d %H:%M:%S') ===" >>"$d/server.out"
@@ -253,6 +291,14 @@ cmd_start() {
   BASE_PORT=${RAFTKV_BASE_PORT:-7000}
   [[ $BASE_PORT =~ ^[0-9]+$ ]] || die "RAFTKV_BASE_PORT must be a number"
   ((BASE_PORT + N <= 65535)) || die "ports $((BASE_PORT + 1))..$((BASE_PORT + N)) out of range"
+  METRICS_BASE_PORT=${RAFTKV_METRICS_BASE_PORT:-}
+  if [[ -n $METRICS_BASE_PORT ]]; then
+    [[ $METRICS_BASE_PORT =~ ^[0-9]+$ ]] || die "RAFTKV_METRICS_BASE_PORT must be a number"
+    ((METRICS_BASE_PORT + N <= 65535)) ||
+      die "metrics ports $((METRICS_BASE_PORT + 1))..$((METRICS_BASE_PORT + N)) out of range"
+    ((METRICS_BASE_PORT + N <= BASE_PORT || METRICS_BASE_PORT >= BASE_PORT + N)) ||
+      die "metrics ports $((METRICS_BASE_PORT + 1))..$((METRICS_BASE_PORT + N)) overlap the nodes' ports $((BASE_PORT + 1))..$((BASE_PORT + N))"
+  fi
   BIN_DIR=$(abs_path "${RAFTKV_BIN_DIR:-$REPO_ROOT/build}")
   SERVER_FLAGS=${RAFTKV_SERVER_FLAGS:-}
   DATA=$(data_dir)
@@ -264,11 +310,7 @@ cmd_start() {
       die "a cluster from $DATA is already running (cluster.sh stop first)"
     fi
   done
-  for ((i = 1; i <= N; i++)); do
-    if port_in_use "$(port_of "$i")"; then
-      die "port $HOST:$(port_of "$i") is already in use (set RAFTKV_BASE_PORT?)"
-    fi
-  done
+  for ((i = 1; i <= N; i++)); do check_ports_free "$i"; done
 
   mkdir -p "$DATA"
   local conf
@@ -296,6 +338,7 @@ cmd_start() {
       for i in "${nodes[@]}"; do node_running "$i" || dead+=("$i"); done
       if ((${#dead[@]} == 0)); then
         echo "ENDPOINTS=$eps"
+        [[ -z $METRICS_BASE_PORT ]] || echo "METRICS=$(metrics_urls)"
         return 0
       fi
       note "node(s) ${dead[*]} exited during start-up"
@@ -340,10 +383,9 @@ cmd_restart() {
   load_env
   check_node_arg "${1:-}"
   check_binaries
-  local i=$1 port
-  port=$(port_of "$i")
+  local i=$1
   node_running "$i" && die "node $i is already running (pid $(node_pid "$i"))"
-  port_in_use "$port" && die "port $HOST:$port is already in use"
+  check_ports_free "$i"
   start_node "$i" append
   wait_answers "$i"
   note "restarted node $i (pid $(node_pid "$i"))"
@@ -402,12 +444,14 @@ cmd_add() {
   ((i > N)) || die "node $i is listed in $DATA/cluster.conf (the bootstrap members 1..$N); add a new member under a new id (> $N)"
   port=$(port_of "$i")
   ((port <= 65535)) || die "port $port of node $i is out of range"
+  [[ -z $METRICS_BASE_PORT ]] || (($(metrics_port_of "$i") <= 65535)) ||
+    die "metrics port $(metrics_port_of "$i") of node $i is out of range"
   addr=$HOST:$port
   node_running "$i" && die "node $i is already running (pid $(node_pid "$i"))"
   if [[ -d $d/data ]] && [[ -n $(ls -A "$d/data" 2>/dev/null) ]]; then
     die "$d/data is not empty: a new member must start empty (remove the directory first)"
   fi
-  port_in_use "$port" && die "port $addr is already in use"
+  check_ports_free "$i"
   JOINED="$(without "$i" "$JOINED") $i"
   JOINED=${JOINED# }
   start_node "$i"

@@ -17,6 +17,7 @@ APT_PACKAGES=(
   openssl libssl-dev  # scripts/gen-certs.sh (test CA and certificates); certificate checks at start
   iproute2  # scripts/multihost_test.sh: ip netns, veth pairs, a bridge; ss
   protoc-gen-go protoc-gen-go-grpc  # scripts/api_stubs_test.sh: Go stubs from the v1 API
+  prometheus  # promtool: scripts/metrics_check.sh lints the scrapes and deploy/prometheus rules
 )
 
 # Prints the packages of APT_PACKAGES that dpkg does not report as installed.
