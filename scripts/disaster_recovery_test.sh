@@ -21,7 +21,8 @@ OLD="$WORK/old"  # the cluster that is lost
 NEW="$WORK/new"  # the one restored from the backup
 # Two blocks of ports: the restored members listen elsewhere than the lost
 # ones (as on new machines).
-OLD_PORT=${RAFTKV_BASE_PORT:-$((20000 + $$ % 20000))}
+. "$REPO_ROOT/scripts/lib/ports.sh"
+OLD_PORT=${RAFTKV_BASE_PORT:-$(free_base_port 13)}  # old cluster B+1..3, new B+11..13
 NEW_PORT=$((OLD_PORT + 10))
 export RAFTKV_BIN_DIR
 

@@ -10,7 +10,8 @@ REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 : "${RAFTKV_BIN_DIR:?set RAFTKV_BIN_DIR to the build directory}"
 export RAFTKV_DATA
 RAFTKV_DATA=$(mktemp -d /tmp/raftkv-e2e.XXXXXX)
-export RAFTKV_BASE_PORT=${RAFTKV_BASE_PORT:-$((20000 + $$ % 20000))}
+. "$REPO_ROOT/scripts/lib/ports.sh"
+export RAFTKV_BASE_PORT=${RAFTKV_BASE_PORT:-$(free_base_port 5)}
 CLUSTER="$REPO_ROOT/scripts/cluster.sh"
 CTL="$RAFTKV_BIN_DIR/raftkvctl"
 cleanup() {

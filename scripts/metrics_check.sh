@@ -24,7 +24,8 @@ CTL="$RAFTKV_BIN_DIR/raftkvctl"
 RULES="$REPO_ROOT/deploy/prometheus/raftkv-alerts.yml"
 DASHBOARD="$REPO_ROOT/deploy/grafana/raftkv-dashboard.json"
 WORK=$(mktemp -d /tmp/raftkv-metrics.XXXXXX)
-BASE_PORT=${RAFTKV_BASE_PORT:-$((20000 + $$ % 20000))}
+. "$REPO_ROOT/scripts/lib/ports.sh"
+BASE_PORT=${RAFTKV_BASE_PORT:-$(free_base_port 103)}  # gRPC B+1..3, metrics B+101..103
 export RAFTKV_BIN_DIR RAFTKV_DATA="$WORK/data" RAFTKV_BASE_PORT="$BASE_PORT"
 export RAFTKV_METRICS_BASE_PORT=$((BASE_PORT + 100))
 watch_pid=""

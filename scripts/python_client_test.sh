@@ -11,7 +11,7 @@
 # Environment:
 #   RAFTKV_BIN_DIR      (required) where raftkv-server and raftkvctl are
 #   RAFTKV_PYTHON       the Python to build the venv from (default python3; >= 3.9)
-#   RAFTKV_BASE_PORT    member I listens on 127.0.0.1:BASE+I (default 30000 + $$ % 20000)
+#   RAFTKV_BASE_PORT    member I listens on 127.0.0.1:BASE+I (default: free ports below 32000)
 #   RAFTKV_PYTEST_ARGS  extra pytest arguments (e.g. "-k watch -x")
 #   RAFTKV_PYTEST_TIMEOUT_S  bound on the pytest run (default 300)
 #   RAFTKV_KEEP_WORK=1  keep the venv and the cluster's data and logs (kept anyway on failure)
@@ -42,7 +42,8 @@ command -v "$PYTHON" >/dev/null 2>&1 || fail "$PYTHON not found (set RAFTKV_PYTH
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/raftkv-pyclient.XXXXXX")
 export RAFTKV_DATA=$WORK/data
-export RAFTKV_BASE_PORT=${RAFTKV_BASE_PORT:-$((30000 + $$ % 20000))}
+. "$REPO_ROOT/scripts/lib/ports.sh"
+export RAFTKV_BASE_PORT=${RAFTKV_BASE_PORT:-$(free_base_port 5)}
 VENV=$WORK/venv
 status=1
 cleanup() {
