@@ -685,8 +685,15 @@ def write_doc(results, args, doc_path, images_dir):
     add("cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release")
     add("cmake --build build --target raftkv-bench raftkv-server")
     # Local paths (binary, output, scratch) are left out: they do not change the runs.
-    shown = [a for a in meta.get("argv", [])
-             if not a.startswith(("--bench=", "--doc=", "--images-dir=", "--work-dir="))]
+    local = ("--bench", "--doc", "--images-dir", "--work-dir")
+    shown, skip = [], False
+    for a in meta.get("argv", []):
+        if skip:
+            skip = False
+        elif a in local:
+            skip = True  # "--bench PATH": the path is the next argument
+        elif not a.startswith(tuple(f + "=" for f in local)):
+            shown.append(a)
     add(" ".join(["scripts/bench_sweep.py"] + [shlex.quote(a) for a in shown]))
     add("```")
     add("")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""raftkv next to etcd, run for run, on this machine (issue 6's targets).
+"""raftkv next to etcd, run for run, on this machine.
 
 Each repetition runs every pair below back to back -- etcd's own benchmark
 tool against a fresh 3-member etcd cluster (../shared/tools/etcd-compare/

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sustained-write soak: memory and disk of a 3-member cluster over time (issue 6).
+# Sustained-write soak: memory and disk of a 3-member cluster over time.
 #
 #   soak.sh [DURATION_S] [KEYS] [VALUE_LEN] [OUT_DIR]
 #       starts 3 members with scripts/cluster.sh (127.0.0.1, fsync on), then
