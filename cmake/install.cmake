@@ -44,6 +44,28 @@ endforeach()
 install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/protos/raftkv/v1/
         DESTINATION ${CMAKE_INSTALL_DATADIR}/raftkv/protos/raftkv/v1 COMPONENT dev FILES_MATCHING PATTERN "*.proto")
 
+# `cmake --install --strip` (and cpack, with CPACK_STRIP_FILES) strips the
+# programs; the archives lose their debug information only (their symbols
+# are what a client links against).
+if(CMAKE_STRIP AND NOT MSVC)
+  if(APPLE)
+    set(RAFTKV_STRIP_DEBUG_FLAG -S)
+  else()
+    set(RAFTKV_STRIP_DEBUG_FLAG --strip-debug)
+  endif()
+  foreach(lib raftkv_client raftkv_proto raftkv_version)
+    install(CODE "
+      if(CMAKE_INSTALL_DO_STRIP)
+        execute_process(COMMAND \"${CMAKE_STRIP}\" ${RAFTKV_STRIP_DEBUG_FLAG}
+          \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/$<TARGET_FILE_NAME:${lib}>\"
+          RESULT_VARIABLE rc)
+        if(NOT rc EQUAL 0)
+          message(FATAL_ERROR \"strip of $<TARGET_FILE_NAME:${lib}> failed\")
+        endif()
+      endif()" COMPONENT dev)
+  endforeach()
+endif()
+
 install(EXPORT raftkvTargets NAMESPACE raftkv:: DESTINATION ${RAFTKV_CMAKE_DIR} COMPONENT dev)
 configure_package_config_file(${CMAKE_CURRENT_SOURCE_DIR}/cmake/raftkvConfig.cmake.in
                               ${CMAKE_CURRENT_BINARY_DIR}/raftkvConfig.cmake
@@ -77,6 +99,12 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION database)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)  # the shared libraries' packages, from dpkg-shlibdeps
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser")
+# Building a C++ client against the package (find_package(raftkv)) needs the
+# dependencies' headers and CMake files too.
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "cmake, libgrpc++-dev, libprotobuf-dev, protobuf-compiler-grpc, libgflags-dev, libgoogle-glog-dev")
+# Programs and archives without their debug information (a RelWithDebInfo
+# build would make a package of about 50 MB instead of a few).
+set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     ${CMAKE_CURRENT_SOURCE_DIR}/deploy/debian/postinst
     ${CMAKE_CURRENT_SOURCE_DIR}/deploy/debian/prerm

@@ -137,6 +137,14 @@ ep=$MEMBER
 /usr/bin/raftkvctl --endpoints="$ep" put pkg yes >/dev/null || fail "put through the packaged server"
 [ "$(/usr/bin/raftkvctl --endpoints="$ep" get --print-value-only pkg)" = yes ] || fail "get through the packaged server"
 [ "$(stat -c %U "$WORK/pkg/data")" = raftkv ] || fail "the packaged server's data is not owned by raftkv"
+# The external project again, against the package's /usr (stripped archives).
+cmake -S "$REPO_ROOT/examples/external_client" -B "$WORK/ext-deb" -DCMAKE_BUILD_TYPE=Release \
+  >"$WORK/ext-deb.log" 2>&1 && cmake --build "$WORK/ext-deb" >>"$WORK/ext-deb.log" 2>&1 ||
+  { tail -40 "$WORK/ext-deb.log" >&2; fail "building the external project against the installed package"; }
+grep -q "raftkv_DIR:PATH=/usr/lib/cmake/raftkv" "$WORK/ext-deb/CMakeCache.txt" ||
+  fail "the external project did not find the package under /usr: $(grep raftkv_DIR "$WORK/ext-deb/CMakeCache.txt")"
+out=$("$WORK/ext-deb/raftkv_hello" "$ep") || fail "raftkv_hello (package build) against $ep: $out"
+[ "$out" = "hello = world" ] || fail "raftkv_hello (package build) printed '$out'"
 kill "${pids[-1]}" 2>/dev/null || true
 pkill -TERM -u raftkv -f /usr/bin/raftkv-server 2>/dev/null || true
 wait 2>/dev/null || true
