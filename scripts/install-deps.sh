@@ -18,6 +18,8 @@ APT_PACKAGES=(
   iproute2  # scripts/multihost_test.sh: ip netns, veth pairs, a bridge; ss
   protoc-gen-go protoc-gen-go-grpc  # scripts/api_stubs_test.sh: Go stubs from the v1 API
   prometheus  # promtool: scripts/metrics_check.sh lints the scrapes and deploy/prometheus rules
+  g++-mingw-w64-x86-64-posix  # scripts/cross_check.sh windows: MinGW-w64 cross compiler
+  wine64  # scripts/cross_check.sh windows: runs the Windows smoke program
 )
 
 # Prints the packages of APT_PACKAGES that dpkg does not report as installed.

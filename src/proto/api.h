@@ -3,6 +3,8 @@
 // them unqualified (raftkv::PutRequest is raftkv::v1::PutRequest).
 #pragma once
 
+#include "proto/windows_macros.h"  // first: before any generated header
+
 #include "raftkv/v1/admin.grpc.pb.h"
 #include "raftkv/v1/admin.pb.h"
 #include "raftkv/v1/kv.grpc.pb.h"

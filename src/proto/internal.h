@@ -4,6 +4,8 @@
 // namespace raftkv; and the descriptor of the standard health service. Not for the client library, which speaks v1 only.
 #pragma once
 
+#include "proto/windows_macros.h"  // first: before any generated header
+
 #include "grpc/health/v1/health.pb.h"
 #include "proto/api.h"
 #include "raftkv/internal/raft.grpc.pb.h"

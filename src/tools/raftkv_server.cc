@@ -5,12 +5,13 @@
 //
 // SIGTERM / SIGINT stop the server gracefully; SIGKILL at any point loses no
 // acknowledged write (see doc/storage.md, "Crash safety, in order").
-#include <signal.h>
-
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
@@ -393,13 +394,17 @@ static int Serve(int argc, char** argv) {
   node_options.history_bytes = FLAGS_history_bytes;
   node_options.snapshot_history_revisions = FLAGS_snapshot_history_revisions;
 
-  // Handle termination signals synchronously in main; every thread created
-  // from here on inherits the blocked mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Termination signals, waited for in main once the member runs. Registered
+  // before the first thread starts: a signal that arrives during start-up is
+  // queued and handled by the wait below. Boost.Asio's signal_set works on
+  // POSIX (a handler that wakes the io_context, whatever thread the signal
+  // lands on: no signal mask) and on Windows (the C runtime's signal():
+  // Ctrl-C is SIGINT, Ctrl-Break SIGBREAK).
+  boost::asio::io_context signal_context;
+  boost::asio::signal_set signals(signal_context, SIGINT, SIGTERM);
+#ifdef SIGBREAK
+  signals.add(SIGBREAK);
+#endif
 
   std::unique_ptr<raftkv::RaftNode> node;
   s = raftkv::RaftNode::Open(node_options, &node);
@@ -479,7 +484,10 @@ static int Serve(int argc, char** argv) {
             << cluster.members.size() << " members; data in " << FLAGS_data_dir;
 
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  signals.async_wait([&signal_number](const boost::system::error_code& error, int number) {
+    if (!error) signal_number = number;
+  });
+  signal_context.run();  // returns once the wait above has completed
   LOG(INFO) << "signal " << signal_number << ": shutting down";
   if (metrics) metrics->Stop();  // before the node it reads
   if (FLAGS_shutdown_transfer_ms > 0) HandOverLeadership(raw_node, FLAGS_shutdown_transfer_ms);
