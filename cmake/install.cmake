@@ -35,7 +35,7 @@ install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/src/client/
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/raftkv/client COMPONENT dev FILES_MATCHING PATTERN "*.h")
 install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/src/common/
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/raftkv/common COMPONENT dev FILES_MATCHING PATTERN "*.h")
-install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/src/proto/api.h
+install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/src/proto/api.h ${CMAKE_CURRENT_SOURCE_DIR}/src/proto/windows_macros.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/raftkv/proto COMPONENT dev)
 foreach(name kv watch lease admin)
   install(FILES ${GEN_DIR}/raftkv/v1/${name}.pb.h ${GEN_DIR}/raftkv/v1/${name}.grpc.pb.h
