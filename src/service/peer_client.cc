@@ -37,8 +37,16 @@ struct PeerClient::Call {
 // One snapshot stream to one peer.
 struct PeerClient::Transfer {
   std::thread thread;
-  grpc::ClientContext context;  // TryCancel()ed by Shutdown()
-  bool finished = false;        // guarded by PeerClient::mu_
+  // The current stream's context, new for each transfer the thread runs
+  // (replaced by the thread under mu_); TryCancel()ed by Shutdown().
+  std::unique_ptr<grpc::ClientContext> context = std::make_unique<grpc::ClientContext>();
+  // Guarded by PeerClient::mu_:
+  bool reported = false;  // the current transfer has answered (or is answering) the core
+  bool finished = false;  // the thread runs no more transfers and may be joined
+  // A request that came after the current transfer reported: the thread
+  // runs it next (the newest one wins).
+  std::unique_ptr<raft::Message> next;
+  std::shared_ptr<Raft::Stub> next_stub;
 };
 
 PeerClient::PeerClient(const ClusterConfig& cluster, uint64_t self_id,
@@ -222,10 +230,20 @@ void PeerClient::StartSnapshotTransfer(raft::Message m, std::shared_ptr<Raft::St
     if (shut_down_) return;
     std::shared_ptr<Transfer>& slot = transfers_[m.to];
     if (slot && !slot->finished) {
-      // One transfer per peer: the one running answers (or fails) for the
-      // core, which then asks again if it still needs to.
-      VLOG(1) << "snapshot transfer to member " << m.to << " already running; "
-              << m.DebugString() << " ignored";
+      // One transfer per peer at a time. Until the running one has answered
+      // the core, the request is dropped: that answer comes later, and the
+      // core asks again if it still needs a snapshot. Once it has answered
+      // (the core may ask for the next snapshot from inside that answer, on
+      // this very thread), the request is kept and the thread runs it next:
+      // dropped, nothing would ever answer it, and the core would wait in
+      // its snapshot state forever.
+      if (!slot->reported) {
+        VLOG(1) << "snapshot transfer to member " << m.to << " already running; "
+                << m.DebugString() << " ignored";
+      } else {
+        slot->next = std::make_unique<raft::Message>(std::move(m));
+        slot->next_stub = std::move(stub);
+      }
       return;
     }
     previous = std::move(slot);
@@ -235,7 +253,19 @@ void PeerClient::StartSnapshotTransfer(raft::Message m, std::shared_ptr<Raft::St
     // thread is joined.
     transfer->thread = std::thread([this, t = transfer.get(), m = std::move(m),
                                     stub = std::move(stub)]() mutable {
-      RunSnapshotTransfer(t, m, std::move(stub));
+      for (;;) {
+        RunSnapshotTransfer(t, m, std::move(stub));
+        std::lock_guard<std::mutex> lock(mu_);
+        if (t->next == nullptr || shut_down_) {
+          t->finished = true;
+          return;
+        }
+        m = std::move(*t->next);
+        stub = std::move(t->next_stub);
+        t->next.reset();
+        t->reported = false;
+        t->context = std::make_unique<grpc::ClientContext>();
+      }
     });
   }
   if (previous && previous->thread.joinable()) previous->thread.join();  // it has finished
@@ -265,10 +295,13 @@ void PeerClient::RunSnapshotTransfer(Transfer* transfer, const raft::Message& m,
               << total << " bytes, " << source->path() << ") to member " << peer;
     // No wait-for-ready: an unreachable peer fails the call at once, and the
     // core falls back to probing it.
-    transfer->context.set_deadline(std::chrono::system_clock::now() +
-                                   std::chrono::milliseconds(options_.snapshot_timeout_ms));
+    // The thread that runs this transfer is the only one that replaces the
+    // context, so it reads the pointer without mu_.
+    grpc::ClientContext* context = transfer->context.get();
+    context->set_deadline(std::chrono::system_clock::now() +
+                          std::chrono::milliseconds(options_.snapshot_timeout_ms));
     std::unique_ptr<grpc::ClientWriter<InstallSnapshotRequest>> writer =
-        stub->InstallSnapshot(&transfer->context, &resp);
+        stub->InstallSnapshot(context, &resp);
     InstallSnapshotRequest req = m.snapshot;  // the metadata, repeated in every chunk
     req.set_total_bytes(total);
     uint64_t offset = 0;
@@ -283,7 +316,7 @@ void PeerClient::RunSnapshotTransfer(Transfer* transfer, const raft::Message& m,
         failure = "link cut by test fault injection";
       }
       if (!failure.empty()) {
-        transfer->context.TryCancel();
+        context->TryCancel();
         break;
       }
       req.set_offset(offset);
@@ -319,6 +352,7 @@ void PeerClient::RunSnapshotTransfer(Transfer* transfer, const raft::Message& m,
     {
       std::lock_guard<std::mutex> lock(mu_);
       shutting_down = shut_down_;
+      if (failure.empty()) transfer->reported = true;
     }
     if (failure.empty() && !shutting_down) on_response_(r);
   }
@@ -333,10 +367,9 @@ void PeerClient::RunSnapshotTransfer(Transfer* transfer, const raft::Message& m,
                             [this] { return shut_down_; });
     }
     shutting_down = shut_down_;
+    if (!failure.empty()) transfer->reported = true;
   }
   if (!failure.empty() && !shutting_down) on_unreachable_(peer);
-  std::lock_guard<std::mutex> lock(mu_);
-  transfer->finished = true;
 }
 
 void PeerClient::Shutdown() {
@@ -347,7 +380,7 @@ void PeerClient::Shutdown() {
     shut_down_ = true;
     for (Call* call : inflight_) call->context.TryCancel();
     for (auto& [peer, t] : transfers_) {
-      t->context.TryCancel();
+      t->context->TryCancel();
       transfers.push_back(t);
     }
     transfers_.clear();
