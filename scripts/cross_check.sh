@@ -2,48 +2,101 @@
 # Cross-checks that the sources of raftkv-server, raftkvctl and the client
 # library compile for another platform.
 #
-#   scripts/cross_check.sh windows
+#   scripts/cross_check.sh windows|macos
 #
-# windows: every non-test source of those targets (the libraries they link:
-# storage, raft, leader, follower, consensus, client, service, plus the
-# version source and src/tools) with MinGW-w64 (x86_64-w64-mingw32-g++-posix,
-# C++17, the project's warnings as errors).
+# Both modes take every non-test source of those targets (the libraries they
+# link: storage, raft, leader, follower, consensus, client, service, plus the
+# version source and src/tools) and the protobuf/gRPC code generated with
+# protoc and grpc_cpp_plugin as CMakeLists.txt does: C++17, the project's
+# warnings as errors.
 #   * A source that includes gRPC, protobuf, abseil, glog, gflags, Boost or
 #     OpenSSL is checked with -fsyntax-only against those libraries' headers
-#     (there are no Windows builds of them here): a staging include directory
-#     holds links to only their header trees, never to the C library's, so a
-#     POSIX header such as <unistd.h> or <sys/wait.h> fails as it would on
-#     Windows. The protobuf/gRPC code is generated with protoc and
-#     grpc_cpp_plugin as CMakeLists.txt does.
+#     (there are no Windows or macOS builds of them here): a staging include
+#     directory holds links to only their header trees, never to the Linux C
+#     library's, so a header the target lacks (<sys/wait.h> on Windows,
+#     <sys/prctl.h> on macOS) fails as it would there.
 #   * A source without such dependencies is compiled fully; the file layer
 #     (src/storage/file_util.cc), the hard state file, crc32c and the version
-#     source are linked into a small Windows program that exercises them
-#     (scripts/lib/cross_smoke_main.cc), run under Wine.
-#   * MinGW-w64 ships a few POSIX headers (unistd.h, pthread.h, dirent.h...)
-#     that Windows' own toolchain does not: a raftkv file that includes one
-#     outside an #ifdef fails the check too.
+#     source are linked into a small program that exercises them
+#     (scripts/lib/cross_smoke_main.cc).
+#
+# windows: MinGW-w64 (x86_64-w64-mingw32-g++-posix) with the Windows
+#   definitions of CMakeLists.txt; the smoke program runs under Wine.
+#   MinGW-w64 ships a few POSIX headers (unistd.h, pthread.h, dirent.h...)
+#   that Windows' own toolchain does not: a raftkv file that includes one
+#   outside an #ifdef fails the check too.
+# macos: Zig's clang (zig c++ -target aarch64-macos: PyPI's ziglang, which
+#   bundles the macOS C library headers and libc++); the smoke program is
+#   linked into an arm64 Mach-O executable against Zig's libSystem stubs.
+#   Nothing here can run it.
 # One line per file, a summary line; exits 0 only if every file compiles and
-# the Wine smoke test passes (Wine is required: scripts/install-deps.sh
-# installs it with the compiler).
+# the smoke program passes (windows: runs under Wine; macos: links). The
+# tools come from scripts/install-deps.sh: MinGW-w64 and Wine from Debian,
+# Zig into a virtualenv (${XDG_CACHE_HOME:-~/.cache}/raftkv/zig-venv).
 #
 # Environment: RAFTKV_CROSS_JOBS (parallel compiles, default 2),
-# RAFTKV_CROSS_KEEP=1 keeps the work directory.
+# RAFTKV_CROSS_KEEP=1 keeps the work directory, RAFTKV_ZIG (macos: the zig
+# executable to use instead of the virtualenv's).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 JOBS=${RAFTKV_CROSS_JOBS:-2}
 
 usage() {
-  echo "usage: $0 windows" >&2
+  echo "usage: $0 windows|macos" >&2
   exit 2
 }
 [[ $# -eq 1 ]] || usage
-[[ $1 == windows ]] || usage
+MODE=$1
+[[ $MODE == windows || $MODE == macos ]] || usage
 
-CXX=x86_64-w64-mingw32-g++-posix
 die() { echo "cross_check: $*" >&2; exit 1; }
-command -v "$CXX" >/dev/null 2>&1 ||
-  die "$CXX not found (Debian: g++-mingw-w64-x86-64-posix; scripts/install-deps.sh)"
+
+# ---- the toolchain: CXX (the compiler command), TARGET_FLAGS (every
+# compile) and PP_FLAGS (the dependency scan only) ----
+if [[ $MODE == windows ]]; then
+  CXX=(x86_64-w64-mingw32-g++-posix)
+  command -v "${CXX[0]}" >/dev/null 2>&1 ||
+    die "${CXX[0]} not found (Debian: g++-mingw-w64-x86-64-posix; scripts/install-deps.sh)"
+  # The definitions of CMakeLists.txt for WIN32, and Windows 10 as the target
+  # system.
+  TARGET_FLAGS=(-DNOMINMAX -DWIN32_LEAN_AND_MEAN -DNOGDI -D_CRT_SECURE_NO_WARNINGS
+                -D_WIN32_WINNT=0x0A00)
+  PP_FLAGS=(-fno-canonical-system-headers)
+  SCAN_POSIX=1
+  SYNTAX_ONLY=1
+else
+  ZIG_VENV=${XDG_CACHE_HOME:-$HOME/.cache}/raftkv/zig-venv
+  ZIG=${RAFTKV_ZIG:-}
+  if [[ -z $ZIG ]]; then
+    for z in "$ZIG_VENV"/lib/python3*/site-packages/ziglang/zig; do
+      [[ -x $z ]] && ZIG=$z
+    done
+  fi
+  [[ -n $ZIG && -x $ZIG ]] ||
+    die "zig not found (PyPI's ziglang in $ZIG_VENV): run scripts/install-deps.sh, or set RAFTKV_ZIG"
+  # Zig builds libc++ for the target on first use (a minute or more): its
+  # cache beside the virtualenv, so that later runs reuse it.
+  if [[ -z ${ZIG_GLOBAL_CACHE_DIR:-} ]]; then
+    if [[ -z ${RAFTKV_ZIG:-} ]]; then
+      ZIG_GLOBAL_CACHE_DIR=$ZIG_VENV/zig-cache
+    else
+      ZIG_GLOBAL_CACHE_DIR=${XDG_CACHE_HOME:-$HOME/.cache}/raftkv/zig-cache
+    fi
+  fi
+  export ZIG_GLOBAL_CACHE_DIR
+  export ZIG_LOCAL_CACHE_DIR=${ZIG_LOCAL_CACHE_DIR:-$ZIG_GLOBAL_CACHE_DIR}
+  mkdir -p "$ZIG_GLOBAL_CACHE_DIR" || die "cannot create Zig's cache $ZIG_GLOBAL_CACHE_DIR"
+  # Apple Silicon, macOS 11 (its first release) as the deployment target, so
+  # that libc++ and the C library mark what older systems lack.
+  CXX=("$ZIG" c++ -target aarch64-macos.11.0)
+  TARGET_FLAGS=()
+  PP_FLAGS=()
+  SCAN_POSIX=0
+  # zig c++ does not support -fsyntax-only (it expects an object): a file
+  # with dependencies is compiled to an object, which is not linked.
+  SYNTAX_ONLY=0
+fi
 command -v protoc >/dev/null 2>&1 || die "protoc not found (scripts/install-deps.sh)"
 PLUGIN=$(command -v grpc_cpp_plugin) || die "grpc_cpp_plugin not found (scripts/install-deps.sh)"
 
@@ -97,10 +150,8 @@ for f in /usr/include/openssl/*.h /usr/include/${MULTIARCH:-x86_64-linux-gnu}/op
   [[ -e $STAGE/openssl/$(basename "$f") ]] || ln -s "$f" "$STAGE/openssl/"
 done
 
-# The flags of CMakeLists.txt for WIN32, the warnings of a -DRAFTKV_WERROR=ON
-# build, and Windows 10 as the target system.
-FLAGS=(-std=c++17 -Wall -Wextra -Wno-unused-parameter -Werror
-       -DNOMINMAX -DWIN32_LEAN_AND_MEAN -DNOGDI -D_CRT_SECURE_NO_WARNINGS -D_WIN32_WINNT=0x0A00
+# The target's flags and the warnings of a -DRAFTKV_WERROR=ON build.
+FLAGS=(-std=c++17 -Wall -Wextra -Wno-unused-parameter -Werror "${TARGET_FLAGS[@]}"
        -I "$ROOT/src" -I "$GEN")
 DEP_FLAGS=(-isystem "$STAGE")
 
@@ -108,34 +159,40 @@ DEP_FLAGS=(-isystem "$STAGE")
 OUT="$WORK/out"
 OBJ="$WORK/obj"
 mkdir -p "$OUT" "$OBJ"
-export CXX WORK OUT OBJ STAGE ROOT
-export FLAGS_STR DEP_FLAGS_STR
-FLAGS_STR=$(printf '%q ' "${FLAGS[@]}")
-DEP_FLAGS_STR=$(printf '%q ' "${DEP_FLAGS[@]}")
+export WORK OUT OBJ STAGE ROOT SCAN_POSIX SYNTAX_ONLY
+export CXX_STR FLAGS_STR DEP_FLAGS_STR PP_FLAGS_STR
+# The arrays as shell words for the jobs (none for an empty array).
+quote_words() { [[ $# -eq 0 ]] || printf '%q ' "$@"; }
+CXX_STR=$(quote_words "${CXX[@]}")
+FLAGS_STR=$(quote_words "${FLAGS[@]}")
+DEP_FLAGS_STR=$(quote_words "${DEP_FLAGS[@]}")
+PP_FLAGS_STR=$(quote_words "${PP_FLAGS[@]}")
 
 # Compiles $1 (relative to ROOT, or absolute for generated code; $2 is the
 # name it is reported as): fully (an object in $OBJ) if it includes nothing
-# from the staging directory, else -fsyntax-only. Writes "<status> <mode>
+# from the staging directory, else -fsyntax-only (mode "syntax"; macos: to an
+# object that is not linked, mode "deps"). Writes "<status> <mode>
 # <name>" to $OUT/<key>.result and the compiler's output to $OUT/<key>.log.
 compile_one() {
   local src=$1 name=$2 key
   key=$(echo "$name" | tr '/.' '__')
-  eval "local flags=($FLAGS_STR) dep_flags=($DEP_FLAGS_STR)"
+  eval "local cxx=($CXX_STR) flags=($FLAGS_STR) dep_flags=($DEP_FLAGS_STR)"
+  eval "local pp_flags=($PP_FLAGS_STR)"
   local mode=syntax status=ok
-  # Preprocessed as for Windows, with every #include directive kept (-dI,
+  # Preprocessed for the target, with every #include directive kept (-dI,
   # even of a header already included): whether it uses a dependency's
   # headers, and which headers raftkv's own files include.
-  # MinGW-w64 ships a few POSIX headers that Windows' own toolchain (MSVC)
-  # does not have; raftkv's files must not include them on Windows.
-  "$CXX" "${flags[@]}" "${dep_flags[@]}" -fno-canonical-system-headers -E -dI "$src" \
+  # windows (SCAN_POSIX): MinGW-w64 ships a few POSIX headers that Windows'
+  # own toolchain (MSVC) does not have; raftkv's files must not include them.
+  "${cxx[@]}" "${flags[@]}" "${dep_flags[@]}" "${pp_flags[@]}" -E -dI "$src" \
       2>"$OUT/$key.log" |
-    awk -v stage="$STAGE/" -v ours="$ROOT/src/" -v root="$ROOT/" '
+    awk -v stage="$STAGE/" -v ours="$ROOT/src/" -v root="$ROOT/" -v scan_posix="$SCAN_POSIX" '
       /^# [0-9]+ "/ {
         file = $3; gsub(/"/, "", file)
         if (index(file, stage) == 1) deps = 1
         next
       }
-      /^#include / && index(file, ours) == 1 &&
+      scan_posix == 1 && /^#include / && index(file, ours) == 1 &&
           $2 ~ /^<(unistd|pthread|dirent|strings|sched|semaphore|libgen|sys\/time|sys\/param|sys\/file)\.h>$/ {
         f = substr(file, length(root) + 1)
         printf "%s: includes %s, a POSIX header that Windows (MSVC) does not have; " \
@@ -150,9 +207,11 @@ compile_one() {
   fi
   if [[ $status == ok ]]; then
     if [[ $mode == compile ]]; then
-      "$CXX" "${flags[@]}" -c "$src" -o "$OBJ/$key.o" >"$OUT/$key.log" 2>&1 || status=FAIL
+      "${cxx[@]}" "${flags[@]}" -c "$src" -o "$OBJ/$key.o" >"$OUT/$key.log" 2>&1 || status=FAIL
     else
-      "$CXX" "${flags[@]}" "${dep_flags[@]}" -fsyntax-only "$src" >"$OUT/$key.log" 2>&1 ||
+      local check=(-fsyntax-only)
+      [[ $SYNTAX_ONLY == 1 ]] || mode=deps check=(-c -o "$OBJ/$key.deps.o")
+      "${cxx[@]}" "${flags[@]}" "${dep_flags[@]}" "${check[@]}" "$src" >"$OUT/$key.log" 2>&1 ||
         status=FAIL
     fi
   fi
@@ -183,7 +242,7 @@ for name in "${names[@]}"; do
   read -r status mode _ <"$OUT/$key.result"
   if [[ $status == ok ]]; then
     printf 'ok    %-7s %s\n' "$mode" "$name"
-    if [[ $mode == syntax ]]; then syntax=$((syntax + 1)); else full=$((full + 1)); fi
+    if [[ $mode == compile ]]; then full=$((full + 1)); else syntax=$((syntax + 1)); fi
   else
     printf 'FAIL  %-7s %s\n' "$mode" "$name"
     sed 's/^/      /' "$OUT/$key.log" | head -40
@@ -192,7 +251,7 @@ for name in "${names[@]}"; do
 done
 
 # ---- the smoke program: the file layer, the hard state file, crc32c and the
-# version, under Wine ----
+# version (windows: run under Wine; macos: linked) ----
 smoke="not run"
 smoke_ok=0
 SMOKE_UNITS=(src/storage/file_util.cc src/storage/hard_state.cc src/storage/crc32c.cc
@@ -206,12 +265,22 @@ for name in "${SMOKE_UNITS[@]}"; do
     smoke="failed: $name was not compiled fully"
   fi
 done
+LINK_FLAGS=() SMOKE="$WORK/smoke"
+[[ $MODE == windows ]] && LINK_FLAGS=(-static) SMOKE="$WORK/smoke.exe"
 if [[ $smoke == "not run" ]]; then
-  eval "flags=($FLAGS_STR)"
-  if ! "$CXX" "${flags[@]}" -static "$ROOT/scripts/lib/cross_smoke_main.cc" "${objs[@]}" \
-       -o "$WORK/smoke.exe" >"$WORK/smoke-build.log" 2>&1; then
+  if ! "${CXX[@]}" "${FLAGS[@]}" "${LINK_FLAGS[@]}" "$ROOT/scripts/lib/cross_smoke_main.cc" \
+       "${objs[@]}" -o "$SMOKE" >"$WORK/smoke-build.log" 2>&1; then
     smoke="failed: the smoke program does not build"
     sed 's/^/      /' "$WORK/smoke-build.log" | head -40
+  elif [[ $MODE == macos ]]; then
+    # An executable for the target: Mach-O, arm64.
+    kind=$(file -b "$SMOKE" 2>&1 | sed 's/,.*//')
+    if [[ $kind == "Mach-O 64-bit arm64 executable" ]]; then
+      smoke="linked: $kind (not run)"
+      smoke_ok=1
+    else
+      smoke="failed: not a macOS arm64 executable: $kind"
+    fi
   else
     WINE=""
     for w in wine64 wine /usr/lib/wine/wine64; do
@@ -224,7 +293,7 @@ if [[ $smoke == "not run" ]]; then
       mkdir -p "$WORK/smoke-dir"
       # A fresh prefix (created on the first run: several seconds).
       if (cd "$WORK" && WINEPREFIX="$WORK/wineprefix" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml=" \
-            timeout 300 "$WINE" "$WORK/smoke.exe" 'smoke-dir') >"$WORK/smoke.log" 2>&1; then
+            timeout 300 "$WINE" "$SMOKE" 'smoke-dir') >"$WORK/smoke.log" 2>&1; then
         smoke="passed"
         smoke_ok=1
       else
@@ -237,10 +306,16 @@ if [[ $smoke == "not run" ]]; then
 fi
 
 elapsed=$(($(date +%s) - start))
+partial="syntax-only"
+[[ $SYNTAX_ONLY == 1 ]] || partial="against the dependency headers"
 if [[ $failed -eq 0 ]]; then
-  files="$total files compiled ($syntax syntax-only, $full full)"
+  files="$total files compiled ($syntax $partial, $full full)"
 else
-  files="$failed of $total files FAILED ($syntax syntax-only and $full full compiles passed)"
+  files="$failed of $total files FAILED ($syntax $partial and $full full compiles passed)"
 fi
-echo "windows: $files, smoke test under Wine: $smoke (${elapsed} s)"
+if [[ $MODE == windows ]]; then
+  echo "windows: $files, smoke test under Wine: $smoke (${elapsed} s)"
+else
+  echo "macos: $files, smoke program $smoke (${elapsed} s)"
+fi
 [[ $failed -eq 0 && $smoke_ok -eq 1 ]]

@@ -20,6 +20,8 @@ APT_PACKAGES=(
   prometheus  # promtool: scripts/metrics_check.sh lints the scrapes and deploy/prometheus rules
   g++-mingw-w64-x86-64-posix  # scripts/cross_check.sh windows: MinGW-w64 cross compiler
   wine64  # scripts/cross_check.sh windows: runs the Windows smoke program
+  python3-venv  # the virtualenv of Zig (install_zig below)
+  file  # scripts/cross_check.sh macos: checks the smoke program is a Mach-O executable
 )
 
 # Prints the packages of APT_PACKAGES that dpkg does not report as installed.
@@ -72,11 +74,31 @@ install_grpcurl() {
   go install "$GRPCURL_MODULE"
 }
 
+# Zig (scripts/cross_check.sh macos: its clang, macOS C library headers and
+# libc++) has no Debian package: PyPI's ziglang, pinned, in a virtualenv of
+# its own (Debian's pip does not install into the system, PEP 668), where
+# cross_check.sh looks. A no-op, without the network, when that version is
+# there.
+ZIGLANG_VERSION=0.17.1
+ZIG_VENV=${XDG_CACHE_HOME:-$HOME/.cache}/raftkv/zig-venv
+install_zig() {
+  if [[ -x $ZIG_VENV/bin/python ]] &&
+     "$ZIG_VENV/bin/python" -c 'import importlib.metadata as m, sys
+sys.exit(m.version("ziglang") != sys.argv[1])' "$ZIGLANG_VERSION" 2>/dev/null; then
+    return 0
+  fi
+  echo "install-deps: ziglang==$ZIGLANG_VERSION into $ZIG_VENV"
+  mkdir -p "$(dirname "$ZIG_VENV")"
+  python3 -m venv --clear "$ZIG_VENV"
+  "$ZIG_VENV/bin/python" -m pip install --quiet "ziglang==$ZIGLANG_VERSION"
+}
+
 case "$(uname -s)" in
   Linux)
     if command -v apt-get >/dev/null 2>&1 && command -v dpkg-query >/dev/null 2>&1; then
       install_apt
       install_grpcurl
+      install_zig
     else
       echo "install-deps: no apt-get here; install the equivalents of:"
       echo "  ${APT_PACKAGES[*]}"
