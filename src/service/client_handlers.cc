@@ -69,7 +69,7 @@ void ClientHandlers::HandleEcho(EchoCall* call) {
 }
 
 void ClientHandlers::HandleOpenSession(OpenSessionCall* call) {
-  if (Forwarded(call, "OpenSession")) return;
+  if (Forwarder::MaybeForward<KV>(forwarder_, call, "OpenSession")) return;
   Command cmd;
   cmd.set_op(Command::OPEN_SESSION);
   cmd.set_session_timeout_ms(options_.session_timeout_ms);
@@ -84,7 +84,7 @@ void ClientHandlers::HandleOpenSession(OpenSessionCall* call) {
 }
 
 void ClientHandlers::HandleCloseSession(CloseSessionCall* call) {
-  if (Forwarded(call, "CloseSession")) return;
+  if (Forwarder::MaybeForward<KV>(forwarder_, call, "CloseSession")) return;
   if (call->request().client_id() == 0) {
     return call->FinishWithError(
         grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "client_id must be > 0"));
@@ -99,7 +99,7 @@ void ClientHandlers::HandleCloseSession(CloseSessionCall* call) {
 }
 
 void ClientHandlers::HandlePut(PutCall* call) {
-  if (Forwarded(call, "Put")) return;
+  if (Forwarder::MaybeForward<KV>(forwarder_, call, "Put")) return;
   Command cmd;
   grpc::Status bad = PutCommand(&call->request(), limits_, &cmd);
   if (!bad.ok()) return call->FinishWithError(bad);
@@ -115,7 +115,7 @@ void ClientHandlers::HandlePut(PutCall* call) {
 }
 
 void ClientHandlers::HandleDelete(DeleteCall* call) {
-  if (Forwarded(call, "Delete")) return;
+  if (Forwarder::MaybeForward<KV>(forwarder_, call, "Delete")) return;
   Command cmd;
   grpc::Status bad = DeleteCommand(&call->request(), limits_, &cmd);
   if (!bad.ok()) return call->FinishWithError(bad);
@@ -133,7 +133,7 @@ void ClientHandlers::HandleDelete(DeleteCall* call) {
 // Like Put, but the state machine writes only if the key's current state
 // matches; the response reports whether it did and what was there before.
 void ClientHandlers::HandleCompareAndSwap(CasCall* call) {
-  if (Forwarded(call, "CompareAndSwap")) return;
+  if (Forwarder::MaybeForward<KV>(forwarder_, call, "CompareAndSwap")) return;
   Command cmd;
   grpc::Status bad = CompareAndSwapCommand(&call->request(), limits_, &cmd);
   if (!bad.ok()) return call->FinishWithError(bad);
@@ -151,7 +151,7 @@ void ClientHandlers::HandleCompareAndSwap(CasCall* call) {
 
 // Many PUTs and DELETEs as one log entry, answered once it is applied.
 void ClientHandlers::HandleBatch(BatchCall* call) {
-  if (Forwarded(call, "Batch")) return;
+  if (Forwarder::MaybeForward<KV>(forwarder_, call, "Batch")) return;
   Command cmd;
   grpc::Status bad = BatchCommand(&call->request(), limits_, &cmd);
   if (!bad.ok()) return call->FinishWithError(bad);
@@ -167,7 +167,10 @@ void ClientHandlers::HandleBatch(BatchCall* call) {
 }
 
 void ClientHandlers::HandleGet(GetCall* call) {
-  if (!call->request().allow_stale() && Forwarded(call, "Get")) return;
+  if (!call->request().allow_stale() &&
+      Forwarder::MaybeForward<KV>(forwarder_, call, "Get")) {
+    return;
+  }
   grpc::Status bad = CheckGetRequest(call->request(), limits_);
   if (!bad.ok()) return call->FinishWithError(bad);
   const KvStateMachine& sm = node_->state_machine();
@@ -197,7 +200,10 @@ void ClientHandlers::HandleGet(GetCall* call) {
 // Served from this member's state after a ReadIndex barrier (or at once
 // when serializable); a range at a past revision reads the history.
 void ClientHandlers::HandleRange(RangeCall* call) {
-  if (!call->request().serializable() && Forwarded(call, "Range")) return;
+  if (!call->request().serializable() &&
+      Forwarder::MaybeForward<KV>(forwarder_, call, "Range")) {
+    return;
+  }
   grpc::Status bad = CheckRangeRequest(call->request(), limits_);
   if (!bad.ok()) return call->FinishWithError(bad);
   auto answer = [this, call](uint64_t term) {
@@ -215,7 +221,7 @@ void ClientHandlers::HandleRange(RangeCall* call) {
 }
 
 void ClientHandlers::HandleDeleteRange(DeleteRangeCall* call) {
-  if (Forwarded(call, "DeleteRange")) return;
+  if (Forwarder::MaybeForward<KV>(forwarder_, call, "DeleteRange")) return;
   Command cmd;
   grpc::Status bad = DeleteRangeCommand(&call->request(), limits_, &cmd);
   if (!bad.ok()) return call->FinishWithError(bad);
@@ -233,7 +239,7 @@ void ClientHandlers::HandleDeleteRange(DeleteRangeCall* call) {
 // Through the log as one entry; a transaction that only reads is served
 // like a range (ReadIndex, then this member's state).
 void ClientHandlers::HandleTxn(TxnCall* call) {
-  if (Forwarded(call, "Txn")) return;
+  if (Forwarder::MaybeForward<KV>(forwarder_, call, "Txn")) return;
   if (TxnIsReadOnly(call->request())) {
     Command unused;
     TxnRequest copy = call->request();

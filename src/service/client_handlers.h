@@ -53,14 +53,6 @@ class ClientHandlers {
   // member_id, raft_term and revision of an answer.
   void FillHeader(int64_t revision, uint64_t term, ResponseHeader* header) const;
 
-  // True if `call` went to the leader (see Forwarder::MaybeForward).
-  template <class Req, class Resp>
-  bool Forwarded(UnaryCall<Req, Resp>* call, const char* method) {
-    if (forwarder_ == nullptr) return false;
-    static const std::string path = Forwarder::MethodPath<KV>(method);  // one per Req/Resp pair
-    return forwarder_->MaybeForward(call, path);
-  }
-
   const ServerOptions options_;
   const RequestLimits limits_;
   RaftNode* const node_;

@@ -55,10 +55,12 @@ class Forwarder {
   // one, and the call was not forwarded already: true, and the call is
   // finished later with the leader's answer. False: answer it here (a
   // leader, no known leader, a forwarded call, or the forwarder stopped).
-  // `path` is the method's full name, "/raftkv.v1.KV/Put". Call it before
-  // the handler touches the request.
-  template <class Req, class Resp>
-  bool MaybeForward(UnaryCall<Req, Resp>* call, const std::string& path);
+  // `method` is the method's name in Service ("Put" of KV); the full name
+  // ("/raftkv.v1.KV/Put") is built only for a call that is forwarded. Call
+  // it before the handler touches the request. A null `forwarder` forwards
+  // nothing.
+  template <class Service, class Req, class Resp>
+  static bool MaybeForward(Forwarder* forwarder, UnaryCall<Req, Resp>* call, const char* method);
 
   // For a synchronous stream: the leader's address and a context ready for
   // a call to it (deadline unset, token and marker copied), or false as
@@ -108,6 +110,9 @@ class Forwarder {
 
   // True if a leader other than this member is known.
   bool LeaderElsewhere() const;
+  // MaybeForward once a leader elsewhere is known; `path` is the full name.
+  template <class Req, class Resp>
+  bool Forward(UnaryCall<Req, Resp>* call, const std::string& path);
   // The leader to forward to, with a channel to it; false when the call is
   // answered locally. Registers `context` as in flight on success.
   bool Target(const grpc::ServerContext& incoming, grpc::ClientContext* outgoing, bool stream,
@@ -160,9 +165,15 @@ struct Forwarder::TypedOp final : Forwarder::Op {
   }
 };
 
+template <class Service, class Req, class Resp>
+bool Forwarder::MaybeForward(Forwarder* forwarder, UnaryCall<Req, Resp>* call, const char* method) {
+  // The leader's fast path: one atomic load.
+  if (forwarder == nullptr || !forwarder->LeaderElsewhere()) return false;
+  return forwarder->Forward(call, MethodPath<Service>(method));
+}
+
 template <class Req, class Resp>
-bool Forwarder::MaybeForward(UnaryCall<Req, Resp>* call, const std::string& path) {
-  if (!LeaderElsewhere()) return false;  // the leader's fast path: one atomic load
+bool Forwarder::Forward(UnaryCall<Req, Resp>* call, const std::string& path) {
   auto op = std::make_unique<TypedOp<Req, Resp>>();
   std::shared_ptr<grpc::Channel> channel;
   if (!Target(call->context(), &op->context, /*stream=*/false, &op->leader_id, &op->leader_address,

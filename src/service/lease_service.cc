@@ -42,7 +42,7 @@ void LeaseService::FillHeader(uint64_t term, ResponseHeader* header) const {
 }
 
 void LeaseService::HandleGrant(GrantCall* call) {
-  if (Forwarded(call, "LeaseGrant")) return;
+  if (Forwarder::MaybeForward<Lease>(forwarder_, call, "LeaseGrant")) return;
   const LeaseGrantRequest& req = call->request();
   int64_t ttl = 0;
   if (grpc::Status bad = keeper_->GrantTtl(req.ttl(), &ttl); !bad.ok()) return call->FinishWithError(bad);
@@ -66,7 +66,7 @@ void LeaseService::HandleGrant(GrantCall* call) {
 }
 
 void LeaseService::HandleRevoke(RevokeCall* call) {
-  if (Forwarded(call, "LeaseRevoke")) return;
+  if (Forwarder::MaybeForward<Lease>(forwarder_, call, "LeaseRevoke")) return;
   if (call->request().id() <= 0) {
     return call->FinishWithError(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "lease ID must be > 0"));
   }
@@ -84,7 +84,7 @@ void LeaseService::HandleRevoke(RevokeCall* call) {
 }
 
 void LeaseService::HandleTimeToLive(TtlCall* call) {
-  if (Forwarded(call, "LeaseTimeToLive")) return;
+  if (Forwarder::MaybeForward<Lease>(forwarder_, call, "LeaseTimeToLive")) return;
   node_->ReadBarrier(CallDeadline(call->context(), options_.max_request_timeout_ms),
                      [this, call](Outcome out) {
                        if (!out.status.ok()) return FinishWithOutcome(call, out);
@@ -104,7 +104,7 @@ void LeaseService::HandleTimeToLive(TtlCall* call) {
 }
 
 void LeaseService::HandleLeases(LeasesCall* call) {
-  if (Forwarded(call, "LeaseLeases")) return;
+  if (Forwarder::MaybeForward<Lease>(forwarder_, call, "LeaseLeases")) return;
   node_->ReadBarrier(CallDeadline(call->context(), options_.max_request_timeout_ms),
                      [this, call](Outcome out) {
                        if (!out.status.ok()) return FinishWithOutcome(call, out);

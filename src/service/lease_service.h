@@ -40,12 +40,6 @@ class LeaseService final : public LeaseHybridService {
   void HandleTimeToLive(TtlCall* call);
   void HandleLeases(LeasesCall* call);
   void FillHeader(uint64_t term, ResponseHeader* header) const;
-  template <class Req, class Resp>
-  bool Forwarded(UnaryCall<Req, Resp>* call, const char* method) {
-    if (forwarder_ == nullptr) return false;
-    static const std::string path = Forwarder::MethodPath<Lease>(method);  // one per Req/Resp pair
-    return forwarder_->MaybeForward(call, path);
-  }
   // LeaseKeepAlive, counted by LeaseKeepAlive().
   grpc::Status ServeKeepAlive(
       grpc::ServerContext* context,

@@ -572,17 +572,21 @@ bool ParseBatch(const std::vector<std::string>& args, std::vector<raftkv::BatchO
   return true;
 }
 
-int CmdStatus(raftkv::KvClient* client, const std::vector<std::string>& endpoints) {
+// The Status of every endpoint, asked in parallel, in the order given.
+std::vector<NodeStatus> QueryStatuses(raftkv::KvClient* client, const std::vector<std::string>& endpoints) {
   std::vector<NodeStatus> nodes(endpoints.size());
   const int timeout = std::max(1, std::min(FLAGS_timeout_ms, FLAGS_rpc_timeout_ms));
   std::vector<std::thread> threads;
   for (size_t i = 0; i < endpoints.size(); ++i) {
     nodes[i].endpoint = endpoints[i];
-    threads.emplace_back([&, i] {
-      nodes[i].rpc = client->StatusOf(endpoints[i], &nodes[i].resp, timeout);
-    });
+    threads.emplace_back([&, i] { nodes[i].rpc = client->StatusOf(endpoints[i], &nodes[i].resp, timeout); });
   }
   for (auto& t : threads) t.join();
+  return nodes;
+}
+
+int CmdStatus(raftkv::KvClient* client, const std::vector<std::string>& endpoints) {
+  const std::vector<NodeStatus> nodes = QueryStatuses(client, endpoints);
 
   if (Json()) {
     // One StatusResponse per line; an endpoint that did not answer goes to stderr.
@@ -686,14 +690,7 @@ int CmdEndpointHealth(const std::vector<std::string>& endpoints) {
 // Status of each endpoint: etcdctl's comma-separated line (simple), a table,
 // or one StatusResponse per line (json). Exit 1 if any endpoint fails.
 int CmdEndpointStatus(raftkv::KvClient* client, const std::vector<std::string>& endpoints) {
-  std::vector<NodeStatus> nodes(endpoints.size());
-  const int timeout = std::max(1, std::min(FLAGS_timeout_ms, FLAGS_rpc_timeout_ms));
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < endpoints.size(); ++i) {
-    nodes[i].endpoint = endpoints[i];
-    threads.emplace_back([&, i] { nodes[i].rpc = client->StatusOf(endpoints[i], &nodes[i].resp, timeout); });
-  }
-  for (auto& t : threads) t.join();
+  const std::vector<NodeStatus> nodes = QueryStatuses(client, endpoints);
   bool all_ok = true;
   std::vector<std::vector<std::string>> rows{
       {"ENDPOINT", "ID", "VERSION", "IS_LEADER", "RAFT_TERM", "RAFT_INDEX", "RAFT_APPLIED_INDEX", "REVISION",

@@ -34,7 +34,7 @@ raft::Message SnapshotRequestTo(uint64_t peer, uint64_t index) {
 // A PeerClient whose snapshots cannot be opened: every transfer fails and
 // reports the peer unreachable after snapshot_retry_ms. Counts the opens and
 // the reports; `on_report` runs inside each report, on the transfer thread.
-class SnapshotTransferTest : public ::testing::Test {
+class PeerSnapshotTransferTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ClusterConfig cluster;
@@ -76,7 +76,7 @@ class SnapshotTransferTest : public ::testing::Test {
   std::vector<uint64_t> opened_;  // guarded by mu_
 };
 
-TEST_F(SnapshotTransferTest, ARequestMadeInsideTheAnswerIsServed) {
+TEST_F(PeerSnapshotTransferTest, ARequestMadeInsideTheAnswerIsServed) {
   // The core, answered, asks for the next snapshot at once, on the transfer
   // thread: that request must be served, or the core waits forever.
   on_report_ = [this](int n) {
@@ -89,7 +89,7 @@ TEST_F(SnapshotTransferTest, ARequestMadeInsideTheAnswerIsServed) {
   EXPECT_EQ(Opened(), (std::vector<uint64_t>{100, 200}));
 }
 
-TEST_F(SnapshotTransferTest, OnlyTheNewestOfSeveralRequestsMadeInsideTheAnswerIsServed) {
+TEST_F(PeerSnapshotTransferTest, OnlyTheNewestOfSeveralRequestsMadeInsideTheAnswerIsServed) {
   on_report_ = [this](int n) {
     if (n != 1) return;
     client_->Send(SnapshotRequestTo(2, 200));
@@ -102,7 +102,7 @@ TEST_F(SnapshotTransferTest, OnlyTheNewestOfSeveralRequestsMadeInsideTheAnswerIs
   EXPECT_EQ(Opened(), (std::vector<uint64_t>{100, 300}));
 }
 
-TEST_F(SnapshotTransferTest, RequestsWhileOneRunsAreLeftToItsAnswer) {
+TEST_F(PeerSnapshotTransferTest, RequestsWhileOneRunsAreLeftToItsAnswer) {
   // Requests before the running transfer answers are dropped: its answer
   // comes later, and the core asks again if it needs to.
   client_->Send(SnapshotRequestTo(2, 100));
@@ -117,7 +117,7 @@ TEST_F(SnapshotTransferTest, RequestsWhileOneRunsAreLeftToItsAnswer) {
   EXPECT_EQ(Opened(), (std::vector<uint64_t>{100, 150}));
 }
 
-TEST_F(SnapshotTransferTest, ShutdownDuringTheAnswerRunsNoQueuedTransfer) {
+TEST_F(PeerSnapshotTransferTest, ShutdownDuringTheAnswerRunsNoQueuedTransfer) {
   on_report_ = [this](int n) {
     if (n == 1) client_->Send(SnapshotRequestTo(2, 200));
   };
