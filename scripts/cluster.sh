@@ -20,6 +20,11 @@
 #                        current directory)
 #   RAFTKV_BASE_PORT     node I listens on 127.0.0.1:$((RAFTKV_BASE_PORT + I)) (default 7000)
 #   RAFTKV_SERVER_FLAGS  extra raftkv-server flags, split on whitespace
+#   RAFTKV_CTL_FLAGS     flags of every raftkvctl call this script makes (default:
+#                        the client's part of RAFTKV_SERVER_FLAGS: --tls_ca_file,
+#                        --tls_cert_file, --tls_key_file, --tls_server_name, and
+#                        --admin_token_file (else --token_file) as --token_file),
+#                        so a TLS or token cluster starts and answers as a plain one
 #   RAFTKV_METRICS_BASE_PORT  node I serves Prometheus metrics on
 #                        http://127.0.0.1:$((RAFTKV_METRICS_BASE_PORT + I))/metrics
 #                        (--metrics_port and --metrics_address=127.0.0.1; default:
@@ -56,6 +61,7 @@ BASE_PORT=7000
 METRICS_BASE_PORT=""  # empty: no metrics endpoints
 BIN_DIR=""
 SERVER_FLAGS=""
+CTL_FLAGS=""
 
 die() {
   echo "cluster.sh: $*" >&2
@@ -110,8 +116,8 @@ load_env() {
 save_env() {
   {
     echo "# written by scripts/cluster.sh start/add/remove; read by its other commands"
-    printf 'N=%q\nNODES=%q\nJOINED=%q\nBASE_PORT=%q\nMETRICS_BASE_PORT=%q\nBIN_DIR=%q\nSERVER_FLAGS=%q\n' \
-      "$N" "$NODES" "$JOINED" "$BASE_PORT" "$METRICS_BASE_PORT" "$BIN_DIR" "$SERVER_FLAGS"
+    printf 'N=%q\nNODES=%q\nJOINED=%q\nBASE_PORT=%q\nMETRICS_BASE_PORT=%q\nBIN_DIR=%q\nSERVER_FLAGS=%q\nCTL_FLAGS=%q\n' \
+      "$N" "$NODES" "$JOINED" "$BASE_PORT" "$METRICS_BASE_PORT" "$BIN_DIR" "$SERVER_FLAGS" "$CTL_FLAGS"
   } >"$DATA/cluster.env.tmp"
   mv "$DATA/cluster.env.tmp" "$DATA/cluster.env"
 }
@@ -243,9 +249,35 @@ print_tails() {
   done
 }
 
+# The client flags of a cluster whose servers run with flags $1: the TLS
+# files, and the admin token (which grants every call) or the client token.
+client_flags_of() {
+  local f out="" token="" admin=""
+  for f in $1; do
+    case $f in
+      --tls_ca_file=* | --tls_cert_file=* | --tls_key_file=* | --tls_server_name=*) out+="${out:+ }$f" ;;
+      --token_file=*) token=${f#--token_file=} ;;
+      --admin_token_file=*) admin=${f#--admin_token_file=} ;;
+    esac
+  done
+  if [[ -n $admin ]]; then
+    out+="${out:+ }--token_file=$admin"
+  elif [[ -n $token ]]; then
+    out+="${out:+ }--token_file=$token"
+  fi
+  echo "$out"
+}
+
+# raftkvctl with the cluster's client flags.
+raftkvctl() {
+  local extra=()
+  read -r -a extra <<<"$CTL_FLAGS"
+  "$BIN_DIR/raftkvctl" ${extra[@]+"${extra[@]}"} "$@"
+}
+
 # `raftkvctl status --json` over endpoints $1 (never fails).
 status_json() {
-  "$BIN_DIR/raftkvctl" --endpoints="$1" --timeout_ms=1000 --rpc_timeout_ms=500 \
+  raftkvctl --endpoints="$1" --timeout_ms=1000 --rpc_timeout_ms=500 \
     status --json 2>/dev/null || true
 }
 
@@ -301,6 +333,7 @@ cmd_start() {
   fi
   BIN_DIR=$(abs_path "${RAFTKV_BIN_DIR:-$REPO_ROOT/build}")
   SERVER_FLAGS=${RAFTKV_SERVER_FLAGS:-}
+  CTL_FLAGS=${RAFTKV_CTL_FLAGS-$(client_flags_of "$SERVER_FLAGS")}
   DATA=$(data_dir)
   check_binaries
 
@@ -430,7 +463,7 @@ stop_one() {
 }
 
 ctl() {
-  "$BIN_DIR/raftkvctl" --endpoints="$(endpoints)" "$@"
+  raftkvctl --endpoints="$(endpoints)" "$@"
 }
 
 cmd_add() {
@@ -496,7 +529,7 @@ cmd_remove() {
 cmd_members() {
   load_env
   [[ -x $BIN_DIR/raftkvctl ]] || die "$BIN_DIR/raftkvctl not found (build it, or set RAFTKV_BIN_DIR)"
-  exec "$BIN_DIR/raftkvctl" --endpoints="$(endpoints)" member list "$@"
+  raftkvctl --endpoints="$(endpoints)" member list "$@"
 }
 
 cmd_stop() {
@@ -531,7 +564,7 @@ cmd_stop() {
 cmd_status() {
   load_env
   [[ -x $BIN_DIR/raftkvctl ]] || die "$BIN_DIR/raftkvctl not found (build it, or set RAFTKV_BIN_DIR)"
-  exec "$BIN_DIR/raftkvctl" --endpoints="$(endpoints)" status "$@"
+  raftkvctl --endpoints="$(endpoints)" status "$@"
 }
 
 main() {

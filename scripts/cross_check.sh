@@ -127,6 +127,11 @@ mkdir -p "$GEN"
 PROTO_NAMES=$(sed -n '/^set(PROTO_NAMES/,/)/p' CMakeLists.txt |
   sed -e 's/set(PROTO_NAMES//' -e 's/)//' | tr -s ' \n' '\n' | sed '/^$/d')
 [[ -n $PROTO_NAMES ]] || die "cannot read PROTO_NAMES from CMakeLists.txt"
+# Server reflection's file, a library of its own (CMakeLists.txt: REFLECTION_PROTO).
+REFLECTION_PROTO=$(sed -n 's/^set(REFLECTION_PROTO \([^ )]*\))$/\1/p' CMakeLists.txt)
+[[ -n $REFLECTION_PROTO ]] || die "cannot read REFLECTION_PROTO from CMakeLists.txt"
+PROTO_NAMES="$PROTO_NAMES
+$REFLECTION_PROTO"
 protos=()
 for name in $PROTO_NAMES; do protos+=("protos/$name.proto"); done
 protoc --cpp_out="$GEN" --grpc_out="$GEN" --plugin=protoc-gen-grpc="$PLUGIN" \

@@ -111,10 +111,24 @@ Status ParseEndpoint(const std::string& endpoint, std::string* host, int* port) 
   return Status::OK();
 }
 
+std::string StripEndpointScheme(const std::string& endpoint) {
+  std::string e = endpoint;
+  for (const char* scheme : {"http://", "https://"}) {
+    const std::string prefix(scheme);
+    if (e.size() > prefix.size() && e.compare(0, prefix.size(), prefix) == 0) {
+      e = e.substr(prefix.size());
+      break;
+    }
+  }
+  while (!e.empty() && e.back() == '/') e.pop_back();
+  return e;
+}
+
 Status ParseEndpointList(const std::string& csv, std::vector<std::string>* endpoints) {
   std::vector<std::string> list = SplitEndpoints(csv);
   if (list.empty()) return Status::InvalidArgument("no endpoints given (expected host:port[,host:port...])");
-  for (const auto& e : list) {
+  for (auto& e : list) {
+    e = StripEndpointScheme(e);
     if (Status s = ParseEndpoint(e); !s.ok()) return s;
   }
   *endpoints = std::move(list);
@@ -287,8 +301,12 @@ grpc::Status KvClient::Retry(const char* name, bool follow_leader, bool idempote
                   << TrailingValue(ctx, kLeaderIdMetadataKey) << ")";
           SetLeader(hint);
           sleep = loop.Redirect(hint);
+        } else if (hint.empty() || hint == target) {
+          // Not a redirect: the leader itself refused the request (a lease
+          // that exists, ...). Retrying cannot change the answer.
+          return s;
         } else {
-          if (!hint_ok.ok()) LOG(WARNING) << "KvClient: ignoring leader hint: " << hint_ok.message();
+          LOG(WARNING) << "KvClient: ignoring leader hint: " << hint_ok.message();
           loop.Advance();
           sleep = loop.RoundDone();
         }
@@ -402,9 +420,16 @@ grpc::Status KvClient::LeaseGrant(int64_t ttl, int64_t id, LeaseGrantResponse* r
   LeaseGrantRequest req;
   req.set_ttl(ttl);
   req.set_id(id);
+  grpc::Status s = BeginWrite(req.mutable_session());
+  if (!s.ok()) return s;
+  if (!options_.use_session) req.clear_session();
   LeaseGrantResponse resp;
-  grpc::Status s = CallLease("LeaseGrant", &::raftkv::Lease::Stub::LeaseGrant, req, &resp,
-                             /*idempotent=*/id == 0);
+  // Through the session a retry answers with the first attempt's lease;
+  // without one a grant whose outcome is unknown is not retried (it could
+  // grant a second lease, or fail against its own first grant).
+  s = CallLease("LeaseGrant", &::raftkv::Lease::Stub::LeaseGrant, req, &resp,
+                /*idempotent=*/options_.use_session);
+  EndWrite(req.session(), s);
   if (s.ok() && response != nullptr) *response = std::move(resp);
   return s;
 }
@@ -535,6 +560,10 @@ grpc::Status KvClient::Watch(WatchRequest request,
   std::set<std::string> out_of_range_at;
   int64_t out_of_range_revision = -1;
   grpc::Status out_of_range;
+  // The members that refused the watch for want of room (RESOURCE_EXHAUSTED:
+  // watcher limits, or a stream cut off for not reading): another may have
+  // room; given up once every endpoint refused.
+  std::set<std::string> exhausted_at;
   while (loop->Start()) {
     const std::string target = loop->target();
     grpc::ClientContext ctx;  // no deadline: a watch lasts
@@ -605,6 +634,10 @@ grpc::Status KvClient::Watch(WatchRequest request,
       out_of_range_at.insert(target);
       out_of_range = s;
       if (out_of_range_at.size() >= options_.endpoints.size()) return s;
+    } else if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      if (delivered || established) exhausted_at.clear();
+      exhausted_at.insert(target);
+      if (exhausted_at.size() >= options_.endpoints.size()) return s;
     } else if (!WatchResumable(s)) {
       return s;
     }

@@ -111,8 +111,13 @@ std::vector<std::string> SplitEndpoints(const std::string& csv);
 // returns OK; otherwise InvalidArgument naming the bad input.
 Status ParseEndpoint(const std::string& endpoint, std::string* host = nullptr, int* port = nullptr);
 
-// SplitEndpoints + ParseEndpoint on every item. InvalidArgument on an empty
-// list or any bad item, naming it.
+// An endpoint written as etcd's URLs are ("http://10.0.0.1:2379/") as
+// host:port: the scheme and trailing slashes removed (TLS is chosen by the
+// security flags, not the scheme).
+std::string StripEndpointScheme(const std::string& endpoint);
+
+// SplitEndpoints, StripEndpointScheme and ParseEndpoint on every item.
+// InvalidArgument on an empty list or any bad item, naming it.
 Status ParseEndpointList(const std::string& csv, std::vector<std::string>* endpoints);
 
 // Stops a KvClient::Watch from another thread: Cancel() cancels the current
@@ -202,9 +207,11 @@ class KvClient {
   grpc::Status Txn(TxnRequest* request, TxnResponse* response);
 
   // Leases, through the leader. LeaseGrant: ttl seconds, id 0 for one picked
-  // by the server. A grant with id 0 is retried like a Put (a duplicate only
-  // leaves an unused lease that expires); one with an explicit id only when
-  // nothing can have been applied. A retried LeaseRevoke may report NOT_FOUND
+  // by the server. With sessions (the default) a grant goes through the
+  // session like a Put, so a retry answers with the first attempt's lease;
+  // without, it is retried only when nothing can have been applied. A
+  // refusal by the leader (FAILED_PRECONDITION without a leader hint: an id
+  // in use) is returned at once. A retried LeaseRevoke may report NOT_FOUND
   // for a lease its first attempt revoked.
   grpc::Status LeaseGrant(int64_t ttl, int64_t id, LeaseGrantResponse* response);
   grpc::Status LeaseRevoke(int64_t id, LeaseRevokeResponse* response = nullptr);
@@ -230,8 +237,11 @@ class KvClient {
   // member no longer keeps the history from that revision, e.g. restarted
   // from a snapshot, or the watcher fell behind) moves to the next endpoint
   // too; it is returned once every endpoint answered it for the same
-  // revision, or when no stream made progress within timeout_ms. Any other
-  // error ends the watch: INVALID_ARGUMENT, RESOURCE_EXHAUSTED, ...
+  // revision, or when no stream made progress within timeout_ms.
+  // RESOURCE_EXHAUSTED (a member with no room for another watcher, or one
+  // that cut this stream off) moves to the next endpoint too and is returned
+  // once every endpoint answered it. Any other error ends the watch:
+  // INVALID_ARGUMENT, PERMISSION_DENIED, ...
   //
   // A member that has heard from no leader for three election timeouts
   // (cut off from the majority, or removed) ends its streams with

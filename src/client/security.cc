@@ -31,32 +31,40 @@ DEFINE_string(token_file, "",
 namespace raftkv {
 namespace {
 
+// Adds the bearer token and the peer token (each when set) to every call.
 class TokenInterceptor final : public grpc::experimental::Interceptor {
  public:
-  explicit TokenInterceptor(const std::string* header) : header_(header) {}
+  TokenInterceptor(const std::string* header, const std::string* peer_token)
+      : header_(header), peer_token_(peer_token) {}
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
             grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
-      methods->GetSendInitialMetadata()->emplace("authorization", *header_);
+      auto* metadata = methods->GetSendInitialMetadata();
+      if (!header_->empty()) metadata->emplace("authorization", *header_);
+      if (!peer_token_->empty()) metadata->emplace(kPeerTokenMetadataKey, *peer_token_);
     }
     methods->Proceed();
   }
 
  private:
-  const std::string* header_;  // owned by the factory, which the channel keeps
+  // Owned by the factory, which the channel keeps.
+  const std::string* header_;
+  const std::string* peer_token_;
 };
 
 class TokenInterceptorFactory final
     : public grpc::experimental::ClientInterceptorFactoryInterface {
  public:
-  explicit TokenInterceptorFactory(const std::string& token) : header_("Bearer " + token) {}
+  TokenInterceptorFactory(const std::string& token, const std::string& peer_token)
+      : header_(token.empty() ? "" : "Bearer " + token), peer_token_(peer_token) {}
   grpc::experimental::Interceptor* CreateClientInterceptor(
       grpc::experimental::ClientRpcInfo* /*info*/) override {
-    return new TokenInterceptor(&header_);
+    return new TokenInterceptor(&header_, &peer_token_);
   }
 
  private:
   const std::string header_;
+  const std::string peer_token_;
 };
 
 std::mutex process_mu;
@@ -123,23 +131,28 @@ Status LoadChannelSecurity(const SecurityFiles& files, ChannelSecurity* out) {
   }
   s.server_name = files.server_name;
   if (!files.token_file.empty()) {
-    std::string contents;
-    if (Status bad = ReadSecurityFile(files.token_file, &contents); !bad.ok()) {
-      return Status::InvalidArgument("--token_file: " + bad.message());
-    }
-    s.token = ParseToken(contents);
-    if (s.token.empty()) {
-      return Status::InvalidArgument("--token_file: " + files.token_file + ":1: no token on the first line");
-    }
-    for (char c : s.token) {
-      // A metadata value: printable ASCII only.
-      if (c < 0x21 || c > 0x7e) {
-        return Status::InvalidArgument("--token_file: " + files.token_file +
-                                       ":1: the token may hold printable ASCII characters only, without spaces");
-      }
-    }
+    if (Status bad = LoadTokenFile("token_file", files.token_file, &s.token); !bad.ok()) return bad;
   }
   *out = std::move(s);
+  return Status::OK();
+}
+
+Status LoadTokenFile(const std::string& flag, const std::string& path, std::string* token) {
+  std::string contents;
+  if (Status bad = ReadSecurityFile(path, &contents); !bad.ok()) {
+    return Status::InvalidArgument("--" + flag + ": " + bad.message());
+  }
+  *token = ParseToken(contents);
+  if (token->empty()) {
+    return Status::InvalidArgument("--" + flag + ": " + path + ":1: no token on the first line");
+  }
+  for (char c : *token) {
+    // A metadata value: printable ASCII only.
+    if (c < 0x21 || c > 0x7e) {
+      return Status::InvalidArgument("--" + flag + ": " + path +
+                                     ":1: the token may hold printable ASCII characters only, without spaces");
+    }
+  }
   return Status::OK();
 }
 
@@ -184,9 +197,11 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, grpc::Chan
   } else {
     creds = grpc::InsecureChannelCredentials();
   }
-  if (security->token.empty()) return grpc::CreateCustomChannel(target, creds, args);
+  if (security->token.empty() && security->peer_token.empty()) {
+    return grpc::CreateCustomChannel(target, creds, args);
+  }
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(std::make_unique<TokenInterceptorFactory>(security->token));
+  interceptors.push_back(std::make_unique<TokenInterceptorFactory>(security->token, security->peer_token));
   return grpc::experimental::CreateCustomChannelWithInterceptors(target, creds, args,
                                                                  std::move(interceptors));
 }

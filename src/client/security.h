@@ -32,6 +32,9 @@ struct ChannelSecurity {
   std::string key_pem;        // its private key
   std::string server_name;    // overrides the name checked in the server's certificate
   std::string token;          // non-empty: sent as "authorization: Bearer <token>"
+  // Members only (--peer_token_file): the secret the members share, sent as
+  // "raftkv-peer-token: <token>" on the member's own calls to its peers.
+  std::string peer_token;
   bool tls() const { return !ca_pem.empty(); }
 };
 
@@ -73,5 +76,13 @@ Status ReadSecurityFile(const std::string& path, std::string* contents);
 // The token in a token file's contents: the first line, surrounding
 // whitespace removed. Empty if there is none.
 std::string ParseToken(const std::string& contents);
+
+// Reads the token of `path` (given by --`flag`): InvalidArgument naming the
+// flag and the file when it cannot be read, has no token on its first line,
+// or holds a character a metadata value cannot.
+Status LoadTokenFile(const std::string& flag, const std::string& path, std::string* token);
+
+// The metadata key of the members' shared secret.
+inline constexpr char kPeerTokenMetadataKey[] = "raftkv-peer-token";
 
 }  // namespace raftkv

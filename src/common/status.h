@@ -22,6 +22,7 @@ class Status {
     kCorruption,          // stored data fails its checks
     kNotFound,            // the named thing (a lease) does not exist
     kOutOfRange,          // a revision outside the history kept (compacted, or future)
+    kResourceExhausted,   // a bound was reached (answer size, saved answers, sessions)
   };
 
   Status() = default;
@@ -35,6 +36,9 @@ class Status {
   static Status Corruption(std::string msg) { return Status(Code::kCorruption, std::move(msg)); }
   static Status NotFound(std::string msg) { return Status(Code::kNotFound, std::move(msg)); }
   static Status OutOfRange(std::string msg) { return Status(Code::kOutOfRange, std::move(msg)); }
+  static Status ResourceExhausted(std::string msg) {
+    return Status(Code::kResourceExhausted, std::move(msg));
+  }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
@@ -52,6 +56,7 @@ class Status {
       case Code::kCorruption: return "Corruption: " + message_;
       case Code::kNotFound: return "Not found: " + message_;
       case Code::kOutOfRange: return "Out of range: " + message_;
+      case Code::kResourceExhausted: return "Resource exhausted: " + message_;
     }
     return message_;
   }

@@ -143,7 +143,7 @@ grpc::Status AdminServiceImpl::WaitForSnapshot(grpc::ServerContext* context, con
 grpc::Status AdminServiceImpl::TakeSnapshot(grpc::ServerContext* context,
                                             const TakeSnapshotRequest* /*request*/,
                                             TakeSnapshotResponse* response) {
-  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kClient); !refused.ok()) return refused;
+  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kAdmin); !refused.ok()) return refused;
   SnapshotInfo info;
   if (grpc::Status s = WaitForSnapshot(context, "TakeSnapshot", &info); !s.ok()) return s;
   response->set_last_index(info.last_index);
@@ -158,7 +158,7 @@ grpc::Status AdminServiceImpl::TakeSnapshot(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::SnapshotSave(grpc::ServerContext* context,
                                             const SnapshotSaveRequest* /*request*/,
                                             grpc::ServerWriter<SnapshotSaveResponse>* writer) {
-  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kClient); !refused.ok()) return refused;
+  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kAdmin); !refused.ok()) return refused;
   // The file of the snapshot just taken. Opening it holds it: the snapshots
   // taken meanwhile may prune it by name, but the transfer reads on (POSIX).
   // It can be pruned between the snapshot and the open (two more snapshots
@@ -258,7 +258,7 @@ grpc::Status AdminServiceImpl::ChangeMembership(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::AddMember(grpc::ServerContext* context,
                                          const AddMemberRequest* request,
                                          MemberChangeResponse* response) {
-  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kClient); !refused.ok()) return refused;
+  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kAdmin); !refused.ok()) return refused;
   if (request->id() == 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
   }
@@ -277,7 +277,7 @@ grpc::Status AdminServiceImpl::AddMember(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::PromoteMember(grpc::ServerContext* context,
                                              const PromoteMemberRequest* request,
                                              MemberChangeResponse* response) {
-  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kClient); !refused.ok()) return refused;
+  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kAdmin); !refused.ok()) return refused;
   if (request->id() == 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
   }
@@ -290,7 +290,7 @@ grpc::Status AdminServiceImpl::PromoteMember(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::RemoveMember(grpc::ServerContext* context,
                                             const RemoveMemberRequest* request,
                                             MemberChangeResponse* response) {
-  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kClient); !refused.ok()) return refused;
+  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kAdmin); !refused.ok()) return refused;
   if (request->id() == 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
   }
@@ -303,7 +303,7 @@ grpc::Status AdminServiceImpl::RemoveMember(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::TransferLeader(grpc::ServerContext* context,
                                               const TransferLeaderRequest* request,
                                               TransferLeaderResponse* response) {
-  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kClient); !refused.ok()) return refused;
+  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kAdmin); !refused.ok()) return refused;
   if (request->id() == 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
   }

@@ -11,6 +11,7 @@
 #include "raft/membership.h"
 #include "service/node_options.h"
 #include "service/recovery.h"
+#include "storage/bootstrap_file.h"
 #include "storage/hard_state.h"
 #include "storage/kv_state_machine.h"
 #include "storage/log_store.h"
@@ -107,6 +108,10 @@ Status WriteDataDir(const RestoreOptions& options, const SnapshotFileSummary& so
   //    not be behind its log's last term (here the snapshot's).
   HardStateFile hard_state(file::JoinPath(dir, "hardstate"));
   s = hard_state.Save(HardState{source.meta.last_term, 0});
+  if (!s.ok()) return s;
+  // The new cluster's membership is the directory's bootstrap record too.
+  BootstrapFile bootstrap(file::JoinPath(dir, "bootstrap"));
+  s = bootstrap.Save(config);
   if (!s.ok()) return s;
   // 3. Last, the snapshot with the new configuration: until it is renamed
   //    into place, a server started on this directory refuses it (its log

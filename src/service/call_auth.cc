@@ -26,6 +26,15 @@ std::string Trim(const std::string& s) {
 }  // namespace
 
 Status CallAuthorizer::Create(ServerSecurityOptions options, std::unique_ptr<CallAuthorizer>* out) {
+  if (!options.files.tls() && options.files.peer_token.empty() &&
+      (!options.files.token.empty() || !options.admin_token.empty())) {
+    return Status::InvalidArgument(
+        std::string(options.files.token.empty() ? "--admin_token_file" : "--token_file") +
+        " asks clients for a token, but without TLS the peer methods (append entries, vote, "
+        "snapshots) would accept calls from anyone who reaches the port: set --peer_token_file "
+        "(a secret only the members hold, the same file on every member), or TLS "
+        "(--tls_ca_file, --tls_cert_file, --tls_key_file)");
+  }
   if (!options.files.tls()) {
     if (options.client_cert_required) {
       return Status::InvalidArgument(
@@ -52,7 +61,39 @@ std::shared_ptr<grpc::ServerCredentials> CallAuthorizer::Credentials() const {
   return grpc::SslServerCredentials(ssl);
 }
 
-grpc::Status CallAuthorizer::AuthorizePeer(const grpc::ServerContext& context) const {
+namespace {
+
+// The value of metadata `key` in the call, or false.
+bool FindMetadata(const grpc::ServerContextBase& context, const char* key, grpc::string_ref* value) {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find(key);
+  if (it == metadata.end()) return false;
+  *value = it->second;
+  return true;
+}
+
+// The bearer token of the call ("authorization: Bearer <token>"), or false.
+bool BearerToken(const grpc::ServerContextBase& context, grpc::string_ref* token) {
+  grpc::string_ref value;
+  if (!FindMetadata(context, "authorization", &value)) return false;
+  static constexpr char kPrefix[] = "Bearer ";
+  const size_t prefix = sizeof(kPrefix) - 1;
+  if (value.size() < prefix || value.substr(0, prefix) != grpc::string_ref(kPrefix, prefix)) return false;
+  *token = value.substr(prefix);
+  return true;
+}
+
+}  // namespace
+
+grpc::Status CallAuthorizer::AuthorizePeer(const grpc::ServerContextBase& context) const {
+  if (const std::string& secret = options_.files.peer_token; !secret.empty()) {
+    grpc::string_ref given;
+    if (!FindMetadata(context, kPeerTokenMetadataKey, &given) || !SameToken(given, secret)) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          "peer methods are for the members of the cluster: the call lacks their "
+                          "shared secret (--peer_token_file)");
+    }
+  }
   if (!tls()) return grpc::Status::OK;
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   if (!auth || !auth->IsPeerAuthenticated()) {
@@ -79,21 +120,34 @@ grpc::Status CallAuthorizer::AuthorizePeer(const grpc::ServerContext& context) c
                           "] may not call peer methods (not in --peer_cert_allowed_names)");
 }
 
-grpc::Status CallAuthorizer::AuthorizeClient(const grpc::ServerContext& context) const {
+grpc::Status CallAuthorizer::AuthorizeClient(const grpc::ServerContextBase& context) const {
   const std::string& token = options_.files.token;
   if (token.empty()) return grpc::Status::OK;
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find("authorization");
-  if (it == metadata.end()) {
+  grpc::string_ref given;
+  if (!BearerToken(context, &given)) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         "this server requires a bearer token (authorization metadata)");
   }
-  const grpc::string_ref value = it->second;
-  static constexpr char kPrefix[] = "Bearer ";
-  const size_t prefix = sizeof(kPrefix) - 1;
-  if (value.size() < prefix || value.substr(0, prefix) != grpc::string_ref(kPrefix, prefix) ||
-      !SameToken(value.substr(prefix), token)) {
+  const std::string& admin = options_.admin_token;
+  if (!SameToken(given, token) && (admin.empty() || !SameToken(given, admin))) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "bearer token not accepted");
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CallAuthorizer::AuthorizeAdmin(const grpc::ServerContextBase& context) const {
+  const std::string& admin = options_.admin_token;
+  if (admin.empty()) return AuthorizeClient(context);
+  grpc::string_ref given;
+  if (!BearerToken(context, &given)) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "this method changes the cluster and requires the admin token "
+                        "(authorization metadata)");
+  }
+  if (!SameToken(given, admin)) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "this method changes the cluster and requires the admin token "
+                        "(--admin_token_file), not the client token");
   }
   return grpc::Status::OK;
 }
@@ -124,12 +178,14 @@ Status CallAuthorizer::ParseNames(const std::string& csv, std::vector<std::strin
   }
 }
 
-grpc::Status AuthorizeCall(const CallAuthorizer* auth, const grpc::ServerContext& context, Caller caller) {
+grpc::Status AuthorizeCall(const CallAuthorizer* auth, const grpc::ServerContextBase& context, Caller caller) {
   if (auth == nullptr) return grpc::Status::OK;
-  const bool peer = caller == Caller::kPeer;
-  grpc::Status refused = peer ? auth->AuthorizePeer(context) : auth->AuthorizeClient(context);
+  grpc::Status refused = caller == Caller::kPeer    ? auth->AuthorizePeer(context)
+                         : caller == Caller::kAdmin ? auth->AuthorizeAdmin(context)
+                                                    : auth->AuthorizeClient(context);
   if (!refused.ok()) {
-    LOG_EVERY_N(WARNING, 100) << "refused a " << (peer ? "peer" : "client") << " call from "
+    const char* kind = caller == Caller::kPeer ? "peer" : caller == Caller::kAdmin ? "admin" : "client";
+    LOG_EVERY_N(WARNING, 100) << "refused a " << kind << " call from "
                               << context.peer() << ": " << refused.error_message() << " ("
                               << google::COUNTER << " refusals so far)";
   }

@@ -1,21 +1,28 @@
 // Who may call what on a member's port.
 //
-// Client and peer traffic share one port. With TLS on (--tls_ca_file,
-// --tls_cert_file, --tls_key_file) the port asks every caller for a
-// certificate signed by the cluster CA -- gRPC verifies any certificate
-// presented and refuses the handshake if it does not verify -- and:
-//  - the peer methods (Raft.*: AppendEntries, RequestVote, InstallSnapshot,
-//    TimeoutNow) require one (mutual TLS): a caller without a verified
-//    certificate gets UNAUTHENTICATED before its message reaches the core, and
-//    with --peer_cert_allowed_names only certificates naming one of those
-//    (common name or DNS SAN; "prefix*" matches a prefix) get through
-//    (PERMISSION_DENIED otherwise), so a client certificate from the same CA
-//    cannot append entries or vote;
-//  - with --client_cert_required every caller must present one (enforced in
-//    the handshake);
-//  - with --token_file the client methods (KV, Admin) require the bearer
-//    token ("authorization: Bearer <token>"; UNAUTHENTICATED otherwise).
-// The health and reflection services stay open: probes carry no identity.
+// Client and peer traffic share one port, and three kinds of caller are told
+// apart:
+//  - peers (Raft.*: AppendEntries, RequestVote, InstallSnapshot, TimeoutNow,
+//    RenewLease): with TLS on (--tls_ca_file, --tls_cert_file,
+//    --tls_key_file) they need a certificate signed by the cluster CA (mutual
+//    TLS; UNAUTHENTICATED otherwise, before the message reaches the core),
+//    naming one of --peer_cert_allowed_names when that is set (common name or
+//    DNS SAN; "prefix*" matches a prefix; PERMISSION_DENIED otherwise), so a
+//    client certificate from the same CA cannot append entries or vote; with
+//    --peer_token_file they need the members' shared secret
+//    ("raftkv-peer-token: <token>"; UNAUTHENTICATED otherwise);
+//  - clients (KV, Watch, Lease, Admin's reads): with --token_file the bearer
+//    token ("authorization: Bearer <token>"; UNAUTHENTICATED otherwise); the
+//    admin token is accepted too;
+//  - administrators (Admin's changes: members, leadership, snapshots, and
+//    Testing.SetFaults): with --admin_token_file its token only
+//    (PERMISSION_DENIED for the client token); without it, as clients.
+// A port that asks clients for a token must not leave the peer methods open:
+// without TLS, Create() refuses --token_file or --admin_token_file unless
+// --peer_token_file is set. With --client_cert_required every caller must
+// present a certificate (enforced in the handshake). The health service stays
+// open (probes carry no identity); reflection describes the public services
+// only (reflection_service.h).
 #pragma once
 
 #include <memory>
@@ -30,19 +37,22 @@
 namespace raftkv {
 
 struct ServerSecurityOptions {
-  ChannelSecurity files;  // the loaded --tls_* files and token
+  ChannelSecurity files;  // the loaded --tls_* files, token and peer token
+  std::string admin_token;  // --admin_token_file
   bool client_cert_required = false;
   std::vector<std::string> peer_allowed_names;
 };
 
-// Who a method is for: clients (KV, Admin: the bearer token) or the other
-// members (Raft: a certificate of the cluster CA, an allowed name).
-enum class Caller { kClient, kPeer };
+// Who a method is for: clients (the bearer token), administrators (the
+// admin token) or the other members (a certificate of the cluster CA, an
+// allowed name, the peer token).
+enum class Caller { kClient, kAdmin, kPeer };
 
 class CallAuthorizer {
  public:
   // Checks the combination (client certificates or allowed names without
-  // TLS are refused) and builds the port's credentials; false with *error.
+  // TLS, a client or admin token with peer methods open to anyone) and
+  // builds the port's credentials.
   static Status Create(ServerSecurityOptions options, std::unique_ptr<CallAuthorizer>* out);
 
   // The credentials of the listening port (SSL or insecure).
@@ -50,9 +60,13 @@ class CallAuthorizer {
   bool tls() const { return options_.files.tls(); }
 
   // OK, or the status to refuse a peer (Raft) call with.
-  grpc::Status AuthorizePeer(const grpc::ServerContext& context) const;
-  // OK, or the status to refuse a client (KV, Admin) call with.
-  grpc::Status AuthorizeClient(const grpc::ServerContext& context) const;
+  grpc::Status AuthorizePeer(const grpc::ServerContextBase& context) const;
+  // OK, or the status to refuse a client (KV, Watch, Lease, Admin's reads) call with.
+  grpc::Status AuthorizeClient(const grpc::ServerContextBase& context) const;
+  // OK, or the status to refuse an administrator's call with.
+  grpc::Status AuthorizeAdmin(const grpc::ServerContextBase& context) const;
+  // Whether anything is asked of peers (a certificate or the peer token).
+  bool peers_authenticated() const { return tls() || !options_.files.peer_token.empty(); }
 
   // True if `name` matches `pattern`: equal, or pattern "p*" and name starts with p.
   static bool NameMatches(const std::string& pattern, const std::string& name);
@@ -67,6 +81,6 @@ class CallAuthorizer {
 // The one check every server method runs before it does anything: OK, or
 // why `auth` refuses a call of `caller`'s kind (logged, at most once per 100
 // refusals). A null `auth` (plaintext, no token) allows every call.
-grpc::Status AuthorizeCall(const CallAuthorizer* auth, const grpc::ServerContext& context, Caller caller);
+grpc::Status AuthorizeCall(const CallAuthorizer* auth, const grpc::ServerContextBase& context, Caller caller);
 
 }  // namespace raftkv

@@ -12,7 +12,7 @@ namespace raftkv {
 
 ClientHandlers::ClientHandlers(const ServerOptions& options, RaftNode* node, Forwarder* forwarder)
     : options_(options),
-      limits_{options.max_key_bytes, options.max_value_bytes, options.max_batch_ops, options.max_batch_bytes},
+      limits_(options.Limits()),
       node_(node),
       forwarder_(forwarder) {}
 
@@ -73,6 +73,7 @@ void ClientHandlers::HandleOpenSession(OpenSessionCall* call) {
   Command cmd;
   cmd.set_op(Command::OPEN_SESSION);
   cmd.set_session_timeout_ms(options_.session_timeout_ms);
+  cmd.set_max_sessions(options_.max_sessions);
   const uint64_t timeout = options_.session_timeout_ms;
   node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call, timeout](Outcome out) {
     if (!out.status.ok()) return FinishWithOutcome(call, out);
@@ -208,7 +209,7 @@ void ClientHandlers::HandleRange(RangeCall* call) {
   if (!bad.ok()) return call->FinishWithError(bad);
   auto answer = [this, call](uint64_t term) {
     RangeResponse resp;
-    Status s = node_->state_machine().Range(call->request(), &resp);
+    Status s = node_->state_machine().Range(call->request(), &resp, options_.max_response_bytes);
     if (!s.ok()) return call->FinishWithError(ToGrpcStatus(s));
     FillHeader(resp.header().revision(), term, resp.mutable_header());
     call->Finish(resp);
@@ -248,7 +249,8 @@ void ClientHandlers::HandleTxn(TxnCall* call) {
     node_->ReadBarrier(Deadline(call->context()), [this, call](Outcome out) {
       if (!out.status.ok()) return FinishWithOutcome(call, out);
       TxnResponse resp;
-      node_->state_machine().ReadTxn(call->request(), &resp);
+      Status s = node_->state_machine().ReadTxn(call->request(), &resp, options_.max_response_bytes);
+      if (!s.ok()) return call->FinishWithError(ToGrpcStatus(s));
       FillHeader(resp.header().revision(), out.term, resp.mutable_header());
       for (ResponseOp& r : *resp.mutable_responses()) {
         FillHeader(resp.header().revision(), out.term, r.mutable_response_range()->mutable_header());
@@ -260,6 +262,11 @@ void ClientHandlers::HandleTxn(TxnCall* call) {
   Command cmd;
   grpc::Status bad = TxnCommand(&call->request(), limits_, &cmd);
   if (!bad.ok()) return call->FinishWithError(bad);
+  // Refused here, before it is proposed, when its answer would be over the
+  // bound on the state as it is now (the entry is checked again, alike on
+  // every replica, when it is applied).
+  Status too_big = node_->state_machine().CheckTxnAnswer(cmd.txn(), limits_.max_txn_result_bytes);
+  if (!too_big.ok()) return call->FinishWithError(ToGrpcStatus(too_big));
   node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [this, call](Outcome out) {
     if (!out.status.ok()) return FinishWithOutcome(call, out);
     TxnResponse resp;

@@ -21,7 +21,7 @@ Forwarder::Forwarder(RaftNode* node, ForwarderOptions options) : node_(node), op
 
 Forwarder::~Forwarder() { Stop(); }
 
-bool Forwarder::IsForwarded(const grpc::ServerContext& context) {
+bool Forwarder::IsForwarded(const grpc::ServerContextBase& context) {
   return context.client_metadata().count(kForwardedMetadataKey) != 0;
 }
 
@@ -30,18 +30,16 @@ bool Forwarder::LeaderElsewhere() const {
   return leader != 0 && leader != node_->id();
 }
 
-bool Forwarder::Target(const grpc::ServerContext& incoming, grpc::ClientContext* outgoing, bool stream,
+bool Forwarder::Target(const grpc::ServerContextBase& incoming, grpc::ClientContext* outgoing,
                        uint64_t* leader_id, std::string* leader_address,
                        std::shared_ptr<grpc::Channel>* channel) {
   const uint64_t leader = node_->KnownLeader();
   if (leader == 0 || leader == node_->id() || IsForwarded(incoming)) return false;
   const std::string address = node_->AddressOf(leader);
   if (address.empty()) return false;
-  if (!stream) {  // a stream lasts as long as its client wants
-    auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(options_.max_request_timeout_ms);
-    deadline = std::min(deadline, incoming.deadline());
-    outgoing->set_deadline(deadline);
-  }
+  auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(options_.max_request_timeout_ms);
+  deadline = std::min(deadline, incoming.deadline());
+  outgoing->set_deadline(deadline);
   for (const auto& [key, value] : incoming.client_metadata()) {
     if (key == "authorization") outgoing->AddMetadata("authorization", std::string(value.data(), value.size()));
   }
@@ -63,22 +61,13 @@ bool Forwarder::Target(const grpc::ServerContext& incoming, grpc::ClientContext*
   *leader_id = leader;
   *leader_address = address;
   inflight_.insert(outgoing);
-  if (stream) streams_.insert(outgoing);
   forwarded_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
-bool Forwarder::StartStream(const grpc::ServerContext& incoming, std::shared_ptr<grpc::Channel>* channel,
-                            grpc::ClientContext* outgoing, uint64_t* leader_id, std::string* leader_address) {
-  return Target(incoming, outgoing, /*stream=*/true, leader_id, leader_address, channel);
-}
-
-void Forwarder::EndStream(grpc::ClientContext* outgoing) { Done(outgoing); }
-
 void Forwarder::Done(grpc::ClientContext* context) {
   std::lock_guard<std::mutex> lock(mu_);
   inflight_.erase(context);
-  streams_.erase(context);
   if (inflight_.empty()) idle_cv_.notify_all();
 }
 
@@ -109,7 +98,6 @@ void Forwarder::Poll() {
 void Forwarder::BeginStop() {
   std::lock_guard<std::mutex> lock(mu_);
   stopped_ = true;
-  for (grpc::ClientContext* c : streams_) c->TryCancel();
 }
 
 void Forwarder::Stop() {

@@ -21,12 +21,15 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "client/security.h"
 #include "service/async_call.h"
@@ -62,21 +65,33 @@ class Forwarder {
   template <class Service, class Req, class Resp>
   static bool MaybeForward(Forwarder* forwarder, UnaryCall<Req, Resp>* call, const char* method);
 
-  // For a synchronous stream: the leader's address and a context ready for
-  // a call to it (deadline unset, token and marker copied), or false as
-  // MaybeForward. The context is cancelled by Stop(); give it back with
-  // EndStream().
-  bool StartStream(const grpc::ServerContext& incoming, std::shared_ptr<grpc::Channel>* channel,
-                   grpc::ClientContext* outgoing, uint64_t* leader_id, std::string* leader_address);
-  void EndStream(grpc::ClientContext* outgoing);
+  // What the leader answered a request sent with ForwardRequest.
+  template <class Resp>
+  struct Answer {
+    grpc::Status status;
+    Resp response;
+    uint64_t leader_id = 0;
+    std::string leader_address;
+    // The leader's raftkv-* trailers (its leader hint, raftkv-not-applied, ...).
+    std::vector<std::pair<std::string, std::string>> trailers;
+  };
+  // Sends one request that arrived on `incoming` (a message of a stream) to
+  // the leader's method `path` ("/raftkv.internal.Raft/RenewLease") with a
+  // deadline of --max_request_timeout_ms, the client's token and the
+  // forwarded marker: true, and `done` runs later on the forwarder's thread
+  // with the leader's answer. False as MaybeForward.
+  template <class Req, class Resp>
+  bool ForwardRequest(const grpc::ServerContextBase& incoming, const std::string& path, const Req& request,
+                      std::function<void(Answer<Resp>)> done);
 
-  // The server is shutting down: forwards nothing new and cancels the
-  // relayed streams (their clients move to another member); unary calls in
-  // flight go on.
+  // The server is shutting down: forwards nothing new; calls in flight go on.
   void BeginStop();
   // Cancels the forwarded calls in flight and waits until every one has
   // been answered; later calls are answered locally.
   void Stop();
+
+  // True if a leader other than this member is known.
+  bool LeaderElsewhere() const;
 
   // Calls forwarded since start (for tests and metrics).
   uint64_t forwarded() const { return forwarded_.load(std::memory_order_relaxed); }
@@ -88,7 +103,7 @@ class Forwarder {
   }
 
   // True if the call came from another member's forwarder.
-  static bool IsForwarded(const grpc::ServerContext& context);
+  static bool IsForwarded(const grpc::ServerContextBase& context);
 
  private:
   // One forwarded call in flight; deleted by the poll thread.
@@ -107,15 +122,15 @@ class Forwarder {
   };
   template <class Req, class Resp>
   struct TypedOp;
+  template <class Req, class Resp>
+  struct CallbackOp;
 
-  // True if a leader other than this member is known.
-  bool LeaderElsewhere() const;
   // MaybeForward once a leader elsewhere is known; `path` is the full name.
   template <class Req, class Resp>
   bool Forward(UnaryCall<Req, Resp>* call, const std::string& path);
   // The leader to forward to, with a channel to it; false when the call is
   // answered locally. Registers `context` as in flight on success.
-  bool Target(const grpc::ServerContext& incoming, grpc::ClientContext* outgoing, bool stream,
+  bool Target(const grpc::ServerContextBase& incoming, grpc::ClientContext* outgoing,
               uint64_t* leader_id, std::string* leader_address, std::shared_ptr<grpc::Channel>* channel);
   void Done(grpc::ClientContext* context);
   void Poll();
@@ -133,7 +148,6 @@ class Forwarder {
   std::condition_variable idle_cv_;
   bool stopped_ = false;                                         // guarded by mu_
   std::set<grpc::ClientContext*> inflight_;                      // guarded by mu_
-  std::set<grpc::ClientContext*> streams_;  // the relayed streams among them; guarded by mu_
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // by address; guarded by mu_
 };
 
@@ -165,6 +179,52 @@ struct Forwarder::TypedOp final : Forwarder::Op {
   }
 };
 
+template <class Req, class Resp>
+struct Forwarder::CallbackOp final : Forwarder::Op {
+  Req request;
+  Resp response;
+  std::function<void(Answer<Resp>)> done;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<Resp>> reader;
+
+  void Proceed(bool /*ok*/) override {
+    { std::lock_guard<std::mutex> handed_off(handoff_mu); }
+    Answer<Resp> answer;
+    answer.status = std::move(status);
+    answer.response = std::move(response);
+    answer.leader_id = leader_id;
+    answer.leader_address = leader_address;
+    for (const auto& [key, value] : context.GetServerTrailingMetadata()) {
+      std::string k(key.data(), key.size());
+      if (k.compare(0, 7, "raftkv-") == 0) answer.trailers.emplace_back(std::move(k), std::string(value.data(), value.size()));
+    }
+    Forwarder* f = forwarder;
+    grpc::ClientContext* ctx = &context;
+    auto callback = std::move(done);
+    f->Done(ctx);
+    delete this;
+    callback(std::move(answer));
+  }
+};
+
+template <class Req, class Resp>
+bool Forwarder::ForwardRequest(const grpc::ServerContextBase& incoming, const std::string& path,
+                               const Req& request, std::function<void(Answer<Resp>)> done) {
+  auto op = std::make_unique<CallbackOp<Req, Resp>>();
+  std::shared_ptr<grpc::Channel> channel;
+  if (!Target(incoming, &op->context, &op->leader_id, &op->leader_address, &channel)) return false;
+  op->forwarder = this;
+  op->request = request;
+  op->done = std::move(done);
+  grpc::TemplatedGenericStub<Req, Resp> stub(channel);
+  CallbackOp<Req, Resp>* raw = op.release();
+  std::lock_guard<std::mutex> lock(raw->handoff_mu);
+  TsanReleaseTag(raw);
+  raw->reader = stub.PrepareUnaryCall(&raw->context, path, raw->request, &cq_);
+  raw->reader->StartCall();
+  raw->reader->Finish(&raw->response, &raw->status, raw);
+  return true;
+}
+
 template <class Service, class Req, class Resp>
 bool Forwarder::MaybeForward(Forwarder* forwarder, UnaryCall<Req, Resp>* call, const char* method) {
   // The leader's fast path: one atomic load.
@@ -176,8 +236,7 @@ template <class Req, class Resp>
 bool Forwarder::Forward(UnaryCall<Req, Resp>* call, const std::string& path) {
   auto op = std::make_unique<TypedOp<Req, Resp>>();
   std::shared_ptr<grpc::Channel> channel;
-  if (!Target(call->context(), &op->context, /*stream=*/false, &op->leader_id, &op->leader_address,
-              &channel)) {
+  if (!Target(call->context(), &op->context, &op->leader_id, &op->leader_address, &channel)) {
     return false;
   }
   op->forwarder = this;

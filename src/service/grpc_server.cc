@@ -2,8 +2,8 @@
 
 #include <glog/logging.h>
 #include <grpcpp/alarm.h>
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 
 #include <algorithm>
 #include <limits>
@@ -41,10 +41,12 @@ GrpcServer::GrpcServer(const ServerOptions& options, RaftNode* node)
   client_handlers_->Register(&kv_service_, options_.calls_per_cq, &methods_);
   peer_service_->Register(&testing_service_, options_.calls_per_cq, &methods_);
   lease_service_->Register(&methods_);
+  methods_.Add<LeaseKeepAliveRequest, LeaseKeepAliveResponse>(
+      peer_service_.get(), &RaftHybridService::RequestRenewLease, RpcName::Of<Raft>("RenewLease"),
+      Caller::kPeer, 4, [this](LeaseService::RenewCall* call) { lease_service_->HandleRenew(call); });
   watch_method_.service = &watch_service_;
   watch_method_.hub = &hub_;
-  watch_method_.limits = RequestLimits{options.max_key_bytes, options.max_value_bytes,
-                                       options.max_batch_ops, options.max_batch_bytes};
+  watch_method_.limits = options.Limits();
   watch_method_.auth = options.auth;
   watch_method_.gate = &gate_;
   watch_method_.metrics =
@@ -69,21 +71,42 @@ Status GrpcServer::Start() {
                                    "' is not host:port with a port in 0..65535");
   }
   // The standard gRPC health service (grpc.health.v1.Health: SERVING while
-  // the server runs, NOT_SERVING once it shuts down) and server reflection,
-  // so grpc_health_probe and grpcurl work. Both are process-wide switches
-  // read when a builder is made. The built-in health service carries no
-  // descriptor: ours (protos/grpc/health/v1) is linked in by naming it here,
-  // so that reflection can describe the service to grpcurl.
+  // the server runs, NOT_SERVING once it shuts down), a process-wide switch
+  // read when a builder is made, and server reflection of the public
+  // services (reflection_service.h), so grpc_health_probe and grpcurl work.
+  // The built-in health service carries no descriptor: ours
+  // (protos/grpc/health/v1) is linked in by naming it here, so that
+  // reflection can describe the service to grpcurl.
   static std::once_flag plugins_once;
   std::call_once(plugins_once, [] {
     (void)grpc::health::v1::HealthCheckRequest::descriptor();
     grpc::EnableDefaultHealthCheckService(true);
-    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   });
+  std::vector<std::string> public_services = {KV::service_full_name(), Watch::service_full_name(),
+                                              Lease::service_full_name(), "grpc.health.v1.Health",
+                                              "grpc.reflection.v1alpha.ServerReflection"};
+  if (options_.admin_service != nullptr) public_services.push_back(Admin::service_full_name());
+  reflection_ = std::make_unique<ReflectionService>(std::move(public_services));
   grpc::ServerBuilder builder;
   // Without this gRPC sets SO_REUSEPORT, and a second server on the same
   // port would silently share its connections instead of failing.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Bounds on what one connection may hold or cost (server_options.h).
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options_.max_concurrent_streams);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             options_.keepalive_min_time_ms);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, options_.keepalive_interval_ms);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, options_.keepalive_timeout_ms);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, options_.handshake_timeout_ms);
+  if (options_.max_connection_idle_ms > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, options_.max_connection_idle_ms);
+  }
+  grpc::ResourceQuota quota("raftkv-server");
+  quota.SetMaxThreads(std::max(4, options_.max_sync_threads));
+  quota.Resize(options_.grpc_memory_bytes);
+  builder.SetResourceQuota(quota);
   builder.AddListeningPort(options_.listen_address,
                            options_.auth != nullptr ? options_.auth->Credentials()
                                                     : grpc::InsecureServerCredentials(),
@@ -92,6 +115,7 @@ Status GrpcServer::Start() {
   builder.RegisterService(&watch_service_);
   builder.RegisterService(lease_service_.get());
   builder.RegisterService(peer_service_.get());
+  builder.RegisterService(reflection_.get());
   if (options_.faults != nullptr) builder.RegisterService(&testing_service_);
   if (options_.admin_service != nullptr) builder.RegisterService(options_.admin_service);
   const size_t max_receive = MaxReceiveMessageBytes(options_);

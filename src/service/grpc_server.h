@@ -25,6 +25,7 @@
 #include "service/forwarder.h"
 #include "service/node.h"
 #include "service/lease_keeper.h"
+#include "service/reflection_service.h"
 #include "service/server_options.h"
 #include "service/watch_call.h"
 #include "service/watch_hub.h"
@@ -82,6 +83,7 @@ class GrpcServer {
   bool observer_set_ = false;
   std::unique_ptr<ClientHandlers> client_handlers_;
   std::unique_ptr<PeerService> peer_service_;
+  std::unique_ptr<ReflectionService> reflection_;
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs_;
   std::vector<std::thread> threads_;

@@ -17,6 +17,7 @@ inline grpc::StatusCode ToGrpcCode(Status::Code code) {
     case Status::Code::kCorruption: return grpc::StatusCode::DATA_LOSS;
     case Status::Code::kNotFound: return grpc::StatusCode::NOT_FOUND;
     case Status::Code::kOutOfRange: return grpc::StatusCode::OUT_OF_RANGE;
+    case Status::Code::kResourceExhausted: return grpc::StatusCode::RESOURCE_EXHAUSTED;
   }
   return grpc::StatusCode::UNKNOWN;
 }

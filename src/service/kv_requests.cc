@@ -45,12 +45,15 @@ grpc::Status CheckSession(bool has_session, const Session& s) {
 
 namespace {
 
-// Copies a request's session (if any) into the command.
-void CopySession(bool has_session, const Session& session, Command* cmd) {
+// Copies a request's session (if any) into the command, with the bounds on
+// what sessions keep of their answers.
+void CopySession(bool has_session, const Session& session, const RequestLimits& limits, Command* cmd) {
   if (!has_session) return;
   cmd->set_client_id(session.client_id());
   cmd->set_sequence(session.sequence());
   cmd->set_first_outstanding(session.first_outstanding());
+  cmd->set_session_saved_bytes(limits.session_saved_bytes);
+  cmd->set_saved_bytes_total(limits.saved_bytes_total);
 }
 
 }  // namespace
@@ -65,7 +68,7 @@ grpc::Status PutCommand(PutRequest* req, const RequestLimits& limits, Command* c
   }
   if (!bad.ok()) return bad;
   cmd->Clear();
-  CopySession(req->has_session(), req->session(), cmd);
+  CopySession(req->has_session(), req->session(), limits, cmd);
   cmd->set_op(Command::PUT);
   cmd->set_key(std::move(*req->mutable_key()));
   cmd->set_value(std::move(*req->mutable_value()));
@@ -79,7 +82,7 @@ grpc::Status DeleteCommand(DeleteRequest* req, const RequestLimits& limits, Comm
   if (bad.ok()) bad = CheckSession(req->has_session(), req->session());
   if (!bad.ok()) return bad;
   cmd->Clear();
-  CopySession(req->has_session(), req->session(), cmd);
+  CopySession(req->has_session(), req->session(), limits, cmd);
   cmd->set_op(Command::DELETE);
   cmd->set_key(std::move(*req->mutable_key()));
   return grpc::Status::OK;
@@ -93,7 +96,7 @@ grpc::Status CompareAndSwapCommand(CompareAndSwapRequest* req, const RequestLimi
   if (bad.ok()) bad = CheckSession(req->has_session(), req->session());
   if (!bad.ok()) return bad;
   cmd->Clear();
-  CopySession(req->has_session(), req->session(), cmd);
+  CopySession(req->has_session(), req->session(), limits, cmd);
   cmd->set_op(Command::CAS);
   cmd->set_key(std::move(*req->mutable_key()));
   cmd->set_value(std::move(*req->mutable_value()));
@@ -135,7 +138,7 @@ grpc::Status BatchCommand(BatchRequest* req, const RequestLimits& limits, Comman
   }
   if (grpc::Status bad = CheckSession(req->has_session(), req->session()); !bad.ok()) return bad;
   cmd->Clear();
-  CopySession(req->has_session(), req->session(), cmd);
+  CopySession(req->has_session(), req->session(), limits, cmd);
   cmd->set_op(Command::BATCH);
   cmd->mutable_ops()->Reserve(static_cast<int>(n));
   for (BatchOp& op : *req->mutable_ops()) {
@@ -204,11 +207,12 @@ grpc::Status DeleteRangeCommand(DeleteRangeRequest* req, const RequestLimits& li
   if (bad.ok()) bad = CheckSession(req->has_session(), req->session());
   if (!bad.ok()) return bad;
   cmd->Clear();
-  CopySession(req->has_session(), req->session(), cmd);
+  CopySession(req->has_session(), req->session(), limits, cmd);
   cmd->set_op(Command::DELETE_RANGE);
   cmd->set_key(std::move(*req->mutable_key()));
   cmd->set_range_end(std::move(*req->mutable_range_end()));
   cmd->set_prev_kv(req->prev_kv());
+  if (req->prev_kv()) cmd->set_max_result_bytes(limits.max_txn_result_bytes);
   return grpc::Status::OK;
 }
 
@@ -268,12 +272,40 @@ grpc::Status CheckTxnOps(const google::protobuf::RepeatedPtrField<RequestOp>& op
 
 }  // namespace
 
+namespace {
+
+// The value field a compare target is compared with.
+Compare::TargetUnionCase TargetField(Compare::CompareTarget target) {
+  switch (target) {
+    case Compare::VERSION: return Compare::kVersion;
+    case Compare::CREATE: return Compare::kCreateRevision;
+    case Compare::MOD: return Compare::kModRevision;
+    case Compare::VALUE: return Compare::kValue;
+    case Compare::LEASE: return Compare::kLease;
+    default: return Compare::TARGET_UNION_NOT_SET;
+  }
+}
+
+// The name of a value field, or null when none is set.
+const char* CompareField(Compare::TargetUnionCase field) {
+  switch (field) {
+    case Compare::kVersion: return "version";
+    case Compare::kCreateRevision: return "create_revision";
+    case Compare::kModRevision: return "mod_revision";
+    case Compare::kValue: return "value";
+    case Compare::kLease: return "lease";
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
 grpc::Status TxnCommand(TxnRequest* req, const RequestLimits& limits, Command* cmd) {
   const size_t n = static_cast<size_t>(req->compare_size() + req->success_size() + req->failure_size());
-  if (n > limits.max_batch_ops) {
+  if (n > limits.max_txn_ops) {
     return Invalid("transaction has " + std::to_string(n) +
-                   " compares and operations; the limit is " + std::to_string(limits.max_batch_ops) +
-                   " (--max_batch_ops)");
+                   " compares and operations; the limit is " + std::to_string(limits.max_txn_ops) +
+                   " (--max_txn_ops)");
   }
   size_t bytes = 0;
   for (int i = 0; i < req->compare_size(); ++i) {
@@ -284,6 +316,12 @@ grpc::Status TxnCommand(TxnRequest* req, const RequestLimits& limits, Command* c
     if (grpc::Status bad = CheckKey(c.key(), limits); !bad.ok()) return at(bad);
     if (!Compare::CompareResult_IsValid(c.result())) return at(Invalid("unknown result " + std::to_string(c.result())));
     if (!Compare::CompareTarget_IsValid(c.target())) return at(Invalid("unknown target " + std::to_string(c.target())));
+    if (const char* field = CompareField(c.target_union_case());
+        field != nullptr && c.target_union_case() != TargetField(c.target())) {
+      return at(Invalid("target " + Compare::CompareTarget_Name(c.target()) + " compares " +
+                        CompareField(TargetField(c.target())) + ", but " + field +
+                        " is set (set the field the target names)"));
+    }
     if (c.target() == Compare::VALUE) {
       if (grpc::Status bad = CheckValue(c.value(), limits); !bad.ok()) return at(bad);
     }
@@ -298,8 +336,9 @@ grpc::Status TxnCommand(TxnRequest* req, const RequestLimits& limits, Command* c
   }
   if (grpc::Status bad = CheckSession(req->has_session(), req->session()); !bad.ok()) return bad;
   cmd->Clear();
-  CopySession(req->has_session(), req->session(), cmd);
+  CopySession(req->has_session(), req->session(), limits, cmd);
   cmd->set_op(Command::TXN);
+  cmd->set_max_result_bytes(limits.max_txn_result_bytes);
   TxnRequest* txn = cmd->mutable_txn();
   txn->mutable_compare()->Swap(req->mutable_compare());
   txn->mutable_success()->Swap(req->mutable_success());
@@ -314,6 +353,18 @@ bool TxnIsReadOnly(const TxnRequest& req) {
     }
   }
   return true;
+}
+
+grpc::Status LeaseGrantCommand(const LeaseGrantRequest& req, int64_t ttl, const RequestLimits& limits,
+                               Command* cmd) {
+  if (req.id() < 0) return Invalid("lease ID must be >= 0 (0: the server picks one)");
+  if (grpc::Status bad = CheckSession(req.has_session(), req.session()); !bad.ok()) return bad;
+  cmd->Clear();
+  CopySession(req.has_session(), req.session(), limits, cmd);
+  cmd->set_op(Command::LEASE_GRANT);
+  cmd->set_lease(req.id());
+  cmd->set_lease_ttl(ttl);
+  return grpc::Status::OK;
 }
 
 }  // namespace raftkv

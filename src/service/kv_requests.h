@@ -15,9 +15,17 @@ namespace raftkv {
 struct RequestLimits {
   size_t max_key_bytes = 4096;
   size_t max_value_bytes = 1 << 20;
-  // KV.Batch: most operations, and most key + value bytes, in one call.
+  // KV.Batch: most operations, and most key + value bytes, in one call (the
+  // bytes also bound a transaction's keys and values).
   size_t max_batch_ops = 10000;
   size_t max_batch_bytes = 4 << 20;
+  // KV.Txn: most compares + operations (both lists) in one call.
+  size_t max_txn_ops = 128;
+  // Stamped in the commands (raft.proto, Command): the most bytes a write's
+  // answer may carry, and what sessions may keep of their answers.
+  size_t max_txn_result_bytes = 4 << 20;
+  size_t session_saved_bytes = 8 << 20;
+  size_t saved_bytes_total = 128 << 20;
 };
 
 // INVALID_ARGUMENT for keys the service does not accept (empty, too long).
@@ -32,7 +40,8 @@ grpc::Status CheckValue(const std::string& value, const RequestLimits& limits,
 grpc::Status CheckSession(bool has_session, const Session& session);
 
 // Each checks a request (key, values, session) and, when it is acceptable, fills *cmd with the
-// Command to propose, moving the request's bytes into it.
+// Command to propose, moving the request's bytes into it, with the bounds of
+// `limits` the command is to be applied under.
 grpc::Status PutCommand(PutRequest* req, const RequestLimits& limits, Command* cmd);
 grpc::Status DeleteCommand(DeleteRequest* req, const RequestLimits& limits, Command* cmd);
 grpc::Status CompareAndSwapCommand(CompareAndSwapRequest* req, const RequestLimits& limits,
@@ -49,13 +58,18 @@ grpc::Status CheckKeyRange(const std::string& key, const std::string& range_end,
                            const RequestLimits& limits);
 grpc::Status CheckRangeRequest(const RangeRequest& req, const RequestLimits& limits);
 grpc::Status DeleteRangeCommand(DeleteRangeRequest* req, const RequestLimits& limits, Command* cmd);
-// A TXN command: at most max_batch_ops compares + operations and
-// max_batch_bytes of keys and values; each compare, range, put and delete
-// valid; ranges at the current revision only (revision 0: every replica
-// must read alike); no key written twice in one list (as etcd).
+// A TXN command: at most max_txn_ops compares + operations and
+// max_batch_bytes of keys and values; each compare (its value field the one
+// its target names), range, put and delete valid; ranges at the current
+// revision only (revision 0: every replica must read alike); no key written
+// twice in one list (as etcd).
 grpc::Status TxnCommand(TxnRequest* req, const RequestLimits& limits, Command* cmd);
 // True when neither list of the transaction writes: it can be served as a
 // read (ReadIndex) rather than through the log.
 bool TxnIsReadOnly(const TxnRequest& req);
+// A LEASE_GRANT command of `ttl` seconds (already checked against the TTL
+// bounds) for the request's id, through its session when it has one.
+grpc::Status LeaseGrantCommand(const LeaseGrantRequest& req, int64_t ttl, const RequestLimits& limits,
+                               Command* cmd);
 
 }  // namespace raftkv

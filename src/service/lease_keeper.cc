@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
+
 #include "service/thread_name.h"
 
 namespace raftkv {
@@ -52,10 +54,14 @@ void LeaseKeeper::SyncLocked(Steady::time_point now) {
   const uint64_t generation = node_->state_machine().LeaseGeneration();
   const bool promoted = leader_term_ != st.term;
   if (!promoted && synced_ && generation == generation_) return;
-  std::map<int64_t, Steady::time_point> next;
-  for (const auto& [id, ttl] : node_->state_machine().Leases()) {
-    auto it = deadlines_.find(id);
-    next.emplace(id, !promoted && it != deadlines_.end() ? it->second : now + std::chrono::seconds(ttl));
+  std::map<int64_t, LeaseClock> next;
+  for (const LeaseInfo& lease : node_->state_machine().LeaseInfos()) {
+    auto it = deadlines_.find(lease.id);
+    // The same grant keeps its clock; a new grant of the id starts afresh.
+    const bool same = !promoted && it != deadlines_.end() && it->second.granted_index == lease.granted_index;
+    next.emplace(lease.id,
+                 LeaseClock{lease.granted_index, same ? it->second.deadline : DeadlineAfter(now, lease.ttl)});
+    if (!same) revoking_.erase(lease.id);
   }
   if (promoted) {
     LOG(INFO) << "leading term " << st.term << ": " << next.size()
@@ -79,24 +85,26 @@ void LeaseKeeper::Loop() {
     const auto now = Steady::now();
     SyncLocked(now);
     if (leader_term_ == 0) continue;
-    std::vector<int64_t> expired;
-    for (const auto& [id, deadline] : deadlines_) {
-      if (deadline > now) continue;
+    std::vector<std::pair<int64_t, uint64_t>> expired;  // (id, granted index)
+    for (const auto& [id, clock] : deadlines_) {
+      if (clock.deadline > now) continue;
       auto r = revoking_.find(id);
       // A proposal that got no answer (lost leadership, dropped) is made again.
       if (r != revoking_.end() && now - r->second < std::chrono::seconds(2)) continue;
       revoking_[id] = now;
-      expired.push_back(id);
+      expired.emplace_back(id, clock.granted_index);
     }
     if (expired.empty()) continue;
     lock.unlock();
-    for (int64_t id : expired) {
+    for (const auto& [id, granted_index] : expired) {
       Command cmd;
       cmd.set_op(Command::LEASE_REVOKE);
       cmd.set_lease(id);
       cmd.set_lease_expired(true);
+      // Revokes this grant only: not a later grant of the same id.
+      cmd.set_lease_granted_index(granted_index);
       node_->Propose(cmd.SerializeAsString(), Steady::now() + std::chrono::seconds(2),
-                     [this, id](Outcome out) {
+                     [this, id = id, granted_index = granted_index](Outcome out) {
                        std::lock_guard<std::mutex> l(mu_);
                        if (out.status.ok()) {
                          ++expired_total_;
@@ -104,7 +112,10 @@ void LeaseKeeper::Loop() {
                        }
                        if (out.status.ok() || out.status.error_code() == grpc::StatusCode::NOT_FOUND) {
                          revoking_.erase(id);
-                         deadlines_.erase(id);
+                         auto it = deadlines_.find(id);
+                         if (it != deadlines_.end() && it->second.granted_index == granted_index) {
+                           deadlines_.erase(it);
+                         }
                        }
                      });
     }
@@ -112,17 +123,40 @@ void LeaseKeeper::Loop() {
   }
 }
 
+LeaseKeeper::Steady::time_point LeaseKeeper::DeadlineAfter(Steady::time_point now, int64_t ttl_s) {
+  const int64_t ttl = std::min(std::max<int64_t>(ttl_s, 0), LeaseOptions::kMaxTtlS);
+  const auto left = Steady::time_point::max() - now;
+  const auto want = std::chrono::duration_cast<Steady::duration>(std::chrono::seconds(ttl));
+  return want >= left ? Steady::time_point::max() : now + want;
+}
+
 void LeaseKeeper::Renew(int64_t id, int64_t* ttl) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto now = Steady::now();
   SyncLocked(now);
+  *ttl = 0;
   int64_t granted = 0;
-  if (!node_->state_machine().GetLease(id, &granted, nullptr)) {
-    *ttl = 0;
+  if (!node_->state_machine().GetLease(id, &granted, nullptr)) return;
+  auto it = deadlines_.find(id);
+  // Past its deadline (its revoke comes next) or being revoked: gone for
+  // its holder, whatever the outcome of the revoke.
+  if (it == deadlines_.end() || it->second.deadline <= now || revoking_.count(id) != 0 ||
+      client_revoking_.count(id) != 0) {
     return;
   }
-  deadlines_[id] = now + std::chrono::seconds(granted);
+  it->second.deadline = DeadlineAfter(now, granted);
   *ttl = granted;
+}
+
+void LeaseKeeper::BeginRevoke(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++client_revoking_[id];
+}
+
+void LeaseKeeper::EndRevoke(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = client_revoking_.find(id);
+  if (it != client_revoking_.end() && --it->second == 0) client_revoking_.erase(it);
 }
 
 void LeaseKeeper::Remaining(int64_t id, int64_t* remaining, int64_t* granted,
@@ -140,7 +174,7 @@ void LeaseKeeper::Remaining(int64_t id, int64_t* remaining, int64_t* granted,
     *remaining = *granted;
     return;
   }
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(it->second - now).count();
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(it->second.deadline - now).count();
   *remaining = left <= 0 ? 0 : (left + 999) / 1000;
 }
 

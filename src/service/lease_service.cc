@@ -1,7 +1,11 @@
 #include "service/lease_service.h"
 
-#include <future>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "service/client_handlers.h"
 
@@ -46,14 +50,10 @@ void LeaseService::HandleGrant(GrantCall* call) {
   const LeaseGrantRequest& req = call->request();
   int64_t ttl = 0;
   if (grpc::Status bad = keeper_->GrantTtl(req.ttl(), &ttl); !bad.ok()) return call->FinishWithError(bad);
-  if (req.id() < 0) {
-    return call->FinishWithError(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                              "lease ID must be >= 0 (0: the server picks one)"));
-  }
   Command cmd;
-  cmd.set_op(Command::LEASE_GRANT);
-  cmd.set_lease(req.id());
-  cmd.set_lease_ttl(ttl);
+  if (grpc::Status bad = LeaseGrantCommand(req, ttl, options_.Limits(), &cmd); !bad.ok()) {
+    return call->FinishWithError(bad);
+  }
   node_->Propose(cmd.SerializeAsString(), CallDeadline(call->context(), options_.max_request_timeout_ms),
                  [this, call](Outcome out) {
                    if (!out.status.ok()) return FinishWithOutcome(call, out);
@@ -72,9 +72,13 @@ void LeaseService::HandleRevoke(RevokeCall* call) {
   }
   Command cmd;
   cmd.set_op(Command::LEASE_REVOKE);
-  cmd.set_lease(call->request().id());
+  const int64_t id = call->request().id();
+  cmd.set_lease(id);
+  // No renewal of the lease while its revoke is in flight.
+  keeper_->BeginRevoke(id);
   node_->Propose(cmd.SerializeAsString(), CallDeadline(call->context(), options_.max_request_timeout_ms),
-                 [this, call](Outcome out) {
+                 [this, call, id](Outcome out) {
+                   keeper_->EndRevoke(id);
                    if (!out.status.ok()) return FinishWithOutcome(call, out);
                    LeaseRevokeResponse resp;
                    FillHeader(out.term, resp.mutable_header());
@@ -117,92 +121,172 @@ void LeaseService::HandleLeases(LeasesCall* call) {
                      });
 }
 
-grpc::Status LeaseService::LeaseKeepAlive(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<LeaseKeepAliveResponse, LeaseKeepAliveRequest>* stream) {
-  SyncCallRecorder call(keep_alive_metrics_);
-  return call.Done(ServeKeepAlive(context, stream));
-}
-
-grpc::Status LeaseService::ServeKeepAlive(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<LeaseKeepAliveResponse, LeaseKeepAliveRequest>* stream) {
-  if (grpc::Status refused = AuthorizeCall(options_.auth, *context, Caller::kClient); !refused.ok()) {
-    return refused;
-  }
-  grpc::Status relayed;
-  if (RelayKeepAlive(context, stream, &relayed)) return relayed;
-  LeaseKeepAliveRequest req;
-  while (stream->Read(&req)) {
-    if (req.id() <= 0) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "lease ID must be > 0");
-    }
-    // Renewed only once a quorum confirmed this member still leads.
-    std::promise<Outcome> barrier;
-    node_->ReadBarrier(CallDeadline(*context, options_.max_request_timeout_ms),
-                       [&barrier](Outcome out) { barrier.set_value(std::move(out)); });
-    Outcome out = barrier.get_future().get();
+void LeaseService::RenewHere(Clock::time_point deadline, int64_t id, std::function<void(Renewal)> done) {
+  // Renewed only once a quorum confirmed this member still leads.
+  node_->ReadBarrier(deadline, [this, id, done = std::move(done)](Outcome out) {
+    Renewal r;
     if (!out.status.ok()) {
+      r.status = out.status;
       if (out.status.error_code() == grpc::StatusCode::FAILED_PRECONDITION && out.leader_id != 0) {
-        context->AddTrailingMetadata("raftkv-leader-id", std::to_string(out.leader_id));
-        context->AddTrailingMetadata("raftkv-leader-addr", out.leader_address);
+        r.trailers.emplace_back("raftkv-leader-id", std::to_string(out.leader_id));
+        r.trailers.emplace_back("raftkv-leader-addr", out.leader_address);
       }
-      return out.status;
+      return done(std::move(r));
     }
-    LeaseKeepAliveResponse resp;
     int64_t ttl = 0;
-    keeper_->Renew(req.id(), &ttl);
-    FillHeader(out.term, resp.mutable_header());
-    resp.set_id(req.id());
-    resp.set_ttl(ttl);
-    if (!stream->Write(resp)) break;
-  }
-  return grpc::Status::OK;
+    keeper_->Renew(id, &ttl);
+    FillHeader(out.term, r.response.mutable_header());
+    r.response.set_id(id);
+    r.response.set_ttl(ttl);
+    done(std::move(r));
+  });
 }
 
-bool LeaseService::RelayKeepAlive(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<LeaseKeepAliveResponse, LeaseKeepAliveRequest>* stream, grpc::Status* status) {
-  if (forwarder_ == nullptr) return false;
-  std::shared_ptr<grpc::Channel> channel;
-  grpc::ClientContext upstream_context;
-  uint64_t leader_id = 0;
-  std::string leader_address;
-  if (!forwarder_->StartStream(*context, &channel, &upstream_context, &leader_id, &leader_address)) {
-    return false;
+void LeaseService::Renew(const grpc::ServerContextBase& incoming, int64_t id,
+                         std::function<void(Renewal)> done) {
+  if (forwarder_ != nullptr && forwarder_->LeaderElsewhere()) {
+    LeaseKeepAliveRequest req;
+    req.set_id(id);
+    // `done` is moved into the call only if it is forwarded.
+    auto shared = std::make_shared<std::function<void(Renewal)>>(std::move(done));
+    const bool sent = forwarder_->ForwardRequest<LeaseKeepAliveRequest, LeaseKeepAliveResponse>(
+        incoming, Forwarder::MethodPath<Raft>("RenewLease"), req,
+        [shared](Forwarder::Answer<LeaseKeepAliveResponse> answer) {
+          Renewal r;
+          r.trailers = std::move(answer.trailers);
+          if (answer.status.ok()) {
+            r.response = std::move(answer.response);
+          } else if (answer.status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                     answer.status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+                     answer.status.error_code() == grpc::StatusCode::CANCELLED) {
+            r.status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                    "keep-alive sent on to the leader (member " +
+                                        std::to_string(answer.leader_id) + " at " +
+                                        answer.leader_address + "): " + answer.status.error_message());
+          } else {
+            r.status = answer.status;
+          }
+          (*shared)(std::move(r));
+        });
+    if (sent) return;
+    done = std::move(*shared);
   }
-  // One request, one answer: relayed in lock step until either side ends.
-  Lease::Stub stub(channel);
-  auto upstream = stub.LeaseKeepAlive(&upstream_context);
-  LeaseKeepAliveRequest req;
-  LeaseKeepAliveResponse resp;
-  bool upstream_ok = true;
-  while (stream->Read(&req)) {
-    if (!upstream->Write(req) || !upstream->Read(&resp)) {
-      upstream_ok = false;
-      break;
+  RenewHere(CallDeadline(incoming, options_.max_request_timeout_ms), id, std::move(done));
+}
+
+void LeaseService::HandleRenew(RenewCall* call) {
+  const int64_t id = call->request().id();
+  if (id <= 0) {
+    return call->FinishWithError(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "lease ID must be > 0"));
+  }
+  // Never sent on again: a member that does not lead answers with the hint.
+  RenewHere(CallDeadline(call->context(), options_.max_request_timeout_ms), id, [call](Renewal r) {
+    for (auto& [key, value] : r.trailers) call->context().AddTrailingMetadata(key, value);
+    if (!r.status.ok()) return call->FinishWithError(r.status);
+    call->Finish(r.response);
+  });
+}
+
+namespace {
+
+// One LeaseKeepAlive stream: read a request, renew, write the answer, read
+// the next. Deletes itself once gRPC is done with the stream and no renewal
+// it started is still to answer.
+class KeepAliveReactor final
+    : public grpc::ServerBidiReactor<LeaseKeepAliveRequest, LeaseKeepAliveResponse> {
+ public:
+  KeepAliveReactor(LeaseService* service, grpc::CallbackServerContext* context)
+      : service_(service), context_(context), start_(std::chrono::steady_clock::now()) {
+    if (RpcMethodMetrics* m = service_->keep_alive_metrics()) m->StreamStarted();
+    grpc::Status refused = AuthorizeCall(service_->auth(), *context_, Caller::kClient);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!refused.ok()) {
+      FinishLocked(refused);
+      return;
     }
-    if (!stream->Write(resp)) break;
+    StartRead(&request_);
   }
-  if (upstream_ok) upstream->WritesDone();  // the client ended or left: so does the leader's side
-  grpc::Status leader_status = upstream->Finish();
-  if (!upstream_ok) {
-    for (const auto& [key, value] : upstream_context.GetServerTrailingMetadata()) {
-      const std::string k(key.data(), key.size());
-      if (k.compare(0, 7, "raftkv-") == 0) context->AddTrailingMetadata(k, std::string(value.data(), value.size()));
+
+  void OnReadDone(bool ok) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!ok) return FinishLocked(grpc::Status::OK);  // the client ended its side (or left)
+    if (request_.id() <= 0) {
+      return FinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "lease ID must be > 0"));
     }
-    *status = leader_status.ok() ? leader_status
-              : leader_status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                      leader_status.error_code() == grpc::StatusCode::CANCELLED
-                  ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                 "keep-alive relayed to the leader (member " + std::to_string(leader_id) +
-                                     " at " + leader_address + "): " + leader_status.error_message())
-                  : leader_status;
-  } else {
-    *status = grpc::Status::OK;
+    ++holds_;
+    const int64_t id = request_.id();
+    lock.unlock();
+    service_->Renew(*context_, id, [this](LeaseService::Renewal r) { OnRenewed(std::move(r)); });
   }
-  forwarder_->EndStream(&upstream_context);
-  return true;
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ok) return FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the keep-alive stream broke"));
+    StartRead(&request_);
+  }
+
+  // The client cancelled, or the server is shutting down: finish now, not
+  // when a renewal in flight returns (it may wait for its deadline).
+  void OnCancel() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the keep-alive stream was cancelled"));
+  }
+
+  void OnDone() override {
+    bool last;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+      last = holds_ == 0;
+    }
+    if (last) delete this;
+  }
+
+ private:
+  void OnRenewed(LeaseService::Renewal r) {
+    bool last;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --holds_;
+      if (!finished_) {
+        if (!r.status.ok()) {
+          for (auto& [key, value] : r.trailers) context_->AddTrailingMetadata(key, value);
+          FinishLocked(r.status);
+        } else {
+          response_ = std::move(r.response);
+          StartWrite(&response_);
+        }
+      }
+      last = done_ && holds_ == 0;
+    }
+    if (last) delete this;
+  }
+
+  void FinishLocked(const grpc::Status& status) {
+    if (finished_) return;
+    finished_ = true;
+    if (RpcMethodMetrics* m = service_->keep_alive_metrics()) {
+      m->Finished(status.error_code(), std::chrono::steady_clock::now() - start_);
+    }
+    Finish(status);
+  }
+
+  LeaseService* const service_;
+  grpc::CallbackServerContext* const context_;
+  const std::chrono::steady_clock::time_point start_;
+  std::mutex mu_;
+  LeaseKeepAliveRequest request_;    // written by gRPC between StartRead and OnReadDone
+  LeaseKeepAliveResponse response_;  // read by gRPC between StartWrite and OnWriteDone
+  bool finished_ = false;  // guarded by mu_: Finish was called
+  bool done_ = false;      // guarded by mu_: OnDone came
+  int holds_ = 0;          // guarded by mu_: renewals not yet answered
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<LeaseKeepAliveRequest, LeaseKeepAliveResponse>* LeaseService::LeaseKeepAlive(
+    grpc::CallbackServerContext* context) {
+  return new KeepAliveReactor(this, context);
 }
 
 }  // namespace raftkv

@@ -2,8 +2,11 @@
 // keep-alive and time-to-live are answered by the leader's LeaseKeeper after
 // a ReadIndex barrier. Grant, revoke, time-to-live and list are served on
 // the completion queues; LeaseKeepAlive (a long bidirectional stream, one
-// request every TTL/3 per holder) is a synchronous method on gRPC's thread
-// pool.
+// request every TTL/3 per holder) uses gRPC's callback API: an open stream
+// holds no thread, only its reactor, and answers one request at a time. A
+// follower sends each keep-alive request on to the leader
+// (Raft.RenewLease, a peer method with the forwarded calls' deadline), so
+// a stream may be opened on any member.
 #pragma once
 
 #include "proto/internal.h"
@@ -16,18 +19,35 @@
 namespace raftkv {
 
 using LeaseHybridService = Lease::WithAsyncMethod_LeaseGrant<Lease::WithAsyncMethod_LeaseRevoke<
-    Lease::WithAsyncMethod_LeaseTimeToLive<Lease::WithAsyncMethod_LeaseLeases<Lease::Service>>>>;
+    Lease::WithAsyncMethod_LeaseTimeToLive<Lease::WithAsyncMethod_LeaseLeases<
+        Lease::WithCallbackMethod_LeaseKeepAlive<Lease::Service>>>>>;
 
 class LeaseService final : public LeaseHybridService {
  public:
   // `forwarder` (may be null) sends every lease call to the leader when
-  // this member does not lead; keep-alive streams are relayed.
+  // this member does not lead; keep-alive requests are sent on one by one.
   LeaseService(const ServerOptions& options, RaftNode* node, LeaseKeeper* keeper, Forwarder* forwarder);
   void Register(AsyncMethods* methods);
 
-  grpc::Status LeaseKeepAlive(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<LeaseKeepAliveResponse, LeaseKeepAliveRequest>* stream) override;
+  grpc::ServerBidiReactor<LeaseKeepAliveRequest, LeaseKeepAliveResponse>* LeaseKeepAlive(
+      grpc::CallbackServerContext* context) override;
+
+  using RenewCall = UnaryCall<LeaseKeepAliveRequest, LeaseKeepAliveResponse>;
+  // Raft.RenewLease on the leader: one keep-alive a follower sent on.
+  void HandleRenew(RenewCall* call);
+
+  // Renews lease `id` (leader: after a read barrier; follower: through the
+  // leader) and runs `done` once with the answer, or with the error and the
+  // trailers to end the stream with. `incoming` must outlive `done`.
+  struct Renewal {
+    grpc::Status status;
+    LeaseKeepAliveResponse response;
+    std::vector<std::pair<std::string, std::string>> trailers;
+  };
+  void Renew(const grpc::ServerContextBase& incoming, int64_t id, std::function<void(Renewal)> done);
+
+  RpcMethodMetrics* keep_alive_metrics() const { return keep_alive_metrics_; }
+  const CallAuthorizer* auth() const { return options_.auth; }
 
  private:
   using GrantCall = UnaryCall<LeaseGrantRequest, LeaseGrantResponse>;
@@ -40,15 +60,8 @@ class LeaseService final : public LeaseHybridService {
   void HandleTimeToLive(TtlCall* call);
   void HandleLeases(LeasesCall* call);
   void FillHeader(uint64_t term, ResponseHeader* header) const;
-  // LeaseKeepAlive, counted by LeaseKeepAlive().
-  grpc::Status ServeKeepAlive(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<LeaseKeepAliveResponse, LeaseKeepAliveRequest>* stream);
-  // Relays a keep-alive stream to the leader: true with *status when it
-  // did; false when this member answers it.
-  bool RelayKeepAlive(grpc::ServerContext* context,
-                      grpc::ServerReaderWriter<LeaseKeepAliveResponse, LeaseKeepAliveRequest>* stream,
-                      grpc::Status* status);
+  // The leader's renewal after its read barrier.
+  void RenewHere(Clock::time_point deadline, int64_t id, std::function<void(Renewal)> done);
 
   const ServerOptions options_;
   RaftNode* const node_;

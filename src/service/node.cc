@@ -12,11 +12,16 @@ namespace raftkv {
 
 namespace {
 
-raft::Config CoreConfig(const NodeOptions& options) {
+// The core's settings; its configuration at index 0 is the data
+// directory's bootstrap record, never the cluster file.
+raft::Config CoreConfig(const NodeOptions& options, const MembershipConfig& bootstrap) {
   raft::Config config = options.core;
   config.id = options.id;
-  config.bootstrap = BootstrapConfig(options.cluster);
-  config.voters = options.cluster.Ids();
+  config.bootstrap = bootstrap;
+  config.voters.clear();
+  for (const MemberConfig& m : bootstrap.members()) {
+    if (m.voter()) config.voters.push_back(m.id());
+  }
   config.seed = std::random_device{}();
   return config;
 }
@@ -28,6 +33,16 @@ Status RaftNode::Open(const NodeOptions& options, std::unique_ptr<RaftNode>* nod
   Status s = RecoverNode(options, &r);
   if (!s.ok()) return s;
   node->reset(new RaftNode(options, std::move(r)));
+  // The log owns the membership: the cluster file only supplies the
+  // addresses of members the configuration does not name.
+  const MembershipConfig config = (*node)->Membership();
+  const std::string differs = DescribeClusterFileDifference(options.cluster, config);
+  if (!differs.empty()) {
+    LOG(WARNING) << "member " << options.id << ": the cluster file disagrees with the membership in "
+                 << options.data_dir << " " << raft::DescribeMembership(config) << ": " << differs
+                 << ". Using the data directory's; change the membership with raftkvctl member "
+                    "add/remove, not by editing the cluster file";
+  }
   return Status::OK();
 }
 
@@ -37,7 +52,7 @@ RaftNode::RaftNode(const NodeOptions& options, RecoveredState r)
       log_(std::move(r.log)),
       hard_state_file_(std::move(r.hard_state_file)),
       state_machine_(std::move(r.state_machine)),
-      core_(CoreConfig(options), r.hard_state, r.base, std::move(r.entries)),
+      core_(CoreConfig(options, r.bootstrap), r.hard_state, r.base, std::move(r.entries)),
       applied_index_(r.base.index),
       snapshots_(options_, std::move(r.snapshots), r.base, state_machine_.get(), log_.get(),
                  &metrics_,
@@ -309,6 +324,11 @@ Status RaftNode::OpenSnapshotSource(uint64_t last_index, uint64_t last_term,
 
 void RaftNode::TakeSnapshot(std::function<void(Status, SnapshotInfo)> done) {
   snapshots_.Request(std::move(done));
+}
+
+MembershipConfig RaftNode::Membership() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return core_.membership();
 }
 
 NodeStatus RaftNode::GetStatus() const {

@@ -179,6 +179,8 @@ class RaftNode {
   uint64_t KnownLeader() const { return known_leader_.load(std::memory_order_relaxed); }
 
   NodeStatus GetStatus() const;
+  // The configuration in effect (the newest one in the log, committed or not).
+  MembershipConfig Membership() const;
   // Counters and histograms (the /metrics endpoint); safe from any thread.
   const NodeMetrics& metrics() const { return metrics_; }
   // The gRPC server's per-method counters and watchers. Kept here, not in

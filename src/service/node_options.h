@@ -26,6 +26,14 @@ struct NodeOptions {
   // a configuration. Without `join`, an id missing from `cluster` is an error.
   bool join = false;
   std::string self_address;
+  // What an empty data directory starts as (etcd's --initial-cluster-state):
+  // kNew bootstraps a cluster from `cluster` (every listed member a voter);
+  // kExisting joins one that runs already: the member takes no vote of its
+  // own and waits for the leader's log or snapshot (as with join). A data
+  // directory that holds state ignores it: its own bootstrap record, then
+  // its snapshot and log, say who the members are (recovery.h).
+  enum class ClusterState { kNew, kExisting };
+  ClusterState initial_cluster_state = ClusterState::kNew;
   // Automatic snapshots: taken when this many entries were applied since the
   // last snapshot (0: never by count), or when the log files hold more than
   // snapshot_log_bytes (0: never by size). raftkvctl snapshot takes one on

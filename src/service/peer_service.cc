@@ -43,7 +43,7 @@ void PeerService::Register(Testing::AsyncService* testing, int busy, AsyncMethod
   if (options_.faults != nullptr) {
     methods->Add<SetFaultsRequest, SetFaultsResponse>(
         testing, &Testing::AsyncService::RequestSetFaults, RpcName::Of<Testing>("SetFaults"),
-        Caller::kClient, 4,
+        Caller::kAdmin, 4,
         [this](UnaryCall<SetFaultsRequest, SetFaultsResponse>* call) {
           std::set<uint64_t> blocked(call->request().blocked_peers().begin(),
                                      call->request().blocked_peers().end());

@@ -17,10 +17,11 @@
 
 namespace raftkv {
 
-// Raft service: AppendEntries and RequestVote asynchronous, InstallSnapshot
-// and TimeoutNow synchronous.
-using RaftHybridService =
-    Raft::WithAsyncMethod_AppendEntries<Raft::WithAsyncMethod_RequestVote<Raft::Service>>;
+// Raft service: AppendEntries, RequestVote and RenewLease (registered by the
+// server for the Lease service) asynchronous, InstallSnapshot and TimeoutNow
+// synchronous.
+using RaftHybridService = Raft::WithAsyncMethod_AppendEntries<
+    Raft::WithAsyncMethod_RequestVote<Raft::WithAsyncMethod_RenewLease<Raft::Service>>>;
 
 class PeerService final : public RaftHybridService {
  public:

@@ -11,6 +11,7 @@
 
 #include "common/elapsed.h"
 #include "raft/membership.h"
+#include "storage/bootstrap_file.h"
 
 namespace raftkv {
 
@@ -39,6 +40,25 @@ MembershipConfig BootstrapConfig(const ClusterConfig& cluster) {
     mc->set_voter(true);
   }
   return config;
+}
+
+std::string DescribeClusterFileDifference(const ClusterConfig& cluster, const MembershipConfig& config) {
+  std::vector<std::string> differences;
+  for (const Member& m : cluster.members) {
+    const MemberConfig* in = raft::FindMember(config, m.id);
+    if (in == nullptr) {
+      differences.push_back("member " + std::to_string(m.id) + " is not in the data directory's configuration");
+    } else if (!in->address().empty() && in->address() != m.address) {
+      differences.push_back("member " + std::to_string(m.id) + " is at " + in->address() + ", not " + m.address);
+    }
+  }
+  for (const MemberConfig& m : config.members()) {
+    if (cluster.Find(m.id()) == nullptr) {
+      differences.push_back("member " + std::to_string(m.id()) + " (" + (m.voter() ? "voter" : "learner") +
+                            ") is not in the cluster file");
+    }
+  }
+  return JoinList(differences);
 }
 
 Status RecoverNode(const NodeOptions& options, RecoveredState* out) {
@@ -78,6 +98,13 @@ Status RecoverNode(const NodeOptions& options, RecoveredState* out) {
   r.hard_state_file = std::make_unique<HardStateFile>(options.data_dir + "/hardstate");
   Status s = r.hard_state_file->Load(&r.hard_state);
   if (!s.ok()) return s;
+  // 0. The bootstrap configuration, when the directory recorded one.
+  BootstrapFile bootstrap_file(options.data_dir + "/bootstrap");
+  bool have_bootstrap = false;
+  s = bootstrap_file.Load(&r.bootstrap, &have_bootstrap);
+  if (!s.ok()) return s;
+  const MembershipConfig cluster_file = BootstrapConfig(options.cluster);
+  const MembershipConfig& index_zero = have_bootstrap ? r.bootstrap : cluster_file;
 
   // 1. The newest intact snapshot. LoadNewestValid logs every newer file it
   //    had to skip (ERROR) and lists them in `loaded.rejected`.
@@ -95,15 +122,15 @@ Status RecoverNode(const NodeOptions& options, RecoveredState* out) {
     r.base.term = loaded.meta.last_term;
     r.base.cluster_time_ms = loaded.meta.cluster_time_ms;
     if (loaded.meta.config.empty()) {
-      // Written without a configuration (only tests do that): the cluster file.
-      LOG(WARNING) << loaded.path << " records no configuration; using the cluster file's";
-      r.base.config = BootstrapConfig(options.cluster);
+      // Written without a configuration (only tests do that): the bootstrap one.
+      LOG(WARNING) << loaded.path << " records no configuration; using the bootstrap configuration";
+      r.base.config = index_zero;
     } else if (!r.base.config.ParseFromString(loaded.meta.config)) {
       return Status::Corruption(loaded.path + ": the configuration in the header does not parse");
     } else if (Status why = raft::CheckMembership(r.base.config); !why.ok()) {
       return Status::Corruption(loaded.path + ": invalid configuration in the header: " + why.message());
     } else if (r.base.config.members_size() == 0) {
-      r.base.config = BootstrapConfig(options.cluster);
+      r.base.config = index_zero;
     }
     LOG(INFO) << "member " << options.id << " restored snapshot " << loaded.path << " (index "
               << r.base.index << ", term " << r.base.term << ", "
@@ -148,6 +175,34 @@ Status RecoverNode(const NodeOptions& options, RecoveredState* out) {
   if (!recovery.entries.empty() && recovery.entries.back().term() > r.hard_state.term) {
     return Status::Corruption("log term " + std::to_string(recovery.entries.back().term()) +
                               " is ahead of the saved term " + std::to_string(r.hard_state.term));
+  }
+  // The bootstrap configuration of a directory that has none recorded.
+  if (!have_bootstrap) {
+    const bool fresh = r.hard_state == HardState{} && !loaded.found && loaded.rejected.empty() &&
+                       recovery.entries.empty() && log_first <= 1;
+    r.bootstrap = cluster_file;
+    if (!fresh) {
+      LOG(WARNING) << "member " << options.id << ": data directory " << options.data_dir
+                   << " holds state but no bootstrap record (written by an older version): "
+                      "recording the cluster file's membership "
+                   << raft::DescribeMembership(r.bootstrap) << " as its bootstrap configuration";
+    } else if (options.join || options.initial_cluster_state == NodeOptions::ClusterState::kExisting) {
+      // Joining a running cluster: no vote of its own until the leader's
+      // log or snapshot says it has one.
+      for (int i = 0; i < r.bootstrap.members_size(); ++i) {
+        if (r.bootstrap.members(i).id() == options.id) {
+          r.bootstrap.mutable_members()->DeleteSubrange(i, 1);
+          break;
+        }
+      }
+      LOG(INFO) << "member " << options.id << ": new data directory, joining an existing cluster "
+                << raft::DescribeMembership(r.bootstrap) << "; it waits for the leader";
+    } else {
+      LOG(INFO) << "member " << options.id << ": new data directory, bootstrapping a new cluster "
+                << raft::DescribeMembership(r.bootstrap);
+    }
+    s = bootstrap_file.Save(r.bootstrap);
+    if (!s.ok()) return Status::IOError("cannot record the bootstrap configuration: " + s.ToString());
   }
 
   // 3. What the core gets: the entries after the snapshot. If the log holds

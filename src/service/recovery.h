@@ -6,7 +6,9 @@
 // with a clear error whatever would make the member serve an older state
 // than it acknowledged (a log that does not reach its snapshot, a log term
 // ahead of the saved term, an unparsable configuration). Repairs that are
-// always safe are made durably and logged: a torn log tail is cut, a log
+// always safe are made durably and logged: the bootstrap configuration of a
+// new data directory is recorded (from the cluster file, or without this
+// member's vote when it joins a running cluster), a torn log tail is cut, a log
 // that does not continue the snapshot is discarded (Raft thesis 5.4.3), a
 // term behind the snapshot's is raised, damaged newer snapshot files are
 // moved aside. Layout on disk: doc/storage.md.
@@ -33,6 +35,10 @@ struct RecoveredState {
   std::unique_ptr<SnapshotStore> snapshots;
   std::unique_ptr<KvStateMachine> state_machine;  // restored from `base` (if any)
   HardState hard_state;
+  // The membership at log index 0 (storage/bootstrap_file.h): recorded in
+  // the data directory when it was new, never taken from the cluster file
+  // again.
+  MembershipConfig bootstrap;
   raft::SnapshotRef base;       // the snapshot loaded (index 0: none)
   std::vector<Entry> entries;   // the log after base.index
 };
@@ -41,5 +47,9 @@ Status RecoverNode(const NodeOptions& options, RecoveredState* out);
 
 // The cluster file as a configuration: every member a voter, in id order.
 MembershipConfig BootstrapConfig(const ClusterConfig& cluster);
+
+// How the cluster file differs from `config` (the data directory's
+// membership), or "" when they list the same members at the same addresses.
+std::string DescribeClusterFileDifference(const ClusterConfig& cluster, const MembershipConfig& config);
 
 }  // namespace raftkv

@@ -14,6 +14,7 @@
 #include "client/security.h"
 #include "service/call_auth.h"
 #include "service/fault_injector.h"
+#include "service/kv_requests.h"
 #include "service/lease_keeper.h"
 #include "service/watch_hub.h"
 
@@ -27,6 +28,16 @@ struct ServerOptions {
   size_t max_value_bytes = 1 << 20;
   size_t max_batch_ops = 10000;         // KV.Batch: operations per call
   size_t max_batch_bytes = 4 << 20;     // KV.Batch: key + value bytes per call
+  size_t max_txn_ops = 128;             // KV.Txn: compares + operations per call
+  // Answers: of a write (stamped in its entry: every replica builds it) and
+  // of any read this member serves.
+  size_t max_txn_result_bytes = 4 << 20;
+  size_t max_response_bytes = 64 << 20;
+  // Sessions (stamped in their entries): what one session and all keep of
+  // their answers, and how many may be open.
+  size_t max_session_saved_bytes = 8 << 20;
+  size_t max_saved_bytes = 128 << 20;
+  uint64_t max_sessions = 10000;
   // What peers send: the soft byte limit of one AppendEntries
   // (--max_append_bytes) and the InstallSnapshot chunk size. With the limits
   // above they bound the largest legitimate message (MaxReceiveMessageBytes).
@@ -34,6 +45,20 @@ struct ServerOptions {
   size_t snapshot_chunk_bytes = 1 << 20;
   // Deadline applied to client calls that carry none (or a later one).
   int max_request_timeout_ms = 10000;
+  // Connections (gRPC's HTTP/2 transport): streams per connection, the
+  // keep-alive policy (pings from a client more often than min_time end its
+  // connection; this member pings an idle client every interval and drops it
+  // without an answer within timeout), idle connections (0: kept), the
+  // time a new connection has to complete its handshake, and the resource
+  // quota of the port (threads of the synchronous methods, buffer memory).
+  int max_concurrent_streams = 1000;
+  int keepalive_min_time_ms = 5000;
+  int keepalive_interval_ms = 2 * 60 * 60 * 1000;
+  int keepalive_timeout_ms = 20000;
+  int max_connection_idle_ms = 0;
+  int handshake_timeout_ms = 10000;
+  int max_sync_threads = 64;
+  size_t grpc_memory_bytes = size_t{1} << 30;
   // Calls pre-posted per completion queue for each busy method.
   int calls_per_cq = 64;
   // Client calls answered by the apply thread are finished on a completion
@@ -63,12 +88,26 @@ struct ServerOptions {
   // Security of the member's own channels (to the leader when forwarding);
   // null: the process setting (client/security.h).
   std::shared_ptr<const ChannelSecurity> peer_security;
+
+  // The request limits of the handlers, from the fields above.
+  RequestLimits Limits() const {
+    RequestLimits l;
+    l.max_key_bytes = max_key_bytes;
+    l.max_value_bytes = max_value_bytes;
+    l.max_batch_ops = max_batch_ops;
+    l.max_batch_bytes = max_batch_bytes;
+    l.max_txn_ops = max_txn_ops;
+    l.max_txn_result_bytes = max_txn_result_bytes;
+    l.session_saved_bytes = max_session_saved_bytes;
+    l.saved_bytes_total = max_saved_bytes;
+    return l;
+  }
 };
 
 // The deadline a call waits for the node under: the client's deadline,
 // capped at `max_request_timeout_ms` (which is also used when the client set
 // none). Client (KV) and Admin calls alike.
-inline std::chrono::steady_clock::time_point CallDeadline(const grpc::ServerContext& context,
+inline std::chrono::steady_clock::time_point CallDeadline(const grpc::ServerContextBase& context,
                                                           int max_request_timeout_ms) {
   using Steady = std::chrono::steady_clock;
   const auto cap = Steady::now() + std::chrono::milliseconds(max_request_timeout_ms);

@@ -1,6 +1,9 @@
 #include "service/watch_call.h"
 
+#include <grpc/grpc.h>
+
 #include <shared_mutex>
+#include <string>
 #include <utility>
 
 #include "service/tsan_handoff.h"
@@ -101,7 +104,7 @@ void WatchCall::OnRequest(bool ok) {
     if (add) in_hub_ = true;     // set first: the hub may Send at once
   }
   if (add) {
-    status = method_->hub->Add(id_, request_, this);
+    status = method_->hub->Add(id_, request_, this, ClientAddress(context_.peer()));
     bool cancelled_meanwhile = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -139,6 +142,25 @@ void WatchCall::End(const grpc::Status& status, int64_t compact_revision) {
   }
   end_ = status;
   MaybeFinishLocked();
+}
+
+void WatchCall::Cut(const grpc::Status& status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  in_hub_ = false;
+  if (end_) return;
+  end_ = status;
+  // The status goes out in the trailers, which HTTP/2 flow control does not
+  // hold back; the write in flight then fails and the call finishes as usual.
+  grpc_call_cancel_with_status(context_.c_call(), static_cast<grpc_status_code>(status.error_code()),
+                               status.error_message().c_str(), nullptr);
+  MaybeFinishLocked();
+}
+
+std::string WatchCall::ClientAddress(const std::string& peer) {
+  const size_t colon = peer.rfind(':');
+  const size_t scheme = peer.find(':');
+  if (colon == std::string::npos || colon == scheme) return peer;  // "unix:/path": no port
+  return peer.substr(0, colon);
 }
 
 void WatchCall::MaybeFinishLocked() {

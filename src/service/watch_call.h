@@ -34,6 +34,10 @@ class WatchCall final : public WatchSink {
 
   void Send(WatchResponse resp) override;
   void End(const grpc::Status& status, int64_t compact_revision) override;
+  void Cut(const grpc::Status& status) override;
+
+  // The client part of a call's peer ("ipv4:10.0.0.7:41234" -> "ipv4:10.0.0.7").
+  static std::string ClientAddress(const std::string& peer);
 
  private:
   enum class Op { kRequest, kWrite, kFinish, kDone };

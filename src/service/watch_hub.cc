@@ -1,5 +1,8 @@
 #include "service/watch_hub.h"
 
+#include <glog/logging.h>
+
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -32,6 +35,7 @@ void WatchHub::Stop() {
                     0);
       }
       watchers_.clear();
+      per_client_.clear();
     }
   }
   cv_.notify_all();
@@ -40,7 +44,7 @@ void WatchHub::Stop() {
 
 uint64_t WatchHub::NewId() { return next_id_.fetch_add(1); }
 
-grpc::Status WatchHub::Add(uint64_t id, const WatchRequest& req, WatchSink* sink) {
+grpc::Status WatchHub::Add(uint64_t id, const WatchRequest& req, WatchSink* sink, const std::string& client) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "member shutting down");
   if (!leaderless_.empty()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, leaderless_);
@@ -49,7 +53,16 @@ grpc::Status WatchHub::Add(uint64_t id, const WatchRequest& req, WatchSink* sink
                         "this member serves " + std::to_string(watchers_.size()) +
                             " watchers, its limit (--max_watchers); watch on another member");
   }
+  size_t& mine = per_client_[client];
+  if (mine >= options_.max_watchers_per_client) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "client " + client + " has " + std::to_string(mine) +
+                            " watchers on this member, the limit per client "
+                            "(--max_watchers_per_client); watch several keys with one range");
+  }
+  ++mine;
   Watcher& w = watchers_[id];
+  w.client = client;
   w.key = req.key();
   w.end = req.range_end();
   w.start = req.start_revision();
@@ -62,7 +75,34 @@ grpc::Status WatchHub::Add(uint64_t id, const WatchRequest& req, WatchSink* sink
 
 void WatchHub::Remove(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
-  watchers_.erase(id);
+  auto it = watchers_.find(id);
+  if (it != watchers_.end()) EraseLocked(it);
+}
+
+WatchHub::WatcherMap::iterator WatchHub::EraseLocked(WatcherMap::iterator it) {
+  auto c = per_client_.find(it->second.client);
+  if (c != per_client_.end() && --c->second == 0) per_client_.erase(c);
+  return watchers_.erase(it);
+}
+
+void WatchHub::CutStalledLocked(std::chrono::steady_clock::time_point now) {
+  const auto bound = std::chrono::milliseconds(options_.stall_timeout_ms);
+  for (auto it = watchers_.begin(); it != watchers_.end();) {
+    const Watcher& w = it->second;
+    if (!w.busy || now - w.busy_since < bound) {
+      ++it;
+      continue;
+    }
+    w.sink->Cut(grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        "the watcher did not take its events for " + std::to_string(options_.stall_timeout_ms) +
+            " ms (--watch_stall_timeout_ms): cut off; read the stream, then watch again from the last "
+            "revision seen + 1"));
+    ++stalled_;
+    LOG_EVERY_N(WARNING, 100) << "cut off a watcher of " << w.client << " that took no response for "
+                              << options_.stall_timeout_ms << " ms (" << google::COUNTER << " so far)";
+    it = EraseLocked(it);
+  }
 }
 
 void WatchHub::SendDone(uint64_t id) {
@@ -97,6 +137,7 @@ void WatchHub::SetLeaderless(bool leaderless, int64_t ms) {
     w.sink->End(grpc::Status(grpc::StatusCode::UNAVAILABLE, leaderless_), 0);
   }
   watchers_.clear();
+  per_client_.clear();
 }
 
 size_t WatchHub::size() const {
@@ -109,17 +150,31 @@ uint64_t WatchHub::events_sent() const {
   return events_sent_;
 }
 
+uint64_t WatchHub::stalled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stalled_;
+}
+
 void WatchHub::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
+  // Stalled watchers are looked for at least this often.
+  const auto check = std::chrono::milliseconds(std::clamp(options_.stall_timeout_ms / 4, 10, 1000));
+  auto next_check = std::chrono::steady_clock::now() + check;
   while (!stopping_) {
-    cv_.wait(lock, [this] { return work_ || stopping_; });
+    cv_.wait_until(lock, next_check, [this] { return work_ || stopping_; });
     if (stopping_) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_check) {
+      CutStalledLocked(now);
+      next_check = now + check;
+    }
+    if (!work_) continue;
     work_ = false;
     for (auto it = watchers_.begin(); it != watchers_.end();) {
       if (PumpLocked(it->first, &it->second)) {
         ++it;
       } else {
-        it = watchers_.erase(it);
+        it = EraseLocked(it);
       }
     }
   }
@@ -135,6 +190,7 @@ bool WatchHub::PumpLocked(uint64_t id, Watcher* w) {
     resp.mutable_header()->set_revision(revision);
     resp.set_created(true);
     w->busy = true;
+    w->busy_since = std::chrono::steady_clock::now();
     w->sink->Send(std::move(resp));
     return true;
   }
@@ -164,6 +220,7 @@ bool WatchHub::PumpLocked(uint64_t id, Watcher* w) {
   }
   events_sent_ += static_cast<uint64_t>(resp.events_size());
   w->busy = true;
+  w->busy_since = std::chrono::steady_clock::now();
   w->sink->Send(std::move(resp));
   return true;
 }

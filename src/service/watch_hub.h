@@ -9,10 +9,17 @@
 // keep up stays behind in the history instead of buffering; once the
 // history window moves past the revision it needs, it is ended with
 // OUT_OF_RANGE naming the oldest revision kept (the client may resume from
-// there or re-read its range).
+// there or re-read its range). A watcher whose response has waited
+// `stall_timeout_ms` to be taken by its client (a client that stopped
+// reading) is cut off with RESOURCE_EXHAUSTED, and its slot freed.
+//
+// Bounds: at most `max_watchers` per member and `max_watchers_per_client`
+// per client address (RESOURCE_EXHAUSTED beyond either), so one client
+// cannot take every slot.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -37,11 +44,16 @@ class WatchSink {
   // Ends the stream with `status` (the hub has dropped the watcher).
   // `compact_revision` (when > 0) goes to the trailer raftkv-compact-revision.
   virtual void End(const grpc::Status& status, int64_t compact_revision) = 0;
+  // Ends the stream with `status` now, although a response is in flight
+  // (its client stopped reading): the response is dropped.
+  virtual void Cut(const grpc::Status& status) = 0;
 };
 
 struct WatchOptions {
-  size_t max_watchers = 10000;      // per member; more get RESOURCE_EXHAUSTED
-  size_t batch_bytes = 1 << 20;     // events per response (whole revisions)
+  size_t max_watchers = 10000;           // per member; more get RESOURCE_EXHAUSTED
+  size_t max_watchers_per_client = 1000;  // per client address
+  size_t batch_bytes = 1 << 20;          // events per response (whole revisions)
+  int stall_timeout_ms = 30000;          // a response not taken by then cuts the watcher off
 };
 
 class WatchHub {
@@ -54,9 +66,11 @@ class WatchHub {
 
   // A new watcher id (for Add).
   uint64_t NewId();
-  // Registers watcher `id` of `req` (already validated). RESOURCE_EXHAUSTED
-  // when the member has max_watchers. The first response (created) follows.
-  grpc::Status Add(uint64_t id, const WatchRequest& req, WatchSink* sink);
+  // Registers watcher `id` of `req` (already validated) for the client at
+  // `client` (its address without the port). RESOURCE_EXHAUSTED when the
+  // member has max_watchers, or that client max_watchers_per_client. The
+  // first response (created) follows.
+  grpc::Status Add(uint64_t id, const WatchRequest& req, WatchSink* sink, const std::string& client);
   // The stream is gone (client cancelled, write failed): after this returns
   // the hub never calls the sink again. No-op if the hub already ended it.
   void Remove(uint64_t id);
@@ -71,6 +85,8 @@ class WatchHub {
 
   size_t size() const;
   uint64_t events_sent() const;
+  // Watchers cut off because their client stopped reading.
+  uint64_t stalled() const;
 
  private:
   struct Watcher {
@@ -80,9 +96,17 @@ class WatchHub {
     int64_t start = 0;
     bool prev_kv = false;
     bool busy = false;  // a response is in flight
+    std::chrono::steady_clock::time_point busy_since;  // when it was handed to the sink
+    std::string client;
     WatchSink* sink = nullptr;
   };
+  using WatcherMap = std::map<uint64_t, Watcher>;
   void Loop();
+  // Forgets watcher `it` (and its client's count). Requires mu_.
+  WatcherMap::iterator EraseLocked(WatcherMap::iterator it);
+  // Cuts off the watchers whose response waited past stall_timeout_ms.
+  // Requires mu_.
+  void CutStalledLocked(std::chrono::steady_clock::time_point now);
   // Sends watcher `w` its next response if it has one. Requires mu_.
   // Returns false when the watcher was ended (and must be erased).
   bool PumpLocked(uint64_t id, Watcher* w);
@@ -96,8 +120,10 @@ class WatchHub {
   bool work_ = false;                  // guarded by mu_: something to pump
   std::string leaderless_;             // guarded by mu_: why watches are refused ("": not)
   std::atomic<uint64_t> next_id_{1};
-  std::map<uint64_t, Watcher> watchers_;  // guarded by mu_
+  WatcherMap watchers_;                // guarded by mu_
+  std::map<std::string, size_t> per_client_;  // guarded by mu_: watchers by client address
   uint64_t events_sent_ = 0;           // guarded by mu_
+  uint64_t stalled_ = 0;               // guarded by mu_
   std::thread thread_;
 };
 

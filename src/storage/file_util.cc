@@ -136,6 +136,18 @@ Status Rename(const std::string& from, const std::string& to) {
   return ip->Rename(from, to, [&] { return RenameImpl(from, to); });
 }
 
+Status ReplaceFileDurably(const std::string& path, const void* data, size_t n) {
+  const std::string tmp = path + ".tmp";
+  File f;
+  Status s = File::Open(tmp, OpenMode::kCreateTruncate, &f);
+  if (s.ok()) s = f.WriteAt(data, n, 0);
+  if (s.ok()) s = f.Sync();
+  if (s.ok()) s = f.Close();
+  if (s.ok()) s = Rename(tmp, path);
+  if (s.ok()) s = SyncDir(DirName(path));
+  return s;
+}
+
 Status CreateDirs(const std::string& dir, bool* created) {
   Interposer* ip = g_interposer.load();
   if (ip == nullptr) return CreateDirsImpl(dir, created);

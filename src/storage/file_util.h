@@ -152,6 +152,10 @@ Status ListFiles(const std::string& dir, std::vector<std::string>* names);
 // MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH on Windows). Callers
 // close `from` first and follow with SyncDir(DirName(to)).
 Status Rename(const std::string& from, const std::string& to);
+// Replaces the file at `path` with `data` so that a crash leaves either the
+// old or the new contents: writes `path`.tmp, fsyncs it, renames it over
+// `path` and fsyncs the directory.
+Status ReplaceFileDurably(const std::string& path, const void* data, size_t n);
 Status Remove(const std::string& path);
 
 std::string JoinPath(const std::string& dir, const std::string& name);

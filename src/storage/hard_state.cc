@@ -73,15 +73,7 @@ Status HardStateFile::Save(const HardState& state) {
   PutLE(buf + 16, state.vote, 8);
   PutLE(buf + kBodySize, crc32c::Value(buf, kBodySize), 4);
 
-  const std::string tmp = path_ + ".tmp";
-  file::File f;
-  Status s = file::File::Open(tmp, file::OpenMode::kCreateTruncate, &f);
-  if (s.ok()) s = f.WriteAt(buf, sizeof(buf), 0);
-  if (s.ok()) s = f.Sync();
-  if (s.ok()) s = f.Close();
-  if (s.ok()) s = file::Rename(tmp, path_);
-  if (s.ok()) s = file::SyncDir(file::DirName(path_));
-  return s;
+  return file::ReplaceFileDurably(path_, buf, sizeof(buf));
 }
 
 }  // namespace raftkv

@@ -31,18 +31,49 @@ void Reject(ApplyResult* result, Status::Code code, std::string message) {
   result->answer.set_reject_message(std::move(message));
 }
 
-// Adds one key of a range to `resp` (count, and the key-value unless
-// count_only or past the limit).
-void AddToRange(const std::string& key, const KvRecord& r, const RangeRequest& req,
-                RangeResponse* resp) {
-  resp->set_count(resp->count() + 1);
-  if (req.count_only()) return;
-  if (req.limit() > 0 && resp->kvs_size() >= req.limit()) {
-    resp->set_more(true);
-    return;
-  }
-  ToKeyValue(key, r, req.keys_only(), resp->add_kvs());
+// What a key-value adds to an answer, at most (the message's framing included).
+size_t KeyValueBytes(const std::string& key, const KvRecord& r, bool keys_only) {
+  return key.size() + (keys_only ? 0 : r.value.size()) + KvStateMachine::kVisitCost;
 }
+
+// A range's answer being built: the count, and the key-values up to the
+// request's limit and a byte bound.
+class RangeBuilder {
+ public:
+  RangeBuilder(const RangeRequest& req, RangeResponse* resp, size_t max_bytes)
+      : req_(req), resp_(resp), max_bytes_(max_bytes) {}
+  // Adds one key (count, and the key-value unless count_only or past the
+  // limit). False once the answer would exceed max_bytes: stop.
+  bool Add(const std::string& key, const KvRecord& r) {
+    resp_->set_count(resp_->count() + 1);
+    if (req_.count_only()) return true;
+    if (req_.limit() > 0 && resp_->kvs_size() >= req_.limit()) {
+      resp_->set_more(true);
+      return true;
+    }
+    bytes_ += KeyValueBytes(key, r, req_.keys_only());
+    if (max_bytes_ > 0 && bytes_ > max_bytes_) {
+      exceeded_ = true;
+      return false;
+    }
+    ToKeyValue(key, r, req_.keys_only(), resp_->add_kvs());
+    return true;
+  }
+  Status Done() const {
+    if (!exceeded_) return Status::OK();
+    return Status::ResourceExhausted(
+        "the answer exceeds " + std::to_string(max_bytes_) +
+        " bytes (--max_response_bytes) after " + std::to_string(resp_->kvs_size()) +
+        " keys; ask for fewer with limit (and continue from the last key), keys_only or count_only");
+  }
+
+ private:
+  const RangeRequest& req_;
+  RangeResponse* const resp_;
+  const size_t max_bytes_;
+  size_t bytes_ = 0;
+  bool exceeded_ = false;
+};
 
 // Empty if every op of a BATCH is a PUT or DELETE, else why not. The server
 // never proposes anything else; an entry that does (a bug, a newer version)
@@ -61,6 +92,15 @@ std::string CheckBatchOps(const Command& command) {
 constexpr uint32_t kMaxSessionError =
     static_cast<uint32_t>(ApplyResult::SessionError::kStaleSequence);
 
+// A refusal for an answer over its budget.
+std::string TooLarge(const char* what, size_t budget) {
+  return std::string(what) + " would answer more than " + std::to_string(budget) +
+         " bytes (--max_txn_result_bytes: the ranges and previous key-values of a write, "
+         "counting at least " + std::to_string(KvStateMachine::kVisitCost) +
+         " bytes for each key visited); read with a separate Range, or ask for less (limit, "
+         "keys_only, no prev_kv)";
+}
+
 }  // namespace
 
 void ToKeyValue(const std::string& key, const KvRecord& r, bool keys_only, KeyValue* out) {
@@ -78,8 +118,14 @@ Status ApplyResult::Rejection() const {
     case Status::Code::kNotFound: return Status::NotFound(answer.reject_message());
     case Status::Code::kOutOfRange: return Status::OutOfRange(answer.reject_message());
     case Status::Code::kInvalidArgument: return Status::InvalidArgument(answer.reject_message());
+    case Status::Code::kResourceExhausted: return Status::ResourceExhausted(answer.reject_message());
     default: return Status::FailedPrecondition(answer.reject_message());
   }
+}
+
+size_t ApplyResult::SavedBytes() const {
+  constexpr size_t kRecord = 128;  // the result's own fields and its place in the session
+  return kRecord + current.size() + error.size() + batch_existed.size() / 8 + answer.ByteSizeLong();
 }
 
 ApplyResult KvStateMachine::Apply(const Entry& entry) {
@@ -87,8 +133,20 @@ ApplyResult KvStateMachine::Apply(const Entry& entry) {
   Command command;
   const bool have_command = Decode(entry, &command, &result);
   std::unique_lock<std::shared_mutex> lock(mu_);
+  if (apply_hook_) apply_hook_(entry);
   ApplyLocked(entry, command, have_command, &result);
+  PublishLocked();
   return result;
+}
+
+void KvStateMachine::PublishLocked() {
+  published_revision_.store(revision_, std::memory_order_release);
+  published_lease_generation_.store(lease_generation_, std::memory_order_release);
+  published_applied_index_.store(applied_index_, std::memory_order_release);
+  published_applied_term_.store(applied_term_, std::memory_order_release);
+  published_size_.store(data_.size(), std::memory_order_release);
+  published_sessions_.store(sessions_.size(), std::memory_order_release);
+  published_saved_bytes_.store(sessions_.saved_bytes(), std::memory_order_release);
 }
 
 bool KvStateMachine::Decode(const Entry& entry, Command* out, ApplyResult* result_out) {
@@ -134,64 +192,31 @@ void KvStateMachine::ApplyLocked(const Entry& entry, Command& command, bool have
   // Cluster time never goes back along the committed log; max() keeps it so
   // even for a log written before entries carried a time.
   cluster_time_ms_ = std::max(cluster_time_ms_, entry.cluster_time_ms());
-  ExpireSessions(cluster_time_ms_);
+  sessions_.Expire(cluster_time_ms_);
   if (!have_command) return;
 
   if (command.op() == Command::OPEN_SESSION) {
     const uint64_t id = entry.index();
-    Session& s = sessions_[id];
-    s.timeout_ms = command.session_timeout_ms();
-    Touch(id, &s, cluster_time_ms_);
+    Status opened = sessions_.Open(id, command.session_timeout_ms(), cluster_time_ms_,
+                                   command.max_sessions());
+    if (!opened.ok()) {
+      Reject(&result, opened.code(), opened.message());
+      return;
+    }
     result.client_id = id;
     return;
   }
   if (command.op() == Command::CLOSE_SESSION) {
-    auto it = sessions_.find(command.client_id());
-    if (it != sessions_.end()) {
-      expiry_.erase({it->second.expires_at_ms, it->first});
-      sessions_.erase(it);
-    }
+    sessions_.Close(command.client_id());
     return;
   }
   if (command.client_id() == 0) {  // no session: at-least-once
     ApplyToMap(command, &result);
     return;
   }
-
-  auto it = sessions_.find(command.client_id());
-  if (it == sessions_.end()) {
-    result.session_error = ApplyResult::SessionError::kSessionExpired;
-    result.error = "session " + std::to_string(command.client_id()) +
-                   " is unknown or expired; open a new session";
-    return;
-  }
-  Session& s = it->second;
-  Touch(it->first, &s, cluster_time_ms_);
-  if (command.first_outstanding() > s.first_outstanding) {
-    s.first_outstanding = command.first_outstanding();
-    s.results.erase(s.results.begin(), s.results.lower_bound(s.first_outstanding));
-  }
-  if (command.sequence() < s.first_outstanding) {
-    result.session_error = ApplyResult::SessionError::kStaleSequence;
-    result.error = "sequence " + std::to_string(command.sequence()) + " of session " +
-                   std::to_string(command.client_id()) +
-                   " is below the session's first outstanding sequence " +
-                   std::to_string(s.first_outstanding) + ": its result is no longer kept";
-    return;
-  }
-  auto saved = s.results.find(command.sequence());
-  if (saved != s.results.end()) {
-    result = saved->second;
-    result.duplicate = true;
-    return;
-  }
+  if (!sessions_.Begin(command, cluster_time_ms_, &result)) return;
   ApplyToMap(command, &result);
-  s.results.emplace(command.sequence(), result);
-  if (s.results.size() > kMaxSavedResultsPerSession) {
-    // Forget the oldest; its sequence becomes stale rather than re-appliable.
-    s.first_outstanding = s.results.begin()->first + 1;
-    s.results.erase(s.results.begin());
-  }
+  sessions_.Save(command, result);
 }
 
 void KvStateMachine::ApplyToMap(Command& command, ApplyResult* result) {
@@ -213,6 +238,13 @@ void KvStateMachine::ApplyToMap(Command& command, ApplyResult* result) {
       result->existed = DeleteKey(command.key(), &changes, nullptr);
       break;
     case Command::DELETE_RANGE:
+      if (command.prev_kv() && command.max_result_bytes() > 0 &&
+          RangeCostLocked(command.key(), command.range_end(), false, false, 0,
+                          command.max_result_bytes()) > command.max_result_bytes()) {
+        Reject(result, Status::Code::kResourceExhausted,
+               TooLarge("this delete with prev_kv", command.max_result_bytes()));
+        break;
+      }
       answer.set_deleted(DeleteRangeKeys(command.key(), command.range_end(), &changes,
                                          command.prev_kv() ? answer.mutable_prev_kvs() : nullptr));
       break;
@@ -249,7 +281,7 @@ void KvStateMachine::ApplyToMap(Command& command, ApplyResult* result) {
         Reject(result, Status::Code::kInvalidArgument,
                "lease id and TTL must be > 0 (id " + std::to_string(id) + ", TTL " +
                    std::to_string(command.lease_ttl()) + ")");
-      } else if (!leases_.emplace(id, LeaseState{command.lease_ttl(), {}}).second) {
+      } else if (!leases_.emplace(id, LeaseState{command.lease_ttl(), result->index, {}}).second) {
         Reject(result, Status::Code::kFailedPrecondition, "lease " + Hex(id) + " already exists");
       } else {
         ++lease_generation_;
@@ -258,9 +290,19 @@ void KvStateMachine::ApplyToMap(Command& command, ApplyResult* result) {
       }
       break;
     }
-    case Command::LEASE_REVOKE:
+    case Command::LEASE_REVOKE: {
+      auto it = leases_.find(command.lease());
+      if (command.lease_granted_index() != 0 && it != leases_.end() &&
+          it->second.granted_index != command.lease_granted_index()) {
+        // The expiry of an earlier grant of this id: the lease it meant is gone.
+        Reject(result, Status::Code::kNotFound,
+               "lease " + Hex(command.lease()) + " granted at index " +
+                   std::to_string(command.lease_granted_index()) + " not found");
+        break;
+      }
       ApplyLeaseRevoke(command.lease(), result, &changes);
       break;
+    }
     default:
       break;
   }
@@ -365,16 +407,82 @@ bool KvStateMachine::CompareHolds(const Compare& c) const {
   }
 }
 
-void KvStateMachine::ApplyTxn(Command& command, ApplyResult* result, Changes* changes) {
-  TxnRequest& txn = *command.mutable_txn();
-  bool succeeded = true;
+bool KvStateMachine::CompareAllLocked(const TxnRequest& txn) const {
   for (const Compare& c : txn.compare()) {
-    if (!CompareHolds(c)) {
-      succeeded = false;
-      break;
+    if (!CompareHolds(c)) return false;
+  }
+  return true;
+}
+
+size_t KvStateMachine::RangeCostLocked(const std::string& key, const std::string& end,
+                                       bool keys_only, bool count_only, int64_t limit,
+                                       size_t budget) const {
+  size_t cost = 0;
+  int64_t carried = 0;
+  auto visit = [&](const std::string& k, const KvRecord& r) {
+    const bool carries = !count_only && (limit <= 0 || carried < limit);
+    if (carries) ++carried;
+    cost += carries ? KeyValueBytes(k, r, keys_only) : kVisitCost;
+    return cost <= budget;
+  };
+  if (end.empty()) {
+    if (const KvRecord* r = data_.find(key)) visit(key, *r);
+    return cost;
+  }
+  for (auto it = data_.lower_bound(key); it.Valid() && InKeyRange(it.key(), key, end); it.Next()) {
+    if (!visit(it.key(), it.value())) break;
+  }
+  return cost;
+}
+
+size_t KvStateMachine::EstimateAnswerLocked(const google::protobuf::RepeatedPtrField<RequestOp>& ops,
+                                            size_t budget) const {
+  // The keys this list puts can show up in its later ranges: count each put
+  // once more for every range (from above).
+  size_t put_bytes = 0;
+  for (const RequestOp& op : ops) {
+    if (op.has_request_put()) {
+      put_bytes += op.request_put().key().size() + op.request_put().value().size() + kVisitCost;
     }
   }
+  size_t total = 0;
+  for (const RequestOp& op : ops) {
+    if (total > budget) break;
+    const size_t left = budget - total;
+    if (op.has_request_range()) {
+      const RangeRequest& r = op.request_range();
+      total += RangeCostLocked(r.key(), r.range_end(), r.keys_only(), r.count_only(), r.limit(), left) +
+               put_bytes;
+    } else if (op.has_request_delete_range()) {
+      const DeleteRangeRequest& d = op.request_delete_range();
+      if (d.prev_kv()) total += RangeCostLocked(d.key(), d.range_end(), false, false, 0, left);
+    } else if (op.has_request_put() && op.request_put().prev_kv()) {
+      total += RangeCostLocked(op.request_put().key(), "", false, false, 0, left);
+    }
+  }
+  return total;
+}
+
+Status KvStateMachine::CheckTxnAnswer(const TxnRequest& req, size_t max_bytes) const {
+  if (max_bytes == 0) return Status::OK();
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  const auto& ops = CompareAllLocked(req) ? req.success() : req.failure();
+  if (EstimateAnswerLocked(ops, max_bytes) > max_bytes) {
+    return Status::ResourceExhausted(TooLarge("this transaction", max_bytes));
+  }
+  return Status::OK();
+}
+
+void KvStateMachine::ApplyTxn(Command& command, ApplyResult* result, Changes* changes) {
+  TxnRequest& txn = *command.mutable_txn();
+  const bool succeeded = CompareAllLocked(txn);
   auto& ops = succeeded ? *txn.mutable_success() : *txn.mutable_failure();
+  // Refused whole before any change: an answer over the entry's budget.
+  const size_t budget = command.max_result_bytes();
+  if (budget > 0 && EstimateAnswerLocked(ops, budget) > budget) {
+    Reject(result, Status::Code::kResourceExhausted, TooLarge("this transaction", budget));
+    return;
+  }
   // Refused whole before any change: a put on a lease that does not exist.
   for (const RequestOp& op : ops) {
     if (op.has_request_put() && op.request_put().lease() != 0 &&
@@ -391,7 +499,7 @@ void KvStateMachine::ApplyTxn(Command& command, ApplyResult* result, Changes* ch
     if (op.has_request_range()) {
       RangeRequest range = op.request_range();
       range.set_revision(0);  // the current state: every replica reads alike
-      RangeLocked(range, r->mutable_response_range());
+      (void)RangeLocked(range, r->mutable_response_range(), 0);  // bounded by the estimate above
       r->mutable_response_range()->mutable_header()->set_revision(changes->events.empty()
                                                                       ? revision_
                                                                       : changes->rev);
@@ -426,22 +534,6 @@ void KvStateMachine::ApplyLeaseRevoke(int64_t id, ApplyResult* result, Changes* 
   result->answer.set_deleted(static_cast<int64_t>(keys.size()));
 }
 
-void KvStateMachine::Touch(uint64_t id, Session* session, uint64_t now_ms) {
-  expiry_.erase({session->expires_at_ms, id});
-  // Saturating: a huge timeout means "never".
-  const uint64_t t = session->timeout_ms;
-  session->expires_at_ms = now_ms > UINT64_MAX - t ? UINT64_MAX : now_ms + t;
-  expiry_.emplace(session->expires_at_ms, id);
-}
-
-void KvStateMachine::ExpireSessions(uint64_t now_ms) {
-  while (!expiry_.empty() && expiry_.begin()->first < now_ms) {
-    const uint64_t id = expiry_.begin()->second;
-    expiry_.erase(expiry_.begin());
-    sessions_.erase(id);
-  }
-}
-
 namespace {
 
 void RecordToKeyValue(const std::string& key, const KvRecord& r, KeyValue* out) {
@@ -469,7 +561,7 @@ void KvStateMachine::Snapshot(SnapshotWriter* out) const {
   // The image: the map's root is shared (O(1)); the sessions are copied.
   // Apply waits only for this; it goes on while the image is encoded.
   CowBTree<std::string, KvRecord> data;
-  std::map<uint64_t, Session> sessions;
+  SessionTable sessions;
   SnapshotStoreState store;
   std::vector<KvEvent> history;  // the newest snapshot_history_revisions_ of it
   {
@@ -484,6 +576,7 @@ void KvStateMachine::Snapshot(SnapshotWriter* out) const {
       SnapshotStoreState::LeaseRecord* l = store.add_leases();
       l->set_id(id);
       l->set_ttl(lease.ttl);
+      l->set_granted_index(lease.granted_index);
     }
     // Whole revisions from the newest back; the history kept covers every
     // revision above history_.compacted().
@@ -498,7 +591,7 @@ void KvStateMachine::Snapshot(SnapshotWriter* out) const {
   SnapshotSession session;
   SnapshotSessionResult saved;
   std::string buf;
-  for (const auto& [id, s] : sessions) {
+  for (const auto& [id, s] : sessions.sessions()) {
     session.set_client_id(id);
     session.set_timeout_ms(s.timeout_ms);
     session.set_expires_at_ms(s.expires_at_ms);
@@ -548,8 +641,7 @@ void KvStateMachine::Snapshot(SnapshotWriter* out) const {
 Status KvStateMachine::Restore(SnapshotReader* in) {
   // Built aside; swapped in only once the reader has verified the file.
   CowBTree<std::string, KvRecord> data;
-  std::map<uint64_t, Session> sessions;
-  std::set<std::pair<uint64_t, uint64_t>> expiry;
+  SessionTable sessions;
   std::map<int64_t, LeaseState> leases;
   int64_t revision = 0;
   bool have_store = false;  // files written before revisions have no store record
@@ -565,8 +657,7 @@ Status KvStateMachine::Restore(SnapshotReader* in) {
   SnapshotKv kv_msg;
   SnapshotStoreState store_msg;
   SnapshotEvent event_msg;
-  Session* session = nullptr;   // the session whose results are being read
-  uint64_t session_id = 0;
+  uint64_t session_id = 0;      // the session whose results are being read
   uint64_t results_left = 0;
   bool in_data = false;         // a KV record was seen: no more sessions
   std::string last_key;         // of the previous KV record
@@ -587,15 +678,14 @@ Status KvStateMachine::Restore(SnapshotReader* in) {
         if (in_data) return bad("session record after the key/value records");
         if (!session_msg.ParseFromArray(msg.data(), size)) return bad("bad SnapshotSession");
         const uint64_t id = session_msg.client_id();
-        if (id == 0 || (!sessions.empty() && id <= sessions.rbegin()->first)) {
+        SessionTable::Session fields;
+        fields.timeout_ms = session_msg.timeout_ms();
+        fields.expires_at_ms = session_msg.expires_at_ms();
+        fields.first_outstanding = session_msg.first_outstanding();
+        if (!sessions.AddRestored(id, fields)) {
           return bad("session id " + std::to_string(id) + " out of order");
         }
-        session = &sessions.emplace_hint(sessions.end(), id, Session())->second;
         session_id = id;
-        session->timeout_ms = session_msg.timeout_ms();
-        session->expires_at_ms = session_msg.expires_at_ms();
-        session->first_outstanding = session_msg.first_outstanding();
-        expiry.emplace(session->expires_at_ms, id);
         results_left = session_msg.result_count();
         break;
       }
@@ -607,9 +697,6 @@ Status KvStateMachine::Restore(SnapshotReader* in) {
                      " inside session " + std::to_string(session_id));
         }
         const uint64_t sequence = result_msg.sequence();
-        if (!session->results.empty() && sequence <= session->results.rbegin()->first) {
-          return bad("saved result sequence " + std::to_string(sequence) + " out of order");
-        }
         if (result_msg.session_error() > kMaxSessionError) {
           return bad("unknown session error " + std::to_string(result_msg.session_error()));
         }
@@ -627,7 +714,9 @@ Status KvStateMachine::Restore(SnapshotReader* in) {
         r.client_id = result_msg.result_client_id();
         r.batch_existed.assign(result_msg.batch_existed().begin(), result_msg.batch_existed().end());
         if (!r.answer.ParseFromString(result_msg.answer())) return bad("bad saved answer");
-        session->results.emplace_hint(session->results.end(), sequence, std::move(r));
+        if (!sessions.AddRestoredResult(session_id, sequence, std::move(r))) {
+          return bad("saved result sequence " + std::to_string(sequence) + " out of order");
+        }
         --results_left;
         break;
       }
@@ -640,7 +729,7 @@ Status KvStateMachine::Restore(SnapshotReader* in) {
           if (l.id() <= 0 || (!leases.empty() && l.id() <= leases.rbegin()->first)) {
             return bad("lease id " + std::to_string(l.id()) + " out of order");
           }
-          leases.emplace_hint(leases.end(), l.id(), LeaseState{l.ttl(), {}});
+          leases.emplace_hint(leases.end(), l.id(), LeaseState{l.ttl(), l.granted_index(), {}});
         }
         // Used only when history records follow (older files have none).
         history_compacted = store_msg.history_compacted();
@@ -710,8 +799,7 @@ Status KvStateMachine::Restore(SnapshotReader* in) {
   {
     std::unique_lock<std::shared_mutex> lock(mu_);
     data_.swap(data);
-    sessions_.swap(sessions);
-    expiry_.swap(expiry);
+    std::swap(sessions_, sessions);
     leases_.swap(leases);
     ++lease_generation_;
     revision_ = revision;
@@ -721,6 +809,7 @@ Status KvStateMachine::Restore(SnapshotReader* in) {
     applied_index_ = meta.last_index;
     applied_term_ = meta.last_term;
     cluster_time_ms_ = meta.cluster_time_ms;
+    PublishLocked();
   }
   // The old state is freed here, outside the lock.
   return Status::OK();
@@ -740,19 +829,23 @@ std::optional<KvRecord> KvStateMachine::GetRecord(const std::string& key) const 
   return *r;
 }
 
-void KvStateMachine::RangeLocked(const RangeRequest& req, RangeResponse* resp) const {
+Status KvStateMachine::RangeLocked(const RangeRequest& req, RangeResponse* resp,
+                                   size_t max_bytes) const {
+  RangeBuilder out(req, resp, max_bytes);
   const std::string& key = req.key();
   if (req.range_end().empty()) {
-    if (const KvRecord* r = data_.find(key)) AddToRange(key, *r, req, resp);
-    return;
+    if (const KvRecord* r = data_.find(key)) out.Add(key, *r);
+    return out.Done();
   }
   for (auto it = data_.lower_bound(key); it.Valid() && InKeyRange(it.key(), key, req.range_end());
        it.Next()) {
-    AddToRange(it.key(), it.value(), req, resp);
+    if (!out.Add(it.key(), it.value())) break;
   }
+  return out.Done();
 }
 
-Status KvStateMachine::RangeAtLocked(const RangeRequest& req, RangeResponse* resp) const {
+Status KvStateMachine::RangeAtLocked(const RangeRequest& req, RangeResponse* resp,
+                                     size_t max_bytes) const {
   const int64_t at = req.revision();
   if (at > revision_) {
     return Status::OutOfRange("revision " + std::to_string(at) +
@@ -764,40 +857,55 @@ Status KvStateMachine::RangeAtLocked(const RangeRequest& req, RangeResponse* res
                               " has been compacted; the oldest revision kept is " +
                               std::to_string(history_.compacted()));
   }
-  // The range now, then every later change undone, newest first.
-  std::map<std::string, KvRecord> keys;
+  // The keys of the range changed after `at`, with their state at `at`
+  // (nullopt: absent then): the oldest change after `at` tells. Bounded by
+  // the history window, not by the range.
   const std::string& end = req.range_end();
-  if (end.empty()) {
-    if (const KvRecord* r = data_.find(req.key())) keys.emplace(req.key(), *r);
-  } else {
-    for (auto it = data_.lower_bound(req.key()); it.Valid() && InKeyRange(it.key(), req.key(), end);
-         it.Next()) {
-      keys.emplace_hint(keys.end(), it.key(), it.value());
-    }
-  }
+  std::map<std::string, std::optional<KvRecord>> then;
   for (size_t i = history_.size(); i > 0 && history_.at(i - 1).revision > at; --i) {
     const KvEvent& e = history_.at(i - 1);
     if (!InKeyRange(e.key, req.key(), end)) continue;
-    if (e.has_prev) {
-      keys[e.key] = e.prev;
-    } else {
-      keys.erase(e.key);
+    then[e.key] = e.has_prev ? std::optional<KvRecord>(e.prev) : std::nullopt;
+  }
+  // The map now and those changes undone, merged in key order as the answer
+  // is built (so limit and the byte bound stop the copying).
+  RangeBuilder out(req, resp, max_bytes);
+  auto changed = then.begin();
+  auto add_changed_before = [&](const std::string* key) {
+    for (; changed != then.end() && (key == nullptr || changed->first < *key); ++changed) {
+      if (changed->second && !out.Add(changed->first, *changed->second)) return false;
+    }
+    return true;
+  };
+  auto add_current = [&](const std::string& k, const KvRecord& r) {
+    if (!add_changed_before(&k)) return false;
+    if (changed != then.end() && changed->first == k) {  // changed since: its state then
+      const bool more = !changed->second || out.Add(k, *changed->second);
+      ++changed;
+      return more;
+    }
+    return out.Add(k, r);
+  };
+  bool more = true;
+  if (end.empty()) {
+    if (const KvRecord* r = data_.find(req.key())) more = add_current(req.key(), *r);
+  } else {
+    for (auto it = data_.lower_bound(req.key()); more && it.Valid() && InKeyRange(it.key(), req.key(), end);
+         it.Next()) {
+      more = add_current(it.key(), it.value());
     }
   }
-  for (const auto& [k, r] : keys) AddToRange(k, r, req, resp);
-  return Status::OK();
+  if (more) add_changed_before(nullptr);
+  return out.Done();
 }
 
-Status KvStateMachine::Range(const RangeRequest& req, RangeResponse* resp) const {
+Status KvStateMachine::Range(const RangeRequest& req, RangeResponse* resp, size_t max_bytes) const {
   resp->Clear();
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
     resp->mutable_header()->set_revision(revision_);
-    if (req.revision() != 0 && req.revision() != revision_) return RangeAtLocked(req, resp);
-    if (req.range_end().empty()) {
-      RangeLocked(req, resp);
-      return Status::OK();
-    }
+    if (req.revision() != 0 && req.revision() != revision_) return RangeAtLocked(req, resp, max_bytes);
+    if (req.range_end().empty()) return RangeLocked(req, resp, max_bytes);
   }
   // A range of the current state: walked outside the lock on an O(1)
   // copy-on-write image, so a long range does not hold up Apply().
@@ -809,30 +917,34 @@ Status KvStateMachine::Range(const RangeRequest& req, RangeResponse* resp) const
     }
     image = data_;
   }
+  RangeBuilder out(req, resp, max_bytes);
   for (auto it = image.lower_bound(req.key());
        it.Valid() && InKeyRange(it.key(), req.key(), req.range_end()); it.Next()) {
-    AddToRange(it.key(), it.value(), req, resp);
+    if (!out.Add(it.key(), it.value())) break;
   }
-  return Status::OK();
+  return out.Done();
 }
 
-void KvStateMachine::ReadTxn(const TxnRequest& req, TxnResponse* resp) const {
+Status KvStateMachine::ReadTxn(const TxnRequest& req, TxnResponse* resp, size_t max_bytes) const {
   resp->Clear();
   std::shared_lock<std::shared_mutex> lock(mu_);
-  bool succeeded = true;
-  for (const Compare& c : req.compare()) {
-    if (!CompareHolds(c)) {
-      succeeded = false;
-      break;
-    }
-  }
+  const bool succeeded = CompareAllLocked(req);
   resp->set_succeeded(succeeded);
   resp->mutable_header()->set_revision(revision_);
+  size_t used = 0;
   for (const RequestOp& op : succeeded ? req.success() : req.failure()) {
     RangeResponse* r = resp->add_responses()->mutable_response_range();
-    RangeLocked(op.request_range(), r);
+    const size_t left = max_bytes == 0 ? 0 : max_bytes - std::min(max_bytes, used);
+    if (max_bytes > 0 && left == 0) {
+      return Status::ResourceExhausted("the transaction's answer exceeds " + std::to_string(max_bytes) +
+                                       " bytes (--max_response_bytes); read less in each");
+    }
+    Status s = RangeLocked(op.request_range(), r, left);
+    if (!s.ok()) return s;
+    used += r->ByteSizeLong();
     r->mutable_header()->set_revision(revision_);
   }
+  return Status::OK();
 }
 
 Status KvStateMachine::ReadEvents(const std::string& key, const std::string& end, int64_t from,
@@ -865,8 +977,7 @@ Status KvStateMachine::ReadEvents(const std::string& key, const std::string& end
 }
 
 int64_t KvStateMachine::Revision() const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
-  return revision_;
+  return published_revision_.load(std::memory_order_acquire);
 }
 
 int64_t KvStateMachine::CompactedRevision() const {
@@ -906,34 +1017,39 @@ std::vector<std::pair<int64_t, int64_t>> KvStateMachine::Leases() const {
   return out;
 }
 
+std::vector<LeaseInfo> KvStateMachine::LeaseInfos() const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  std::vector<LeaseInfo> out;
+  out.reserve(leases_.size());
+  for (const auto& [id, l] : leases_) out.push_back(LeaseInfo{id, l.ttl, l.granted_index});
+  return out;
+}
+
 size_t KvStateMachine::LeaseCount() const {
   std::shared_lock<std::shared_mutex> lock(mu_);
   return leases_.size();
 }
 
 uint64_t KvStateMachine::LeaseGeneration() const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
-  return lease_generation_;
+  return published_lease_generation_.load(std::memory_order_acquire);
 }
 
 uint64_t KvStateMachine::AppliedTerm() const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
-  return applied_term_;
+  return published_applied_term_.load(std::memory_order_acquire);
 }
 
 uint64_t KvStateMachine::AppliedIndex() const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
-  return applied_index_;
+  return published_applied_index_.load(std::memory_order_acquire);
 }
 
-size_t KvStateMachine::Size() const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
-  return data_.size();
-}
+size_t KvStateMachine::Size() const { return published_size_.load(std::memory_order_acquire); }
 
 size_t KvStateMachine::SessionCount() const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
-  return sessions_.size();
+  return published_sessions_.load(std::memory_order_acquire);
+}
+
+size_t KvStateMachine::SavedAnswerBytes() const {
+  return published_saved_bytes_.load(std::memory_order_acquire);
 }
 
 }  // namespace raftkv

@@ -14,16 +14,18 @@
 // lease expires is the leader's business (service/lease_keeper.h): here a
 // lease only exists or not.
 //
-// Sessions (Raft thesis 6.3; LogCabin): an OPEN_SESSION entry creates session
-// <its index>. A PUT/DELETE/CAS carrying client_id != 0 is applied at most
-// once per (client_id, sequence): the result of the first application is
-// saved and returned for any duplicate. first_outstanding lets the session
-// drop the results the client already has; a sequence below the highest
-// first_outstanding seen is refused (kStaleSequence) because its result is
-// gone and re-applying it could apply it twice. A session expires when no
-// command of it was applied for its timeout, measured in the leader-stamped
-// Entry.cluster_time_ms, so every replica expires it at the same entry. A
-// command of an unknown or expired session is not applied (kSessionExpired).
+// Sessions (session_table.h): a command carrying client_id != 0 is applied
+// at most once per (client_id, sequence); duplicates get the saved answer.
+//
+// Bounds: nothing one entry does may cost a replica memory or time out of
+// proportion to the entry. A TXN or DELETE_RANGE answer (range results,
+// previous key-values) is estimated before anything changes and refused
+// whole (RESOURCE_EXHAUSTED) past the entry's Command.max_result_bytes; the
+// reads of such a transaction visit at most that many bytes of keys and
+// values (each key counted at least kVisitCost). Saved answers are bounded
+// per session and in all (session_table.h). Every bound an entry is applied
+// under is stamped in the entry by the leader, so replicas with different
+// flags still apply it alike.
 //
 // Snapshots: Snapshot() captures a consistent point-in-time image (the map,
 // every session with its saved results and expiry, cluster time, applied
@@ -32,12 +34,14 @@
 // trade-off and snapshot_format.h for the file layout.
 //
 // Thread safety: Apply() and Restore() are called by one thread (the node's
-// apply loop); Get()/Size()/AppliedIndex()/AppliedTerm()/SessionCount()/
-// Snapshot() may be called concurrently from any thread.
+// apply loop); every const method may be called concurrently from any
+// thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -46,54 +50,34 @@
 #include <utility>
 #include <vector>
 
+#include "common/status.h"
 #include "proto/internal.h"
+#include "storage/apply_result.h"
 #include "storage/cow_btree.h"
 #include "storage/kv_history.h"
-#include "common/status.h"
+#include "storage/session_table.h"
 
 namespace raftkv {
 
 class SnapshotReader;
 class SnapshotWriter;
 
-struct ApplyResult {
-  enum class SessionError { kNone, kSessionExpired, kStaleSequence };
-
-  bool ok = true;            // false if the entry's command could not be decoded
-  bool existed = false;      // DELETE: whether the key was present
-  bool swapped = false;      // CAS: whether the new value was written
-  // BATCH: per op, in order, whether the key was present just before it.
-  std::vector<bool> batch_existed;
-  // CAS: the key's state just before the operation (found: present; current:
-  // its value then, empty when absent).
-  bool found = false;
-  std::string current;
-  std::string error;         // set when !ok or session_error != kNone
-  // Sessions. index, term: the log entry in which the command took effect
-  // (for a duplicate: the first application's). client_id: OPEN_SESSION's new id.
-  SessionError session_error = SessionError::kNone;
-  bool duplicate = false;
-  uint64_t index = 0;
-  uint64_t term = 0;
-  uint64_t client_id = 0;
-  // The rest: the store's revision after the entry, previous key-values,
-  // DeleteRange's count, a transaction's answer, a granted lease, and a
-  // refusal (reject_code != 0: a Status::Code; nothing was changed).
-  SavedAnswer answer;
-
-  bool rejected() const { return answer.reject_code() != 0; }
-  Status Rejection() const;
-};
-
 // A key's record as the wire's KeyValue (value left empty when keys_only).
 void ToKeyValue(const std::string& key, const KvRecord& r, bool keys_only, KeyValue* out);
 
+// A lease as the leader's clock needs it (service/lease_keeper.h).
+struct LeaseInfo {
+  int64_t id = 0;
+  int64_t ttl = 0;             // seconds granted
+  uint64_t granted_index = 0;  // the entry that granted it (0: restored from an older file)
+};
+
 class KvStateMachine {
  public:
-  // Saved results per session beyond which the oldest is dropped (and its
-  // sequence then refused as stale): bounds the memory of a client that never
-  // advances first_outstanding.
-  static constexpr size_t kMaxSavedResultsPerSession = 100000;
+  static constexpr size_t kMaxSavedResultsPerSession = SessionTable::kMaxSavedResultsPerSession;
+  // What a key visited by a transaction's read costs its answer budget at
+  // least, whether or not the answer carries it (count_only, past limit).
+  static constexpr size_t kVisitCost = 32;
   // Default history window (SetHistoryLimits).
   static constexpr size_t kDefaultHistoryRevisions = 100000;
   static constexpr size_t kDefaultHistoryBytes = 64 << 20;
@@ -137,11 +121,18 @@ class KvStateMachine {
   std::optional<KvRecord> GetRecord(const std::string& key) const;
   // The keys of req's range at req.revision() (0: now), with limit,
   // keys_only and count_only; resp->header().revision() is the store's
-  // revision. OutOfRange for a revision compacted away or in the future.
-  Status Range(const RangeRequest& req, RangeResponse* resp) const;
+  // revision. OutOfRange for a revision compacted away or in the future;
+  // ResourceExhausted once the key-values would exceed `max_bytes` (0: no
+  // bound). `limit` bounds the keys copied as the range is walked.
+  Status Range(const RangeRequest& req, RangeResponse* resp, size_t max_bytes = 0) const;
   // A transaction without writes (only ranges), evaluated on the current
-  // state as Apply() would.
-  void ReadTxn(const TxnRequest& req, TxnResponse* resp) const;
+  // state as Apply() would; ResourceExhausted past `max_bytes` in all.
+  Status ReadTxn(const TxnRequest& req, TxnResponse* resp, size_t max_bytes = 0) const;
+  // What applying the write transaction `req` now would answer, estimated
+  // from above as Apply() does before it changes anything:
+  // ResourceExhausted when over `max_bytes` (the leader's check before it
+  // proposes; Apply() decides again at the entry).
+  Status CheckTxnAnswer(const TxnRequest& req, size_t max_bytes) const;
 
   // Watches: the events of [key, end) from revision `from` on, whole
   // revisions only, stopping after the revision that takes the batch past
@@ -156,6 +147,10 @@ class KvStateMachine {
   Status ReadEvents(const std::string& key, const std::string& end, int64_t from,
                     size_t max_bytes, EventBatch* out) const;
 
+  // Revision(), LeaseGeneration(), AppliedIndex(), AppliedTerm(), Size(),
+  // SessionCount() and SavedAnswerBytes() read values published after each
+  // apply: they never wait for the lock, so a long apply cannot hold up
+  // their callers (the node's status, on the Raft path).
   int64_t Revision() const;
   // Every revision above this one is in the history.
   int64_t CompactedRevision() const;
@@ -171,6 +166,8 @@ class KvStateMachine {
   bool GetLease(int64_t id, int64_t* ttl, std::vector<std::string>* keys) const;
   // Every lease: (id, ttl).
   std::vector<std::pair<int64_t, int64_t>> Leases() const;
+  // Every lease with the entry that granted it, in id order.
+  std::vector<LeaseInfo> LeaseInfos() const;
   size_t LeaseCount() const;
   // Changes whenever a lease is granted or revoked or a snapshot restored.
   uint64_t LeaseGeneration() const;
@@ -180,14 +177,16 @@ class KvStateMachine {
   uint64_t AppliedTerm() const;
   size_t Size() const;
   size_t SessionCount() const;
+  size_t SavedAnswerBytes() const;
+
+  // Tests only: runs inside every Apply() with the lock held exclusively
+  // (to hold an apply for as long as a test needs).
+  void SetApplyHookForTest(std::function<void(const Entry&)> hook) {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    apply_hook_ = std::move(hook);
+  }
 
  private:
-  struct Session {
-    uint64_t timeout_ms = 0;
-    uint64_t expires_at_ms = 0;      // cluster time
-    uint64_t first_outstanding = 0;  // highest seen
-    std::map<uint64_t, ApplyResult> results;  // by sequence
-  };
   // The changes of the entry being applied, at revision `rev`.
   struct Changes {
     int64_t rev = 0;
@@ -203,16 +202,26 @@ class KvStateMachine {
   int64_t DeleteRangeKeys(const std::string& key, const std::string& end, Changes* changes,
                           google::protobuf::RepeatedPtrField<KeyValue>* prevs);
   void ApplyTxn(Command& command, ApplyResult* result, Changes* changes);
+  // The bytes an answer to `ops` could carry (ranges, previous key-values),
+  // estimated from above on the current map; stops counting past `budget`.
+  // Requires mu_.
+  size_t EstimateAnswerLocked(const google::protobuf::RepeatedPtrField<RequestOp>& ops,
+                              size_t budget) const;
+  // The bytes of [key, end) a range would visit (see kVisitCost), stopping
+  // past `budget`. Requires mu_.
+  size_t RangeCostLocked(const std::string& key, const std::string& end, bool keys_only,
+                         bool count_only, int64_t limit, size_t budget) const;
+  bool CompareAllLocked(const TxnRequest& txn) const;  // requires mu_
+  // Publishes the counters read without the lock. Requires mu_ (exclusive).
+  void PublishLocked();
   void ApplyLeaseRevoke(int64_t id, ApplyResult* result, Changes* changes);
   bool CompareHolds(const Compare& c) const;  // requires mu_
-  // Range over the current map. Requires mu_ (shared).
-  void RangeLocked(const RangeRequest& req, RangeResponse* resp) const;
+  // Range over the current map, with its answer bounded by max_bytes (0:
+  // none). Requires mu_ (shared).
+  Status RangeLocked(const RangeRequest& req, RangeResponse* resp, size_t max_bytes) const;
   // Range at a past revision. Requires mu_ (shared).
-  Status RangeAtLocked(const RangeRequest& req, RangeResponse* resp) const;
+  Status RangeAtLocked(const RangeRequest& req, RangeResponse* resp, size_t max_bytes) const;
   void DetachLease(const std::string& key, int64_t lease);  // requires mu_
-  // Drops sessions whose expiry is before `now_ms`. Requires mu_.
-  void ExpireSessions(uint64_t now_ms);
-  void Touch(uint64_t id, Session* session, uint64_t now_ms);  // requires mu_
 
   // Decodes `entry`'s command outside the lock; false if it has none to run.
   static bool Decode(const Entry& entry, Command* command, ApplyResult* result);
@@ -222,6 +231,7 @@ class KvStateMachine {
 
   struct LeaseState {
     int64_t ttl = 0;
+    uint64_t granted_index = 0;
     std::set<std::string> keys;
   };
 
@@ -235,8 +245,17 @@ class KvStateMachine {
   uint64_t applied_index_ = 0;               // guarded by mu_
   uint64_t applied_term_ = 0;                // guarded by mu_
   uint64_t cluster_time_ms_ = 0;             // guarded by mu_: of the last entry
-  std::map<uint64_t, Session> sessions_;     // guarded by mu_
-  std::set<std::pair<uint64_t, uint64_t>> expiry_;  // (expires_at_ms, id), guarded by mu_
+  SessionTable sessions_;                    // guarded by mu_
+  std::function<void(const Entry&)> apply_hook_;  // guarded by mu_; tests only
+
+  // Published by PublishLocked() after every change, read without mu_.
+  std::atomic<int64_t> published_revision_{0};
+  std::atomic<uint64_t> published_lease_generation_{0};
+  std::atomic<uint64_t> published_applied_index_{0};
+  std::atomic<uint64_t> published_applied_term_{0};
+  std::atomic<size_t> published_size_{0};
+  std::atomic<size_t> published_sessions_{0};
+  std::atomic<size_t> published_saved_bytes_{0};
 };
 
 }  // namespace raftkv

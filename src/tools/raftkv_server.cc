@@ -5,6 +5,10 @@
 //
 // SIGTERM / SIGINT stop the server gracefully; SIGKILL at any point loses no
 // acknowledged write (see doc/storage.md, "Crash safety, in order").
+#ifndef _WIN32
+#include <sys/resource.h>
+#endif
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <gflags/gflags.h>
@@ -42,7 +46,16 @@ DEFINE_uint64(id, 0,
               "This member's id (required). Must appear in --cluster_file, unless --join is set.");
 DEFINE_string(cluster_file, "conf/cluster.conf",
               "Cluster file listing every member as '<id> <host:port>', one per line. The same "
-              "file is given to every member; it is the bootstrap configuration.");
+              "file is given to every member. It bootstraps a new data directory (see "
+              "--initial_cluster_state); once a directory holds state, its own record and log say "
+              "who the members are and the file only supplies addresses (a file that disagrees "
+              "is reported and ignored).");
+DEFINE_string(initial_cluster_state, "new",
+              "What an empty --data_dir starts as: 'new' bootstraps a new cluster from "
+              "--cluster_file (every listed member a voter); 'existing' joins a running cluster: "
+              "the member takes no vote of its own and waits for the leader's log or snapshot "
+              "(the cluster's membership must already name it: raftkvctl member add). Ignored "
+              "for a directory that holds state.");
 DEFINE_string(data_dir, "", "Directory for this member's log and state (required).");
 DEFINE_string(listen_address, "",
               "host:port to bind. Default: 0.0.0.0 and the port of this member's address in "
@@ -70,7 +83,31 @@ DEFINE_uint64(max_batch_ops, 10000,
               "Most operations in one KV.Batch call (they become one log entry); more get "
               "INVALID_ARGUMENT.");
 DEFINE_uint64(max_batch_bytes, 4 << 20,
-              "Most key + value bytes in one KV.Batch call; more get INVALID_ARGUMENT.");
+              "Most key + value bytes in one KV.Batch or KV.Txn call; more get INVALID_ARGUMENT.");
+DEFINE_uint64(max_txn_ops, 128,
+              "Most compares + operations (both lists) in one KV.Txn call, as etcd's "
+              "--max-txn-ops; more get INVALID_ARGUMENT.");
+DEFINE_uint64(max_txn_result_bytes, 4 << 20,
+              "Most bytes the answer of a write may carry: the range results of a transaction that "
+              "also writes, the previous key-values of a delete with prev_kv (each key visited "
+              "counting at least 32 bytes). Every replica builds and keeps that answer, so it is "
+              "bounded before the write is proposed and again, alike on every replica, when it "
+              "is applied: a larger one is refused whole with RESOURCE_EXHAUSTED.");
+DEFINE_uint64(max_response_bytes, 64 << 20,
+              "Most key-value bytes in the answer of a read this member serves (a range, a "
+              "read-only transaction); a larger one gets RESOURCE_EXHAUSTED naming the flag "
+              "(read in pages with limit).");
+DEFINE_uint64(max_session_saved_bytes, 8 << 20,
+              "Bytes of answers one exactly-once session keeps for its retries (stamped in each "
+              "write: every replica keeps the same); past it the oldest are dropped and their "
+              "retries refused, never applied twice.");
+DEFINE_uint64(max_saved_bytes, 128 << 20,
+              "Bytes of answers all sessions keep together on every replica (and in every "
+              "snapshot); past it the oldest answers of any session are dropped, a session's "
+              "newest kept.");
+DEFINE_uint64(max_sessions, 10000,
+              "Most open exactly-once sessions (stamped in each OpenSession); more get "
+              "RESOURCE_EXHAUSTED until idle ones expire (--session_timeout_ms) or are closed.");
 DEFINE_int32(max_request_timeout_ms, 10000,
              "Server-side deadline for client calls with no deadline (or a later one).");
 DEFINE_uint64(max_inflight_appends, raftkv::raft::Config().max_inflight_appends,
@@ -100,9 +137,40 @@ DEFINE_uint64(history_bytes, 64ull << 20,
 DEFINE_int64(min_lease_ttl_s, 2,
              "Shortest lease TTL in seconds: a grant asking for less gets this (as etcd). "
              "Keep it above the election timeout.");
-DEFINE_int64(max_lease_ttl_s, 9000000000LL, "Longest lease TTL in seconds; longer grants get INVALID_ARGUMENT.");
+DEFINE_int64(max_lease_ttl_s, 9000000000LL,
+             "Longest lease TTL in seconds (at most 9000000000, as etcd); longer grants get "
+             "INVALID_ARGUMENT.");
 DEFINE_uint64(max_watchers, 10000,
               "Most watch streams one member serves; more get RESOURCE_EXHAUSTED.");
+DEFINE_uint64(max_watchers_per_client, 1000,
+              "Most watch streams one client address may hold on this member; more get "
+              "RESOURCE_EXHAUSTED, so one client cannot take every slot of --max_watchers.");
+DEFINE_int32(watch_stall_timeout_ms, 30000,
+             "A watcher whose client has not taken a response for this long (it stopped reading) "
+             "is cut off with RESOURCE_EXHAUSTED and its slot freed.");
+DEFINE_int32(max_concurrent_streams, 1000,
+             "Most calls and streams open at once on one client connection (HTTP/2 "
+             "SETTINGS_MAX_CONCURRENT_STREAMS); more wait in the client.");
+DEFINE_int32(grpc_keepalive_min_time_ms, 5000,
+             "Shortest interval at which a client may ping this server (as etcd's "
+             "--grpc-keepalive-min-time); a client pinging more often is disconnected.");
+DEFINE_int32(grpc_keepalive_interval_ms, 2 * 60 * 60 * 1000,
+             "How often this server pings an idle client connection to see that it is alive (as "
+             "etcd's --grpc-keepalive-interval).");
+DEFINE_int32(grpc_keepalive_timeout_ms, 20000,
+             "How long a ping may go unanswered before the connection is closed (as etcd's "
+             "--grpc-keepalive-timeout): dead and half-open connections are dropped.");
+DEFINE_int32(max_connection_idle_ms, 0,
+             "Close a client connection that had no call for this long (0: never).");
+DEFINE_int32(grpc_handshake_timeout_ms, 10000,
+             "Time a new connection has to complete its handshake (TLS, HTTP/2 preface) before "
+             "it is closed.");
+DEFINE_int32(grpc_max_sync_threads, 64,
+             "Threads gRPC may run for the synchronous methods (Admin, snapshot transfers, "
+             "time-out-now) at once; further such calls wait or are refused.");
+DEFINE_uint64(grpc_memory_bytes, 1ull << 30,
+              "Memory gRPC may use for the buffers of all connections (its resource quota); "
+              "past it, it slows reading and drops the largest consumers.");
 DEFINE_uint64(watch_batch_bytes, 1 << 20,
               "Event bytes per watch response (whole revisions: one revision may exceed it).");
 DEFINE_bool(join, false,
@@ -144,6 +212,18 @@ DEFINE_string(metrics_address, "0.0.0.0",
               "IP address (IPv4 or IPv6 literal) the metrics endpoint listens on, e.g. 127.0.0.1 "
               "to serve the local host only.");
 
+DEFINE_string(peer_token_file, "",
+              "File whose first line is the secret the members share (the same file on every "
+              "member, different from --token_file). Members send it with their calls to each "
+              "other (\"raftkv-peer-token\") and refuse peer calls (append entries, votes, "
+              "snapshots) without it, so that without TLS a client cannot act as a member. "
+              "Required with --token_file or --admin_token_file when TLS is off.");
+DEFINE_string(admin_token_file, "",
+              "File whose first line is the administrators' bearer token. With it, the Admin "
+              "methods that change the cluster (add, promote and remove members, transfer "
+              "leadership, take and save snapshots) and the test faults require this token; "
+              "the --token_file token no longer grants them (PERMISSION_DENIED). It is also "
+              "accepted wherever the client token is. Without it, the client token grants them.");
 DEFINE_bool(client_cert_required, false,
             "With TLS: every caller, client or peer, must present a certificate signed by "
             "--tls_ca_file (refused in the TLS handshake otherwise). Without it clients may "
@@ -212,6 +292,21 @@ void HandOverLeadership(raftkv::RaftNode* node, int timeout_ms) {
   }
 }
 
+// Raises the soft limit on open files to the hard one: every client and peer
+// connection is a descriptor, and a burst of connections (or idle ones
+// waiting for their handshake timeout) must not run the member out of them.
+void RaiseOpenFileLimit() {
+#ifndef _WIN32
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  const rlim_t before = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    LOG(INFO) << "open file limit raised from " << before << " to " << limit.rlim_cur;
+  }
+#endif
+}
+
 }  // namespace
 
 // Runs the member until a signal; every gRPC object it made is destroyed
@@ -230,6 +325,7 @@ static int Serve(int argc, char** argv) {
     std::filesystem::create_directories(FLAGS_log_dir, ec);
   }
   google::InitGoogleLogging(argv[0]);
+  RaiseOpenFileLimit();
   raftkv::InitGrpcRuntime();
   if (argc > 1) return Fail(std::string("unexpected argument '") + argv[1] + "'");
   if (FLAGS_id == 0) return Fail("--id is required (a positive member id)");
@@ -257,6 +353,41 @@ static int Serve(int argc, char** argv) {
   if (FLAGS_session_timeout_ms < 1) return Fail("--session_timeout_ms must be >= 1");
   if (FLAGS_min_lease_ttl_s < 1 || FLAGS_max_lease_ttl_s < FLAGS_min_lease_ttl_s) {
     return Fail("--min_lease_ttl_s must be >= 1 and <= --max_lease_ttl_s");
+  }
+  if (FLAGS_max_lease_ttl_s > raftkv::LeaseOptions::kMaxTtlS) {
+    return Fail("--max_lease_ttl_s must be at most " + std::to_string(raftkv::LeaseOptions::kMaxTtlS) +
+                " (285 years), got " + std::to_string(FLAGS_max_lease_ttl_s));
+  }
+  if (FLAGS_initial_cluster_state != "new" && FLAGS_initial_cluster_state != "existing") {
+    return Fail("--initial_cluster_state must be 'new' or 'existing', got '" + FLAGS_initial_cluster_state + "'");
+  }
+  for (const auto& [name, value] :
+       {std::pair<const char*, int64_t>{"--max_txn_ops", static_cast<int64_t>(FLAGS_max_txn_ops)},
+        {"--max_txn_result_bytes", static_cast<int64_t>(FLAGS_max_txn_result_bytes)},
+        {"--max_response_bytes", static_cast<int64_t>(FLAGS_max_response_bytes)},
+        {"--max_session_saved_bytes", static_cast<int64_t>(FLAGS_max_session_saved_bytes)},
+        {"--max_saved_bytes", static_cast<int64_t>(FLAGS_max_saved_bytes)},
+        {"--max_sessions", static_cast<int64_t>(FLAGS_max_sessions)},
+        {"--max_watchers_per_client", static_cast<int64_t>(FLAGS_max_watchers_per_client)},
+        {"--watch_stall_timeout_ms", FLAGS_watch_stall_timeout_ms},
+        {"--max_concurrent_streams", FLAGS_max_concurrent_streams},
+        {"--grpc_keepalive_min_time_ms", FLAGS_grpc_keepalive_min_time_ms},
+        {"--grpc_keepalive_interval_ms", FLAGS_grpc_keepalive_interval_ms},
+        {"--grpc_keepalive_timeout_ms", FLAGS_grpc_keepalive_timeout_ms},
+        {"--grpc_handshake_timeout_ms", FLAGS_grpc_handshake_timeout_ms},
+        {"--grpc_max_sync_threads", FLAGS_grpc_max_sync_threads},
+        {"--grpc_memory_bytes", static_cast<int64_t>(FLAGS_grpc_memory_bytes)}}) {
+    if (value < 1) return Fail(std::string(name) + " must be >= 1, got " + std::to_string(value));
+  }
+  if (FLAGS_max_connection_idle_ms < 0) return Fail("--max_connection_idle_ms must be >= 0 (0: never)");
+  if (FLAGS_max_txn_ops > 100000) return Fail("--max_txn_ops must be at most 100000");
+  if (FLAGS_max_txn_result_bytes > FLAGS_max_response_bytes) {
+    return Fail("--max_txn_result_bytes must be at most --max_response_bytes (" +
+                std::to_string(FLAGS_max_response_bytes) + ")");
+  }
+  if (FLAGS_grpc_memory_bytes < (64u << 20)) {
+    return Fail("--grpc_memory_bytes must be at least 67108864 (64 MiB), got " +
+                std::to_string(FLAGS_grpc_memory_bytes));
   }
   if (FLAGS_max_watchers < 1 || FLAGS_watch_batch_bytes < 1) {
     return Fail("--max_watchers and --watch_batch_bytes must be >= 1");
@@ -300,7 +431,32 @@ static int Serve(int argc, char** argv) {
         !bad.ok()) {
       return Fail(bad.message());
     }
+    if (!FLAGS_peer_token_file.empty()) {
+      if (raftkv::Status bad = raftkv::LoadTokenFile("peer_token_file", FLAGS_peer_token_file,
+                                                     &security->peer_token);
+          !bad.ok()) {
+        return Fail(bad.message());
+      }
+      if (security->peer_token == security->token) {
+        return Fail("--peer_token_file holds the same token as --token_file: every client could "
+                    "act as a member; give the members a secret of their own");
+      }
+    }
     raftkv::ServerSecurityOptions sec;
+    if (!FLAGS_admin_token_file.empty()) {
+      if (raftkv::Status bad = raftkv::LoadTokenFile("admin_token_file", FLAGS_admin_token_file,
+                                                     &sec.admin_token);
+          !bad.ok()) {
+        return Fail(bad.message());
+      }
+      if (sec.admin_token == security->token || sec.admin_token == security->peer_token) {
+        return Fail("--admin_token_file holds the same token as --token_file or "
+                    "--peer_token_file: give the administrators a token of their own");
+      }
+    } else if (!security->token.empty()) {
+      LOG(WARNING) << "--token_file without --admin_token_file: every holder of the client token "
+                      "may also change the membership and take snapshots";
+    }
     sec.files = *security;
     sec.client_cert_required = FLAGS_client_cert_required;
     if (raftkv::Status bad = raftkv::CallAuthorizer::ParseNames(FLAGS_peer_cert_allowed_names, &sec.peer_allowed_names);
@@ -385,6 +541,9 @@ static int Serve(int argc, char** argv) {
   node_options.core.promote_max_lag = FLAGS_promote_max_lag;
   node_options.log.max_segment_bytes = FLAGS_segment_bytes;
   node_options.join = FLAGS_join;
+  node_options.initial_cluster_state = FLAGS_initial_cluster_state == "existing"
+                                           ? raftkv::NodeOptions::ClusterState::kExisting
+                                           : raftkv::NodeOptions::ClusterState::kNew;
   node_options.self_address = self_address;
   node_options.snapshot_entries = FLAGS_snapshot_entries;
   node_options.snapshot_log_bytes = FLAGS_snapshot_log_bytes;
@@ -444,6 +603,20 @@ static int Serve(int argc, char** argv) {
   server_options.max_value_bytes = FLAGS_max_value_bytes;
   server_options.max_batch_ops = FLAGS_max_batch_ops;
   server_options.max_batch_bytes = FLAGS_max_batch_bytes;
+  server_options.max_txn_ops = FLAGS_max_txn_ops;
+  server_options.max_txn_result_bytes = FLAGS_max_txn_result_bytes;
+  server_options.max_response_bytes = FLAGS_max_response_bytes;
+  server_options.max_session_saved_bytes = FLAGS_max_session_saved_bytes;
+  server_options.max_saved_bytes = FLAGS_max_saved_bytes;
+  server_options.max_sessions = FLAGS_max_sessions;
+  server_options.max_concurrent_streams = FLAGS_max_concurrent_streams;
+  server_options.keepalive_min_time_ms = FLAGS_grpc_keepalive_min_time_ms;
+  server_options.keepalive_interval_ms = FLAGS_grpc_keepalive_interval_ms;
+  server_options.keepalive_timeout_ms = FLAGS_grpc_keepalive_timeout_ms;
+  server_options.max_connection_idle_ms = FLAGS_max_connection_idle_ms;
+  server_options.handshake_timeout_ms = FLAGS_grpc_handshake_timeout_ms;
+  server_options.max_sync_threads = FLAGS_grpc_max_sync_threads;
+  server_options.grpc_memory_bytes = FLAGS_grpc_memory_bytes;
   server_options.max_append_bytes = FLAGS_max_append_bytes;
   server_options.snapshot_chunk_bytes = peer_options.snapshot_chunk_bytes;
   server_options.max_request_timeout_ms = FLAGS_max_request_timeout_ms;
@@ -452,6 +625,8 @@ static int Serve(int argc, char** argv) {
   server_options.lease.max_ttl_s = FLAGS_max_lease_ttl_s;
   server_options.watch.max_watchers = FLAGS_max_watchers;
   server_options.watch.batch_bytes = FLAGS_watch_batch_bytes;
+  server_options.watch.max_watchers_per_client = FLAGS_max_watchers_per_client;
+  server_options.watch.stall_timeout_ms = FLAGS_watch_stall_timeout_ms;
   if (FLAGS_enable_test_faults) server_options.faults = &faults;
   server_options.auth = auth.get();
   server_options.forward_to_leader = FLAGS_forward_to_leader;

@@ -258,7 +258,7 @@ def test_failed_precondition_from_the_leader_is_raised(fakes):
     b.script["LeaseGrant"] = [fail(grpc.StatusCode.FAILED_PRECONDITION, "not leader",
                                    raftkv_leader_addr=a.address, raftkv_leader_id="1")]
     a.script["LeaseGrant"] = [fail(grpc.StatusCode.FAILED_PRECONDITION, "lease 0x5 already exists")]
-    with raftkv.Client([b.address, a.address], timeout=5) as c:
+    with raftkv.Client([b.address, a.address], timeout=5, use_session=False) as c:
         t0 = time.monotonic()
         with pytest.raises(errors.FailedPrecondition) as ei:
             c.lease_grant(10, id=5)
@@ -273,7 +273,7 @@ def test_typed_errors_carry_code_and_trailers(fakes):
     a.script["Range"] = [fail(grpc.StatusCode.OUT_OF_RANGE,
                               "revision 3 has been compacted; the oldest revision kept is 42")]
     a.script["LeaseGrant"] = [fail(grpc.StatusCode.PERMISSION_DENIED, "no")]
-    with raftkv.Client([a.address]) as c:
+    with raftkv.Client([a.address], use_session=False) as c:
         with pytest.raises(errors.Compacted) as ei:
             c.get("k", revision=3)
         assert ei.value.compact_revision == 42 and ei.value.endpoint == a.address

@@ -874,6 +874,18 @@ TEST_F(Integration, ConfigErrors) {
   EXPECT_TRUE(r.exited && r.exit_code == 2) << r.output;
   EXPECT_NE(r.output.find(flags + ":3: --server_cq_num must be >= 1, got 0"), std::string::npos)
       << r.output;
+  // A lease TTL bound beyond what the clock can hold, a cluster state that
+  // is neither new nor existing.
+  for (const auto& [line, expected] :
+       {std::pair<std::string, std::string>{"--max_lease_ttl_s=9300000000",
+                                            ":3: --max_lease_ttl_s must be at most 9000000000"},
+        {"--initial_cluster_state=maybe", ":3: --initial_cluster_state must be 'new' or 'existing'"}}) {
+    std::ofstream(flags) << "--id=1\n--cluster_file=" << good << "\n" << line << "\n";
+    r = RunToCompletion(ServerBinary(), {"--flagfile=" + flags, "--data_dir=" + dir + "/f", "--log_dir=" + dir},
+                        dir, 10000);
+    EXPECT_TRUE(r.exited && r.exit_code == 2) << r.output;
+    EXPECT_NE(r.output.find(flags + expected), std::string::npos) << r.output;
+  }
 
   // A missing cluster file, and a missing --data_dir.
   r = RunToCompletion(ServerBinary(),

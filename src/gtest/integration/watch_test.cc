@@ -176,6 +176,45 @@ TEST_P(WatchResumption, WhenItsMemberIsCutOff) {
   CheckEvents();
 }
 
+// A member with no room for another watcher (RESOURCE_EXHAUSTED) is not the
+// end of a watch: KvClient::Watch moves on to the next endpoint, and gives up
+// with RESOURCE_EXHAUSTED only when every endpoint refused.
+TEST_F(Integration, AWatchMovesOnFromAMemberWithoutRoom) {
+  uint64_t leader = 0;
+  std::vector<std::string> flags = FastTimeoutFlags();
+  flags.push_back("--max_watchers=1");
+  ASSERT_NO_FATAL_FAILURE(StartCluster(3, flags, &leader));
+  // Member 1's only slot taken.
+  auto stub = Watch::NewStub(NewChannel(cluster().Endpoint(1)));
+  grpc::ClientContext holder_ctx;
+  WatchRequest req;
+  req.set_key("w/");
+  req.set_range_end("w0");
+  auto holder = stub->Watch(&holder_ctx, req);
+  WatchResponse created;
+  ASSERT_TRUE(holder->Read(&created) && created.created());
+  {
+    PrefixWatcher watcher({cluster().Endpoint(1), cluster().Endpoint(2)});
+    ASSERT_TRUE(WaitUntil([&] { return watcher.created(); }, 10000)) << "the watch never started";
+    auto client = cluster().NewClient();
+    ASSERT_TRUE(client->Put("w/a", "1").ok());
+    ASSERT_TRUE(WaitUntil([&] { return !watcher.events().empty(); }, 10000));
+    EXPECT_EQ(watcher.events().front().member, 2u) << "served by the member with room";
+  }
+  // Every endpoint full: RESOURCE_EXHAUSTED, at once rather than after the
+  // whole reconnection window.
+  ClientOptions options;
+  options.endpoints = {cluster().Endpoint(1)};
+  options.timeout_ms = 15000;
+  KvClient client(options);
+  const auto start = Steady::now();
+  const grpc::Status s = client.Watch(req, [](const WatchResponse&) { return true; });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << Code(s);
+  EXPECT_LT(ElapsedMs(start), 5000);
+  holder_ctx.TryCancel();
+  holder->Finish();
+}
+
 INSTANTIATE_TEST_SUITE_P(Integration, WatchResumption, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return std::string(info.param ? "Leader" : "Follower");

@@ -103,6 +103,23 @@ TEST(CallAuthTest, CreateRefusesCertificateOptionsWithoutTls) {
   o.peer_allowed_names = {"node1"};
   EXPECT_FALSE((error = CallAuthorizer::Create(o, &auth).message()).empty());
   o.peer_allowed_names.clear();
+  // A token for clients while the peer methods stay open to anyone: refused,
+  // naming the flag that closes them.
+  o.files.token = "client-token";
+  error = CallAuthorizer::Create(o, &auth).message();
+  EXPECT_NE(error.find("without TLS the peer methods"), std::string::npos) << error;
+  EXPECT_NE(error.find("--peer_token_file"), std::string::npos) << error;
+  o.files.token.clear();
+  o.admin_token = "admin-token";
+  error = CallAuthorizer::Create(o, &auth).message();
+  EXPECT_NE(error.find("--admin_token_file asks clients"), std::string::npos) << error;
+  o.files.token = "client-token";
+  o.files.peer_token = "members-only";
+  ASSERT_TRUE((error = CallAuthorizer::Create(o, &auth).message()).empty()) << error;
+  EXPECT_TRUE(auth->peers_authenticated());
+  o.files.token.clear();
+  o.admin_token.clear();
+  o.files.peer_token.clear();
   o.files.ca_pem = "-----BEGIN CERTIFICATE-----";
   // TLS without its own certificate:
   EXPECT_FALSE((error = CallAuthorizer::Create(o, &auth).message()).empty());

@@ -268,5 +268,15 @@ TEST(ParseEndpointTest, ErrorNamesTheInput) {
   EXPECT_CONTAINS(ParseEndpoint("h:99999").message(), "99999");
 }
 
+// etcd's URL form of an endpoint is accepted in a list (as etcdctl's
+// --endpoints=http://127.0.0.1:2379): the scheme and trailing slashes go.
+TEST(ParseEndpointTest, ListsAcceptEtcdStyleUrls) {
+  std::vector<std::string> endpoints;
+  ASSERT_TRUE(ParseEndpointList("http://127.0.0.1:2379, https://[::1]:7001/,10.0.0.1:7001", &endpoints).ok());
+  EXPECT_EQ(endpoints, (std::vector<std::string>{"127.0.0.1:2379", "[::1]:7001", "10.0.0.1:7001"}));
+  EXPECT_FALSE(ParseEndpointList("http://", &endpoints).ok());
+  EXPECT_FALSE(ParseEndpointList("ftp://127.0.0.1:21", &endpoints).ok());
+}
+
 }  // namespace
 }  // namespace raftkv

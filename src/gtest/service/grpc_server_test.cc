@@ -1591,8 +1591,11 @@ TEST_F(ServerTest, HealthCheckAndReflectionAreServed) {
     EXPECT_CONTAINS(listed, "raftkv.v1.KV");
     EXPECT_CONTAINS(listed, "raftkv.v1.Watch");
     EXPECT_CONTAINS(listed, "raftkv.v1.Lease");
-    EXPECT_CONTAINS(listed, "raftkv.internal.Raft");  // (this fixture serves no Admin service)
     EXPECT_CONTAINS(listed, "grpc.health.v1.Health");
+    // The members' own protocol is not advertised (this fixture serves no
+    // Admin service).
+    EXPECT_EQ(listed.find("raftkv.internal"), std::string::npos) << listed;
+    EXPECT_EQ(listed.find("raftkv.v1.Admin"), std::string::npos) << listed;
     // {file_containing_symbol: S} (field 4): grpcurl's next question, whose
     // answer (the descriptor of S's file, field 4) it needs to call S.
     for (const auto& [symbol, file] : {std::pair{"grpc.health.v1.Health", "grpc/health/v1/health.proto"},
@@ -1606,6 +1609,17 @@ TEST_F(ServerTest, HealthCheckAndReflectionAreServed) {
       const std::string answer = Bytes(response);
       EXPECT_CONTAINS(answer, file) << symbol;
     }
+    // Nor described: its file is NOT_FOUND (error_response, field 7, with
+    // error_code 5).
+    const std::string internal = "raftkv.internal.Raft";
+    stream->Write(Bytes("\x22" + std::string(1, static_cast<char>(internal.size())) + internal),
+                  reinterpret_cast<void*>(3));
+    ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+    stream->Read(&response, reinterpret_cast<void*>(4));
+    ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+    const std::string refused = Bytes(response);
+    EXPECT_EQ(refused.find("raftkv/internal/raft.proto"), std::string::npos);
+    EXPECT_CONTAINS(refused, "not found");
     stream->WritesDone(reinterpret_cast<void*>(5));
     ASSERT_TRUE(cq.Next(&tag, &ok));
     grpc::Status status;

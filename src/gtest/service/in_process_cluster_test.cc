@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <future>
@@ -316,6 +318,46 @@ TEST_F(SnapshotClusterTest, RestartedFollowerCatchesUpThroughInstallSnapshot) {
   EXPECT_TRUE(WaitFor([&] {
     return back->state_machine().Get("after-install") == std::optional<std::string>("yes");
   }));
+}
+
+// Nothing on the Raft path waits for the state machine: with the leader's
+// apply held for 2 s (40 election timeouts), its ticker, heartbeats and the
+// lease clock's status reads go on, so no member starts an election.
+TEST_F(InProcessClusterTest, ALongApplyOnTheLeaderDoesNotStopItsHeartbeats) {
+  int leader = -1;
+  ASSERT_TRUE(WaitFor([&] { return (leader = AgreedLeader()) >= 0; }, 15s)) << "no leader";
+  const uint64_t term = members_[leader]->node->GetStatus().term;
+  ClientOptions co;
+  co.endpoints = {cluster_.members[leader].address};
+  co.timeout_ms = 10000;
+  KvClient client(co);
+  ASSERT_TRUE(client.Put("warm", "1").ok());
+
+  std::promise<void> inside;
+  std::atomic<bool> held{false};
+  // The hook runs on the leader's apply thread with the state machine's
+  // lock held exclusively.
+  auto& sm = const_cast<KvStateMachine&>(members_[leader]->node->state_machine());
+  sm.SetApplyHookForTest([&](const Entry& e) {
+    if (e.type() != ENTRY_COMMAND || held.exchange(true)) return;
+    inside.set_value();
+    std::this_thread::sleep_for(2s);
+  });
+  auto slow = std::async(std::launch::async, [&] { return client.Put("slow", "1"); });
+  inside.get_future().wait();
+  // Meanwhile the status (what the lease clock reads every 100 ms) answers
+  // at once, and the term stays.
+  const auto start = std::chrono::steady_clock::now();
+  const NodeStatus during = members_[leader]->node->GetStatus();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 500ms) << "GetStatus waited for the apply";
+  EXPECT_EQ(during.role, raft::Role::kLeader);
+  ASSERT_TRUE(slow.get().ok());
+  sm.SetApplyHookForTest(nullptr);
+  for (auto& m : members_) {
+    const NodeStatus st = m->node->GetStatus();
+    EXPECT_EQ(st.term, term) << "member " << st.id << " saw an election during the long apply";
+    EXPECT_EQ(st.leader_id, static_cast<uint64_t>(leader + 1));
+  }
 }
 
 TEST_F(InProcessClusterTest, AddPromoteTransferToAndRemoveAMember) {

@@ -11,6 +11,7 @@
 
 #include "client/kv_client.h"
 #include "server_fixture.h"
+#include "service/lease_keeper.h"
 #include "service/watch_hub.h"
 
 namespace raftkv {
@@ -145,7 +146,90 @@ TEST_F(KvApiTest, TransactionsAreAtomicAndCheckedAndReadOnlyOnesAreReads) {
   for (int i = 0; i < 9; ++i) too_big.add_compare()->set_key("k");  // the fixture allows 8
   s = Txn(too_big, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_CONTAINS(s.error_message(), "--max_batch_ops");
+  EXPECT_CONTAINS(s.error_message(), "--max_txn_ops");
+}
+
+// Bounds checked before anything is proposed or copied: a range or a
+// read-only transaction over --max_response_bytes, a write transaction whose
+// answer would exceed --max_txn_result_bytes (nothing is written, no entry
+// is proposed), a compare whose value field is not the one its target names.
+TEST_F(KvApiTest, AnswersOverTheirBoundsAreRefusedWithTheFlagToChange) {
+  const std::string value(1000, 'v');
+  for (int i = 0; i < 100; ++i) {  // ~100 KB under b/, over the fixture's 64 KiB bounds
+    grpc::ClientContext ctx;
+    PutRequest put;
+    put.set_key("b/" + std::to_string(100 + i));
+    put.set_value(value);
+    PutResponse pr;
+    ASSERT_TRUE(kv_->Put(&ctx, put, &pr).ok());
+  }
+  RangeRequest all;
+  all.set_key("b/");
+  all.set_range_end("b0");
+  RangeResponse resp;
+  grpc::Status s = Range(all, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_CONTAINS(s.error_message(), "--max_response_bytes");
+  all.set_limit(20);
+  ASSERT_TRUE(Range(all, &resp).ok());
+  EXPECT_EQ(resp.kvs_size(), 20);
+  EXPECT_EQ(resp.count(), 100);
+  const int64_t revision = resp.header().revision();
+
+  TxnRequest read;
+  for (int i = 0; i < 2; ++i) *read.add_success()->mutable_request_range() = all;
+  read.mutable_success(0)->mutable_request_range()->set_limit(0);
+  TxnResponse tr;
+  s = Txn(read, &tr);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+
+  TxnRequest write;
+  write.add_success()->mutable_request_put()->set_key("written");
+  *write.add_success()->mutable_request_range() = all;
+  write.mutable_success(1)->mutable_request_range()->set_limit(0);
+  s = Txn(write, &tr);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_CONTAINS(s.error_message(), "--max_txn_result_bytes");
+  ASSERT_TRUE(Range(all, &resp).ok());
+  EXPECT_EQ(resp.header().revision(), revision) << "the refused transaction wrote";
+
+  TxnRequest mismatched;
+  Compare* c = mismatched.add_compare();
+  c->set_key("b/100");
+  c->set_target(Compare::VALUE);
+  c->set_version(3);
+  mismatched.add_success()->mutable_request_put()->set_key("x");
+  s = Txn(mismatched, &tr);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_CONTAINS(s.error_message(), "target VALUE compares value, but version is set");
+}
+
+// A grant through a session is exactly-once: retried with the same sequence
+// (its outcome unknown to the client), it answers with the same lease and
+// no second lease exists.
+TEST_F(KvApiTest, ALeaseGrantThroughASessionIsGrantedOnce) {
+  grpc::ClientContext open_ctx;
+  OpenSessionResponse session;
+  ASSERT_TRUE(kv_->OpenSession(&open_ctx, OpenSessionRequest(), &session).ok());
+  LeaseGrantRequest req;
+  req.set_ttl(60);
+  req.mutable_session()->set_client_id(session.client_id());
+  req.mutable_session()->set_sequence(1);
+  req.mutable_session()->set_first_outstanding(1);
+  LeaseGrantResponse first, retry;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(lease_->LeaseGrant(&ctx, req, &first).ok());
+  }
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(lease_->LeaseGrant(&ctx, req, &retry).ok());
+  }
+  EXPECT_EQ(retry.id(), first.id());
+  grpc::ClientContext list_ctx;
+  LeaseLeasesResponse leases;
+  ASSERT_TRUE(lease_->LeaseLeases(&list_ctx, LeaseLeasesRequest(), &leases).ok());
+  EXPECT_EQ(leases.leases_size(), 1);
 }
 
 TEST_F(KvApiTest, LeasesExpireOnTheLeaderUnlessKeptAliveAndTheirKeysVanish) {
@@ -210,6 +294,56 @@ TEST_F(KvApiTest, LeasesExpireOnTheLeaderUnlessKeptAliveAndTheirKeysVanish) {
   EXPECT_EQ(lease_->LeaseRevoke(&rctx2, rv, &rresp).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+// The leader's lease clock (a keeper of its own that never revokes, so the
+// test decides): no renewal of a lease past its deadline or with a revoke in
+// flight, and a lease revoked and granted again under its id gets a clock of
+// its own instead of the old one's deadline.
+TEST_F(KvApiTest, TheLeaseClockRenewsNeitherExpiredNorRevokingLeasesNorInheritsDeadlines) {
+  // The server's own clock is stopped: nothing revokes behind the test's back.
+  const_cast<LeaseKeeper&>(server_->lease_keeper()).Stop();
+  LeaseOptions o;
+  o.check_interval_ms = 1 << 30;
+  LeaseKeeper keeper(o, node_.get());
+  const int64_t expiring = Grant(2);
+  int64_t ttl = -1;
+  keeper.Renew(expiring, &ttl);
+  EXPECT_EQ(ttl, 2);
+  std::this_thread::sleep_for(2100ms);
+  keeper.Renew(expiring, &ttl);
+  EXPECT_EQ(ttl, 0) << "a lease past its deadline was renewed";
+
+  const int64_t revoking = Grant(30);
+  keeper.BeginRevoke(revoking);
+  keeper.Renew(revoking, &ttl);
+  EXPECT_EQ(ttl, 0) << "a lease being revoked was renewed";
+  keeper.EndRevoke(revoking);
+  keeper.Renew(revoking, &ttl);
+  EXPECT_EQ(ttl, 30);
+
+  // Revoke the expired lease and grant its id again with a long TTL.
+  {
+    grpc::ClientContext ctx;
+    LeaseRevokeRequest rv;
+    rv.set_id(expiring);
+    LeaseRevokeResponse resp;
+    ASSERT_TRUE(lease_->LeaseRevoke(&ctx, rv, &resp).ok());
+  }
+  {
+    grpc::ClientContext ctx;
+    LeaseGrantRequest g;
+    g.set_id(expiring);
+    g.set_ttl(60);
+    LeaseGrantResponse resp;
+    ASSERT_TRUE(lease_->LeaseGrant(&ctx, g, &resp).ok());
+  }
+  int64_t remaining = 0, granted = 0;
+  keeper.Remaining(expiring, &remaining, &granted, nullptr);
+  EXPECT_EQ(granted, 60);
+  EXPECT_GE(remaining, 59) << "the new grant inherited the old grant's deadline";
+  keeper.Renew(expiring, &ttl);
+  EXPECT_EQ(ttl, 60);
+}
+
 TEST_F(KvApiTest, AWatchDeliversEveryChangeOfItsPrefixInOrderFromItsStartRevision) {
   PutResponse first;
   ASSERT_TRUE(Put("w/0", "before", &first).ok());
@@ -268,10 +402,16 @@ class StuckSink : public WatchSink {
     ended = status;
     compact = compact_revision;
   }
+  void Cut(const grpc::Status& status) override {
+    std::lock_guard<std::mutex> lock(mu);
+    ended = status;
+    cut = true;
+  }
   std::atomic<int> sent{0};
   std::mutex mu;
   std::optional<grpc::Status> ended;
   int64_t compact = 0;
+  bool cut = false;
 };
 
 TEST(WatchHubTest, AWatcherThatCannotKeepUpIsEndedWithTheOldestRevisionKept) {
@@ -282,7 +422,7 @@ TEST(WatchHubTest, AWatcherThatCannotKeepUpIsEndedWithTheOldestRevisionKept) {
   StuckSink sink;
   WatchRequest req;
   req.set_key("k");
-  ASSERT_TRUE(hub.Add(hub.NewId(), req, &sink).ok());
+  ASSERT_TRUE(hub.Add(hub.NewId(), req, &sink, "ipv4:10.0.0.1").ok());
   ASSERT_TRUE(testing_util::WaitFor([&] { return sink.sent.load() == 1; }));  // created
   uint64_t index = 0;
   for (int i = 0; i < 30; ++i) {
@@ -304,12 +444,69 @@ TEST(WatchHubTest, AWatcherThatCannotKeepUpIsEndedWithTheOldestRevisionKept) {
   EXPECT_EQ(sink.compact, 21);
   EXPECT_EQ(hub.size(), 0u);
   // Too many watchers.
-  WatchHub small(WatchOptions{1, 1 << 20}, &sm, 1);
+  WatchOptions one;
+  one.max_watchers = 1;
+  WatchHub small(one, &sm, 1);
   StuckSink a, b;
-  ASSERT_TRUE(small.Add(small.NewId(), req, &a).ok());
-  EXPECT_EQ(small.Add(small.NewId(), req, &b).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  ASSERT_TRUE(small.Add(small.NewId(), req, &a, "ipv4:10.0.0.1").ok());
+  EXPECT_EQ(small.Add(small.NewId(), req, &b, "ipv4:10.0.0.2").error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   hub.Stop();
   small.Stop();
+}
+
+// One client address cannot take every slot: past its own limit it is
+// refused while others still get theirs, and a removed watcher frees its slot.
+TEST(WatchHubTest, OneClientCannotTakeEveryWatcherSlot) {
+  KvStateMachine sm;
+  WatchOptions o;
+  o.max_watchers = 10;
+  o.max_watchers_per_client = 3;
+  WatchHub hub(o, &sm, 1);
+  WatchRequest req;
+  req.set_key("k");
+  std::vector<std::unique_ptr<StuckSink>> sinks;
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    sinks.push_back(std::make_unique<StuckSink>());
+    ids.push_back(hub.NewId());
+    ASSERT_TRUE(hub.Add(ids.back(), req, sinks.back().get(), "ipv4:10.0.0.9").ok());
+  }
+  StuckSink extra, other;
+  const grpc::Status refused = hub.Add(hub.NewId(), req, &extra, "ipv4:10.0.0.9");
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_CONTAINS(refused.error_message(), "--max_watchers_per_client");
+  EXPECT_TRUE(hub.Add(hub.NewId(), req, &other, "ipv4:10.0.0.10").ok());
+  hub.Remove(ids[0]);
+  EXPECT_TRUE(hub.Add(hub.NewId(), req, &extra, "ipv4:10.0.0.9").ok());
+  hub.Stop();
+}
+
+// A watcher whose client stops taking its responses is cut off with
+// RESOURCE_EXHAUSTED once a response waited for the stall bound.
+TEST(WatchHubTest, AWatcherWhoseClientStopsReadingIsCutOff) {
+  KvStateMachine sm;
+  WatchOptions o;
+  o.stall_timeout_ms = 200;
+  WatchHub hub(o, &sm, 1);
+  hub.Start();
+  StuckSink sink;
+  WatchRequest req;
+  req.set_key("k");
+  ASSERT_TRUE(hub.Add(hub.NewId(), req, &sink, "ipv4:10.0.0.1").ok());
+  ASSERT_TRUE(testing_util::WaitFor([&] { return sink.sent.load() == 1; }));  // never SendDone
+  ASSERT_TRUE(testing_util::WaitFor([&] {
+    std::lock_guard<std::mutex> lock(sink.mu);
+    return sink.ended.has_value();
+  }));
+  {
+    std::lock_guard<std::mutex> lock(sink.mu);
+    EXPECT_TRUE(sink.cut);
+    EXPECT_EQ(sink.ended->error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_CONTAINS(sink.ended->error_message(), "--watch_stall_timeout_ms");
+  }
+  EXPECT_EQ(hub.size(), 0u);
+  EXPECT_EQ(hub.stalled(), 1u);
+  hub.Stop();
 }
 
 // A member that hears from no leader ends its watchers with UNAVAILABLE and
@@ -321,7 +518,7 @@ TEST(WatchHubTest, ALeaderlessMemberEndsItsWatchersAndRefusesNewOnes) {
   StuckSink before, during, after;
   WatchRequest req;
   req.set_key("k");
-  ASSERT_TRUE(hub.Add(hub.NewId(), req, &before).ok());
+  ASSERT_TRUE(hub.Add(hub.NewId(), req, &before, "ipv4:10.0.0.1").ok());
   hub.SetLeaderless(true, 1200);
   {
     std::lock_guard<std::mutex> lock(before.mu);
@@ -330,11 +527,11 @@ TEST(WatchHubTest, ALeaderlessMemberEndsItsWatchersAndRefusesNewOnes) {
     EXPECT_CONTAINS(before.ended->error_message(), "member 7 has heard from no leader for 1200 ms");
   }
   EXPECT_EQ(hub.size(), 0u);
-  const grpc::Status refused = hub.Add(hub.NewId(), req, &during);
+  const grpc::Status refused = hub.Add(hub.NewId(), req, &during, "ipv4:10.0.0.1");
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_CONTAINS(refused.error_message(), "another member");
   hub.SetLeaderless(false, 0);
-  EXPECT_TRUE(hub.Add(hub.NewId(), req, &after).ok());
+  EXPECT_TRUE(hub.Add(hub.NewId(), req, &after, "ipv4:10.0.0.1").ok());
   EXPECT_EQ(hub.size(), 1u);
   hub.Stop();
 }

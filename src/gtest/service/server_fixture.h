@@ -29,6 +29,8 @@ constexpr size_t kMaxKey = 64;
 constexpr size_t kMaxValue = 1024;
 constexpr size_t kMaxBatchOps = 8;
 constexpr size_t kMaxBatchBytes = 3000;
+constexpr size_t kMaxTxnOps = 8;
+constexpr size_t kMaxResponseBytes = 64 << 10;
 
 [[maybe_unused]] std::string StatusText(const grpc::Status& s) {
   return std::to_string(static_cast<int>(s.error_code())) + " " + s.error_message();
@@ -109,6 +111,9 @@ class ServerTest : public ::testing::Test {
     so.max_value_bytes = kMaxValue;
     so.max_batch_ops = kMaxBatchOps;
     so.max_batch_bytes = kMaxBatchBytes;
+    so.max_txn_ops = kMaxTxnOps;
+    so.max_response_bytes = kMaxResponseBytes;
+    so.max_txn_result_bytes = kMaxResponseBytes;
     so.max_request_timeout_ms = setup.max_request_timeout_ms;
     so.calls_per_cq = setup.calls_per_cq;
     so.session_timeout_ms = setup.session_timeout_ms;

@@ -413,12 +413,12 @@ class Client:
                 self._outstanding.clear()
 
     def _write(self, method: str, request, *, idempotent: bool = True,
-               timeout: Optional[float] = None):
+               timeout: Optional[float] = None, service: str = "kv"):
         """A write through the leader, exactly-once in the client's session."""
         total = self.timeout if timeout is None else timeout
         if not self.use_session:
             request.ClearField("session")
-            return self._unary("kv", method, request, idempotent=idempotent, timeout=total)
+            return self._unary(service, method, request, idempotent=idempotent, timeout=total)
         deadline = time.monotonic() + total
         resent = False
         while True:
@@ -431,8 +431,8 @@ class Client:
                     maybe_applied.append(err)
 
             try:
-                resp = self._unary("kv", method, request, timeout=max(0.001, deadline - time.monotonic()),
-                                   on_error=note)
+                resp = self._unary(service, method, request,
+                                   timeout=max(0.001, deadline - time.monotonic()), on_error=note)
             except SessionExpired as e:
                 self._end_write(session, expired=True)
                 if not maybe_applied and not resent and time.monotonic() < deadline:
@@ -567,11 +567,13 @@ class Client:
     def lease_grant(self, ttl: int, id: int = 0, *, timeout: Optional[float] = None) -> int:
         """Grants a lease of ``ttl`` seconds (raised to the server's minimum);
         returns its id. ``id`` 0: the server picks one; a chosen id in use is
-        FailedPrecondition. A grant with id 0 is retried like a put (a
-        duplicate only leaves an unused lease that expires); one with an
-        explicit id only when nothing can have been applied."""
+        FailedPrecondition. With a session (the default) the grant is
+        exactly-once like a put: a retry answers with the first attempt's
+        lease. Without one it is retried only when nothing can have been
+        applied (a retry could grant a second lease)."""
         req = lease_pb2.LeaseGrantRequest(ttl=_int(ttl, "ttl"), id=_int(id, "id"))
-        resp = self._unary("lease", "LeaseGrant", req, idempotent=(id == 0), timeout=timeout)
+        resp = self._write("LeaseGrant", req, idempotent=self.use_session, timeout=timeout,
+                           service="lease")
         return resp.id
 
     def lease_revoke(self, id: int, *, timeout: Optional[float] = None) -> int:
