@@ -26,7 +26,8 @@ import time
 REQUIRED = [
     "raftkv_build_info", "raftkv_member_id", "raftkv_role", "raftkv_term", "raftkv_leader_id",
     "raftkv_has_leader", "raftkv_is_leader", "raftkv_commit_index", "raftkv_applied_index",
-    "raftkv_revision", "raftkv_keys", "raftkv_leases", "raftkv_watchers", "raftkv_log_bytes",
+    "raftkv_revision", "raftkv_keys", "raftkv_leases", "raftkv_session_saved_bytes",
+    "raftkv_watchers", "raftkv_log_bytes",
     "raftkv_snapshot_bytes", "raftkv_snapshot_failures_total", "raftkv_proposals_total",
     "raftkv_leader_changes_total", "raftkv_grpc_requests_total",
     "raftkv_grpc_streams_started_total", "raftkv_grpc_request_duration_seconds",

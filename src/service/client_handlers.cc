@@ -215,9 +215,10 @@ void ClientHandlers::HandleRange(RangeCall* call) {
     call->Finish(resp);
   };
   if (call->request().serializable()) return answer(node_->GetStatus().term);
-  node_->ReadBarrier(Deadline(call->context()), [call, answer](Outcome out) {
+  node_->ReadBarrier(Deadline(call->context()), [this, call, answer](Outcome out) {
     if (!out.status.ok()) return FinishWithOutcome(call, out);
-    answer(out.term);
+    if (call->request().range_end().empty()) return answer(out.term);  // one key: here
+    Offload([answer, term = out.term] { answer(term); });
   });
 }
 
@@ -226,6 +227,10 @@ void ClientHandlers::HandleDeleteRange(DeleteRangeCall* call) {
   Command cmd;
   grpc::Status bad = DeleteRangeCommand(&call->request(), limits_, &cmd);
   if (!bad.ok()) return call->FinishWithError(bad);
+  if (cmd.prev_kv()) {  // as a transaction's answer: refused before it is proposed
+    Status too_big = node_->state_machine().CheckDeleteAnswer(cmd.key(), cmd.range_end(), cmd.max_result_bytes());
+    if (!too_big.ok()) return call->FinishWithError(ToGrpcStatus(too_big));
+  }
   node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [this, call](Outcome out) {
     if (!out.status.ok()) return FinishWithOutcome(call, out);
     DeleteRangeResponse resp;
@@ -248,14 +253,16 @@ void ClientHandlers::HandleTxn(TxnCall* call) {
     if (!bad.ok()) return call->FinishWithError(bad);
     node_->ReadBarrier(Deadline(call->context()), [this, call](Outcome out) {
       if (!out.status.ok()) return FinishWithOutcome(call, out);
-      TxnResponse resp;
-      Status s = node_->state_machine().ReadTxn(call->request(), &resp, options_.max_response_bytes);
-      if (!s.ok()) return call->FinishWithError(ToGrpcStatus(s));
-      FillHeader(resp.header().revision(), out.term, resp.mutable_header());
-      for (ResponseOp& r : *resp.mutable_responses()) {
-        FillHeader(resp.header().revision(), out.term, r.mutable_response_range()->mutable_header());
-      }
-      call->Finish(resp);
+      Offload([this, call, term = out.term] {
+        TxnResponse resp;
+        Status s = node_->state_machine().ReadTxn(call->request(), &resp, options_.max_response_bytes);
+        if (!s.ok()) return call->FinishWithError(ToGrpcStatus(s));
+        FillHeader(resp.header().revision(), term, resp.mutable_header());
+        for (ResponseOp& r : *resp.mutable_responses()) {
+          FillHeader(resp.header().revision(), term, r.mutable_response_range()->mutable_header());
+        }
+        call->Finish(resp);
+      });
     });
     return;
   }

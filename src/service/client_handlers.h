@@ -3,6 +3,8 @@
 // has decided it. Served on the completion queues (async_call.h).
 #pragma once
 
+#include <functional>
+
 #include "proto/internal.h"
 #include "service/async_call.h"
 #include "service/forwarder.h"
@@ -20,6 +22,10 @@ class ClientHandlers {
   // Registers every KV method in `methods`; `calls_per_cq` calls wait per
   // queue for the busy ones (Put, Get, Echo), fewer for the rest.
   void Register(KV::AsyncService* kv, int calls_per_cq, AsyncMethods* methods);
+  // Where the reads that walk a range run once their barrier is reached
+  // (the server: a completion-queue thread); unset: where the barrier
+  // completes (the apply thread). Set before the server starts.
+  void SetOffload(std::function<void(std::function<void()>)> offload) { offload_ = std::move(offload); }
 
  private:
   using PutCall = UnaryCall<PutRequest, PutResponse>;
@@ -53,10 +59,17 @@ class ClientHandlers {
   // member_id, raft_term and revision of an answer.
   void FillHeader(int64_t revision, uint64_t term, ResponseHeader* header) const;
 
+  // Runs `read` where SetOffload said.
+  void Offload(std::function<void()> read) const {
+    if (offload_) return offload_(std::move(read));
+    read();
+  }
+
   const ServerOptions options_;
   const RequestLimits limits_;
   RaftNode* const node_;
   Forwarder* const forwarder_;
+  std::function<void(std::function<void()>)> offload_;
 };
 
 // Finishes `call` with the error of `out`, with the trailers a client acts

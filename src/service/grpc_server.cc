@@ -154,6 +154,13 @@ Status GrpcServer::Start() {
     node_->SetCompletionDispatcher([this](Completions batch) { FinishOnCq(std::move(batch)); });
     dispatcher_set_ = true;
   }
+  // Reads that walk a range leave the apply thread, which answers them once
+  // their barrier is reached: its writes do not wait behind a long read.
+  client_handlers_->SetOffload([this](std::function<void()> read) {
+    Completions one;
+    one.push_back(std::move(read));
+    RunOnCq(std::move(one), 1);
+  });
   LOG(INFO) << "member " << node_->id() << " serving on " << options_.listen_address << " with "
             << cqs_.size() << " completion queues x " << options_.threads_per_cq << " threads";
   return Status::OK();
@@ -189,8 +196,12 @@ void GrpcServer::FinishOnCq(Completions batch) {
   // here at once: the hop to a queue thread would add its wake-up to the
   // call's latency and save none.
   constexpr size_t kMinBatch = 4;
+  RunOnCq(std::move(batch), kMinBatch);
+}
+
+void GrpcServer::RunOnCq(Completions batch, size_t min_batch) {
   std::shared_lock<std::shared_mutex> lock(gate_.mu);
-  if (batch.size() < kMinBatch || gate_.draining || cqs_.empty()) {
+  if (batch.size() < min_batch || gate_.draining || cqs_.empty()) {
     lock.unlock();
     RunAll(&batch);
     return;

@@ -66,6 +66,9 @@ class GrpcServer {
   // Runs `batch` on a completion-queue thread (a grpc::Alarm that is already
   // due), or here once the server drains.
   void FinishOnCq(Completions batch);
+  // The same for any batch of at least `min_batch` closures (smaller ones
+  // run here).
+  void RunOnCq(Completions batch, size_t min_batch);
 
   const ServerOptions options_;
   RaftNode* node_;

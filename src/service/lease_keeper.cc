@@ -138,6 +138,12 @@ void LeaseKeeper::Renew(int64_t id, int64_t* ttl) {
   int64_t granted = 0;
   if (!node_->state_machine().GetLease(id, &granted, nullptr)) return;
   auto it = deadlines_.find(id);
+  if (it == deadlines_.end()) {
+    // Granted since the last look at the state machine: give it its clock.
+    synced_ = false;
+    SyncLocked(now);
+    it = deadlines_.find(id);
+  }
   // Past its deadline (its revoke comes next) or being revoked: gone for
   // its holder, whatever the outcome of the revoke.
   if (it == deadlines_.end() || it->second.deadline <= now || revoking_.count(id) != 0 ||

@@ -209,6 +209,7 @@ class KeepAliveReactor final
 
   void OnReadDone(bool ok) override {
     std::unique_lock<std::mutex> lock(mu_);
+    if (finished_) return;  // cancelled meanwhile
     if (!ok) return FinishLocked(grpc::Status::OK);  // the client ended its side (or left)
     if (request_.id() <= 0) {
       return FinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "lease ID must be > 0"));
@@ -221,6 +222,7 @@ class KeepAliveReactor final
 
   void OnWriteDone(bool ok) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return;
     if (!ok) return FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the keep-alive stream broke"));
     StartRead(&request_);
   }

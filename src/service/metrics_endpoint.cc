@@ -94,6 +94,10 @@ std::string RenderNodeMetrics(const NodeStatus& st, const NodeMetrics& m,
   w.Single("raftkv_leases", "gauge",
            "Leases in this member's state machine.",
            D(x.leases));
+  w.Single("raftkv_session_saved_bytes", "gauge",
+           "Bytes of the answers the client sessions keep for their retries (bounded by "
+           "--max_saved_bytes).",
+           D(x.saved_answer_bytes));
   w.Single("raftkv_watchers", "gauge",
            "Watch streams this member serves.",
            D(x.watchers));
@@ -225,6 +229,7 @@ MetricsEndpoint::MetricsEndpoint(RaftNode* node, const std::string& address, int
     ScrapeExtras x;
     x.keys = node_->state_machine().Size();
     x.leases = node_->state_machine().LeaseCount();
+    x.saved_answer_bytes = node_->state_machine().SavedAnswerBytes();
     x.watchers = node_->server_metrics().Watchers();
     x.snapshot_bytes = DirectoryBytes(node_->snapshot_dir());
     x.server = &node_->server_metrics();

@@ -26,6 +26,7 @@ inline constexpr char kMetricsContentType[] = "text/plain; version=0.0.4";
 struct ScrapeExtras {
   uint64_t keys = 0;            // in the state machine
   uint64_t leases = 0;          // in the state machine
+  uint64_t saved_answer_bytes = 0;  // the sessions' saved answers, in the state machine
   uint64_t watchers = 0;        // of the running gRPC server
   uint64_t snapshot_bytes = 0;  // the files in the snapshot directory
   const ServerMetrics* server = nullptr;  // null: no raftkv_grpc_* families

@@ -45,6 +45,7 @@ class ReflectionReactor final
 
   void OnReadDone(bool ok) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return;  // cancelled meanwhile
     if (!ok) return FinishLocked(grpc::Status::OK);
     if (++answered_ > ReflectionService::kMaxRequestsPerStream) {
       return FinishLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -57,6 +58,7 @@ class ReflectionReactor final
   }
   void OnWriteDone(bool ok) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return;
     if (!ok) return FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the stream broke"));
     StartRead(&request_);
   }

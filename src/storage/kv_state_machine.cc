@@ -437,22 +437,20 @@ size_t KvStateMachine::RangeCostLocked(const std::string& key, const std::string
 
 size_t KvStateMachine::EstimateAnswerLocked(const google::protobuf::RepeatedPtrField<RequestOp>& ops,
                                             size_t budget) const {
-  // The keys this list puts can show up in its later ranges: count each put
-  // once more for every range (from above).
-  size_t put_bytes = 0;
-  for (const RequestOp& op : ops) {
-    if (op.has_request_put()) {
-      put_bytes += op.request_put().key().size() + op.request_put().value().size() + kVisitCost;
-    }
-  }
   size_t total = 0;
   for (const RequestOp& op : ops) {
     if (total > budget) break;
     const size_t left = budget - total;
     if (op.has_request_range()) {
       const RangeRequest& r = op.request_range();
-      total += RangeCostLocked(r.key(), r.range_end(), r.keys_only(), r.count_only(), r.limit(), left) +
-               put_bytes;
+      total += RangeCostLocked(r.key(), r.range_end(), r.keys_only(), r.count_only(), r.limit(), left);
+      // A key this list puts may show up in the range as well (from above:
+      // whether the put comes before the range or not).
+      for (const RequestOp& other : ops) {
+        if (!other.has_request_put() || !InKeyRange(other.request_put().key(), r.key(), r.range_end())) continue;
+        total += other.request_put().key().size() + kVisitCost +
+                 (r.keys_only() || r.count_only() ? 0 : other.request_put().value().size());
+      }
     } else if (op.has_request_delete_range()) {
       const DeleteRangeRequest& d = op.request_delete_range();
       if (d.prev_kv()) total += RangeCostLocked(d.key(), d.range_end(), false, false, 0, left);
@@ -469,6 +467,16 @@ Status KvStateMachine::CheckTxnAnswer(const TxnRequest& req, size_t max_bytes) c
   const auto& ops = CompareAllLocked(req) ? req.success() : req.failure();
   if (EstimateAnswerLocked(ops, max_bytes) > max_bytes) {
     return Status::ResourceExhausted(TooLarge("this transaction", max_bytes));
+  }
+  return Status::OK();
+}
+
+Status KvStateMachine::CheckDeleteAnswer(const std::string& key, const std::string& end,
+                                         size_t max_bytes) const {
+  if (max_bytes == 0) return Status::OK();
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  if (RangeCostLocked(key, end, false, false, 0, max_bytes) > max_bytes) {
+    return Status::ResourceExhausted(TooLarge("this delete with prev_kv", max_bytes));
   }
   return Status::OK();
 }

@@ -133,6 +133,9 @@ class KvStateMachine {
   // ResourceExhausted when over `max_bytes` (the leader's check before it
   // proposes; Apply() decides again at the entry).
   Status CheckTxnAnswer(const TxnRequest& req, size_t max_bytes) const;
+  // The same for a DeleteRange of [key, end) answering with the previous
+  // key-values.
+  Status CheckDeleteAnswer(const std::string& key, const std::string& end, size_t max_bytes) const;
 
   // Watches: the events of [key, end) from revision `from` on, whole
   // revisions only, stopping after the revision that takes the batch past

@@ -9,6 +9,7 @@
 //    no client-visible failure;
 //  - bad admin requests are refused clearly (gRPC codes, raftkvctl exit codes).
 #include <filesystem>
+#include <fstream>
 
 #include "gtest/integration/admin_test_util.h"
 
@@ -446,6 +447,56 @@ TEST_F(Membership, BadRequestsAreRefusedClearly) {
       << run.output;
   std::string error;
   EXPECT_EQ(cluster().WaitForLeader(5000, &error), static_cast<uint64_t>(follower)) << error;
+}
+
+// etcd's way of adding a member: `member add`, then the new member started
+// with a cluster file that lists it and --initial_cluster_state=existing. It
+// records a bootstrap configuration without a vote of its own, never
+// campaigns, catches up as a learner, is promoted, and keeps what it learned
+// across a restart (the flag is ignored from then on). A member whose data
+// was lost is not brought back this way under its old id: it may have voted
+// in a term it no longer remembers (remove it and add a new one).
+TEST_F(Membership, ANewMemberListedInItsClusterFileJoinsAsExisting) {
+  cluster_ = std::make_unique<ProcessCluster>(4, FastTimeoutFlags());
+  // Members 1-3 bootstrap without member 4; its own file lists all four.
+  const std::string three = cluster().dir() + "/three.conf";
+  {
+    std::ofstream f(three);
+    for (int i = 1; i <= 3; ++i) f << i << " " << cluster().Endpoint(i) << "\n";
+  }
+  for (int i = 1; i <= 3; ++i) {
+    cluster().SetNodeFlags(i, {"--cluster_file=" + three});
+    ASSERT_TRUE(cluster().Start(i));
+  }
+  std::string error;
+  ASSERT_NE(cluster().WaitForLeader(20000, &error), 0u) << error;
+  auto client = cluster().NewClient(10000);
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(client->Put("e" + std::to_string(i), std::to_string(i)).ok());
+  auto admin = NewAdmin({cluster().Endpoint(1), cluster().Endpoint(2), cluster().Endpoint(3)});
+  MemberChangeResponse added;
+  grpc::Status s = admin->AddMember(4, cluster().Endpoint(4), &added);
+  ASSERT_TRUE(s.ok()) << "AddMember: " << Code(s);
+  ASSERT_TRUE(cluster().Start(4, {"--initial_cluster_state=existing"}));
+  s = PromoteWhenCaughtUp(*admin, 4, 20000);
+  ASSERT_TRUE(s.ok()) << "PromoteMember: " << Code(s);
+  auto local = cluster().NewClientFor(4);
+  std::string value;
+  bool found = false;
+  ASSERT_TRUE(WaitUntil([&] { return local->Get("e42", &value, &found, /*allow_stale=*/true).ok() && found; },
+                        10000));
+  EXPECT_EQ(value, "42");
+  const std::string log = cluster().LastRunLogText(4);
+  EXPECT_NE(log.find("joining an existing cluster"), std::string::npos) << log;
+  EXPECT_EQ(log.find("starts pre-vote"), std::string::npos) << "the new member campaigned";
+  // A restart keeps the recorded configuration (now with member 4 a voter).
+  ASSERT_TRUE(cluster().Stop(4));
+  ASSERT_TRUE(cluster().Start(4));
+  EXPECT_EQ(cluster().LastRunLogText(4).find("bootstrapping a new cluster"), std::string::npos);
+  ASSERT_TRUE(client->Put("after-restart", "1").ok());
+  ASSERT_TRUE(WaitAnswers(cluster(), 4, 10000));
+  StatusResponse st;
+  ASSERT_TRUE(cluster().StatusOf(4, &st).ok());
+  EXPECT_EQ(st.voters_size(), 4);
 }
 
 }  // namespace

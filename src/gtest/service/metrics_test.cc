@@ -241,6 +241,7 @@ TEST(RenderNodeMetricsTest, BuildStoreDiskRpcAndProcess) {
   ScrapeExtras x;
   x.keys = 7;
   x.leases = 3;
+  x.saved_answer_bytes = 2048;
   x.watchers = 1;
   x.snapshot_bytes = 4096;
   x.server = &server;
@@ -262,6 +263,7 @@ TEST(RenderNodeMetricsTest, BuildStoreDiskRpcAndProcess) {
   EXPECT_EQ(Value(e, "raftkv_revision"), 41);
   EXPECT_EQ(Value(e, "raftkv_keys"), 7);
   EXPECT_EQ(Value(e, "raftkv_leases"), 3);
+  EXPECT_EQ(Value(e, "raftkv_session_saved_bytes"), 2048);
   EXPECT_EQ(Value(e, "raftkv_watchers"), 1);
   EXPECT_EQ(Value(e, "raftkv_log_bytes"), 123456);
   EXPECT_EQ(Value(e, "raftkv_snapshot_bytes"), 4096);

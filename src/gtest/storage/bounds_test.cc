@@ -112,6 +112,28 @@ TEST_F(BoundsTest, AWriteTransactionOverItsAnswerBudgetIsRefusedWholeBeforeAnyCh
   EXPECT_FALSE(Run(c).rejected());
 }
 
+// What a transaction puts counts against a range only when the range could
+// show it: a large put beside reads of other keys is not refused.
+TEST_F(BoundsTest, APutCountsOnlyAgainstTheRangesThatCouldShowIt) {
+  Put("other", "small");
+  Command c;
+  c.set_op(Command::TXN);
+  c.set_max_result_bytes(64 << 10);
+  *c.mutable_txn()->add_success() = PutOp("large", std::string(100 << 10, 'l'));
+  for (int i = 0; i < 5; ++i) {
+    RequestOp get;
+    get.mutable_request_range()->set_key("other");
+    *c.mutable_txn()->add_success() = get;
+  }
+  EXPECT_FALSE(Run(c).rejected());
+  // A range that covers the put carries it.
+  RequestOp covering;
+  covering.mutable_request_range()->set_key("large");
+  *c.mutable_txn()->add_success() = covering;
+  c.mutable_txn()->mutable_success(0)->mutable_request_put()->set_key("large");
+  EXPECT_EQ(sm_.CheckTxnAnswer(c.txn(), 64 << 10).code(), Status::Code::kResourceExhausted);
+}
+
 TEST_F(BoundsTest, EveryKeyATransactionVisitsCostsItsBudgetEvenWhenOnlyCounted) {
   for (int i = 0; i < 1000; ++i) Put("c/" + std::to_string(1000 + i), "v");
   Command c;
@@ -136,6 +158,7 @@ TEST_F(BoundsTest, ADeleteWithPreviousValuesOverBudgetIsRefusedWhole) {
   c.set_range_end("p0");
   c.set_prev_kv(true);
   c.set_max_result_bytes(10 << 10);
+  EXPECT_EQ(sm_.CheckDeleteAnswer("p/", "p0", 10 << 10).code(), Status::Code::kResourceExhausted);
   ApplyResult r = Run(c);
   ASSERT_TRUE(r.rejected());
   EXPECT_EQ(r.Rejection().code(), Status::Code::kResourceExhausted);
