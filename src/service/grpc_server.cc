@@ -39,6 +39,14 @@ GrpcServer::GrpcServer(const ServerOptions& options, RaftNode* node)
       peer_service_(std::make_unique<PeerService>(options, node)) {
   // Every asynchronous method, registered once with who may call it.
   client_handlers_->Register(&kv_service_, options_.calls_per_cq, &methods_);
+  // Reads that walk a range leave the apply thread, which answers them once
+  // their barrier is reached: its writes do not wait behind a long read
+  // (before Start, with no queue yet, they run where they are).
+  client_handlers_->SetOffload([this](std::function<void()> read) {
+    Completions one;
+    one.push_back(std::move(read));
+    RunOnCq(std::move(one), 1);
+  });
   peer_service_->Register(&testing_service_, options_.calls_per_cq, &methods_);
   lease_service_->Register(&methods_);
   methods_.Add<LeaseKeepAliveRequest, LeaseKeepAliveResponse>(
@@ -154,13 +162,6 @@ Status GrpcServer::Start() {
     node_->SetCompletionDispatcher([this](Completions batch) { FinishOnCq(std::move(batch)); });
     dispatcher_set_ = true;
   }
-  // Reads that walk a range leave the apply thread, which answers them once
-  // their barrier is reached: its writes do not wait behind a long read.
-  client_handlers_->SetOffload([this](std::function<void()> read) {
-    Completions one;
-    one.push_back(std::move(read));
-    RunOnCq(std::move(one), 1);
-  });
   LOG(INFO) << "member " << node_->id() << " serving on " << options_.listen_address << " with "
             << cqs_.size() << " completion queues x " << options_.threads_per_cq << " threads";
   return Status::OK();
