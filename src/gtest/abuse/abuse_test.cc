@@ -660,21 +660,6 @@ TEST_F(Abuse, AThousandKeepAliveStreamsHoldNoThreads) {
                  before, during, cluster);
 }
 
-// Opens a TCP connection to 127.0.0.1:port; -1 on failure.
-int Connect(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // Whether the server closed `fd` (EOF or reset) within `ms`; anything it
 // sent meanwhile is read and dropped only when `read` is set.
 bool ClosedWithin(int fd, int ms) {
@@ -707,7 +692,7 @@ TEST_F(Abuse, IdleAndHalfOpenConnectionsAreClosed) {
   constexpr int kHalfOpen = 100;
   std::vector<int> silent, half_open;
   for (int i = 0; i < kSilent; ++i) {
-    const int fd = Connect(cluster.Port(1));
+    const int fd = ConnectLoopback(cluster.Port(1));
     ASSERT_GE(fd, 0);
     silent.push_back(fd);
   }
@@ -716,7 +701,7 @@ TEST_F(Abuse, IdleAndHalfOpenConnectionsAreClosed) {
   static const char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
   static const unsigned char kSettings[] = {0, 0, 0, 4, 0, 0, 0, 0, 0};
   for (int i = 0; i < kHalfOpen; ++i) {
-    const int fd = Connect(cluster.Port(1));
+    const int fd = ConnectLoopback(cluster.Port(1));
     ASSERT_GE(fd, 0);
     ASSERT_EQ(::send(fd, kPreface, sizeof(kPreface) - 1, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(kPreface) - 1));
     ASSERT_EQ(::send(fd, kSettings, sizeof(kSettings), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(kSettings)));

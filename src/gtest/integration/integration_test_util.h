@@ -3,6 +3,11 @@
 // through KvClient, raw gRPC stubs, and catch-up waits.
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -43,6 +48,22 @@ inline std::string JoinLines(const std::vector<std::string>& lines, size_t max =
   for (size_t i = 0; i < lines.size() && i < max; ++i) out += "  " + lines[i] + "\n";
   if (lines.size() > max) out += "  ... and " + std::to_string(lines.size() - max) + " more\n";
   return out;
+}
+
+// A plain TCP connection to 127.0.0.1:port (for tests that speak raw bytes
+// to the server); -1 on failure.
+inline int ConnectLoopback(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 inline std::shared_ptr<grpc::Channel> NewChannel(const std::string& endpoint) {

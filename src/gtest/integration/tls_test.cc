@@ -298,16 +298,8 @@ TEST_F(Tls, ClientCertificateRequiredAndBearerToken) {
 // Connects to 127.0.0.1:port and sends `bytes` (then keeps the socket open
 // if `hold`, returning its descriptor, else closes it and returns -1).
 int SendRaw(int port, const std::string& bytes, bool hold = false) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = ConnectLoopback(port);
   if (fd < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return -1;
-  }
   size_t sent = 0;
   while (sent < bytes.size()) {
     ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);

@@ -57,6 +57,19 @@ class BoundsTest : public ::testing::Test {
     op.mutable_request_put()->set_value(v);
     return op;
   }
+  void Grant(int64_t id, int64_t ttl) {
+    Command g;
+    g.set_op(Command::LEASE_GRANT);
+    g.set_lease(id);
+    g.set_lease_ttl(ttl);
+    ASSERT_FALSE(Run(g).rejected());
+  }
+  static Command Revoke(int64_t id) {
+    Command rv;
+    rv.set_op(Command::LEASE_REVOKE);
+    rv.set_lease(id);
+    return rv;
+  }
   uint64_t OpenSession(uint64_t max_sessions = 0) {
     Command c;
     c.set_op(Command::OPEN_SESSION);
@@ -305,17 +318,10 @@ TEST_F(BoundsTest, SessionsAreBoundedInNumberByTheLeadersStamp) {
 }
 
 TEST_F(BoundsTest, LeasesRememberTheEntryThatGrantedThemAcrossSnapshots) {
-  Command g;
-  g.set_op(Command::LEASE_GRANT);
-  g.set_lease(7);
-  g.set_lease_ttl(60);
-  Run(g);
+  Grant(7, 60);
   const uint64_t first = index_;
-  Command rv;
-  rv.set_op(Command::LEASE_REVOKE);
-  rv.set_lease(7);
-  Run(rv);
-  Run(g);  // the same id granted again: a new lease
+  Run(Revoke(7));
+  Grant(7, 60);  // the same id granted again: a new lease
   std::vector<LeaseInfo> leases = sm_.LeaseInfos();
   ASSERT_EQ(leases.size(), 1u);
   EXPECT_EQ(leases[0].id, 7);
@@ -330,18 +336,11 @@ TEST_F(BoundsTest, LeasesRememberTheEntryThatGrantedThemAcrossSnapshots) {
 // The expiry of a lease names its grant: once the id is revoked and granted
 // again, a late expiry of the first grant revokes nothing.
 TEST_F(BoundsTest, AnExpiryOfAnEarlierGrantDoesNotRevokeANewGrantOfTheSameId) {
-  Command g;
-  g.set_op(Command::LEASE_GRANT);
-  g.set_lease(9);
-  g.set_lease_ttl(60);
-  Run(g);
+  Grant(9, 60);
   const uint64_t first = index_;
-  Command rv;
-  rv.set_op(Command::LEASE_REVOKE);
-  rv.set_lease(9);
-  Run(rv);
-  Run(g);
-  Command expiry = rv;
+  Run(Revoke(9));
+  Grant(9, 60);
+  Command expiry = Revoke(9);
   expiry.set_lease_expired(true);
   expiry.set_lease_granted_index(first);
   ApplyResult r = Run(expiry);
