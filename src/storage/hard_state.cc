@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "storage/coding.h"
 #include "storage/crc32c.h"
 #include "storage/file_util.h"
 
@@ -19,15 +20,6 @@ constexpr uint32_t kVersion = 1;
 constexpr size_t kBodySize = 24;
 constexpr size_t kFileSize = kBodySize + 4;
 
-void PutLE(char* p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xFF);
-}
-
-uint64_t GetLE(const char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(p[i])) << (8 * i);
-  return v;
-}
 
 }  // namespace
 
@@ -50,28 +42,28 @@ Status HardStateFile::Load(HardState* state) const {
   if (std::memcmp(buf.data(), kMagic, sizeof(kMagic)) != 0) {
     return Status::Corruption(path_ + ": bad magic (not a raftkv hard state file)");
   }
-  const uint32_t stored_crc = static_cast<uint32_t>(GetLE(buf.data() + kBodySize, 4));
+  const uint32_t stored_crc = coding::DecodeFixed32(buf.data() + kBodySize);
   const uint32_t actual_crc = crc32c::Value(buf.data(), kBodySize);
   if (stored_crc != actual_crc) {
     return Status::Corruption(path_ + ": checksum mismatch");
   }
-  const uint32_t version = static_cast<uint32_t>(GetLE(buf.data() + 4, 4));
+  const uint32_t version = coding::DecodeFixed32(buf.data() + 4);
   if (version != kVersion) {
     return Status::Corruption(path_ + ": unsupported hard state version " +
                               std::to_string(version));
   }
-  state->term = GetLE(buf.data() + 8, 8);
-  state->vote = GetLE(buf.data() + 16, 8);
+  state->term = coding::DecodeFixed64(buf.data() + 8);
+  state->vote = coding::DecodeFixed64(buf.data() + 16);
   return Status::OK();
 }
 
 Status HardStateFile::Save(const HardState& state) {
   char buf[kFileSize];
   std::memcpy(buf, kMagic, sizeof(kMagic));
-  PutLE(buf + 4, kVersion, 4);
-  PutLE(buf + 8, state.term, 8);
-  PutLE(buf + 16, state.vote, 8);
-  PutLE(buf + kBodySize, crc32c::Value(buf, kBodySize), 4);
+  coding::EncodeFixed32(buf + 4, kVersion);
+  coding::EncodeFixed64(buf + 8, state.term);
+  coding::EncodeFixed64(buf + 16, state.vote);
+  coding::EncodeFixed32(buf + kBodySize, crc32c::Value(buf, kBodySize));
 
   return file::ReplaceFileDurably(path_, buf, sizeof(buf));
 }

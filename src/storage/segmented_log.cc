@@ -29,6 +29,7 @@
 
 #include <glog/logging.h>
 
+#include "storage/coding.h"
 #include "storage/crc32c.h"
 #include "storage/file_util.h"
 
@@ -48,18 +49,8 @@ constexpr uint32_t kMaxPayloadBytes = INT32_MAX;
 // kept for the next Append.
 constexpr size_t kMaxRetainedBufferBytes = 16u << 20;
 
-void EncodeFixed32(char* p, uint32_t v) {
-  p[0] = static_cast<char>(v & 0xFF);
-  p[1] = static_cast<char>((v >> 8) & 0xFF);
-  p[2] = static_cast<char>((v >> 16) & 0xFF);
-  p[3] = static_cast<char>((v >> 24) & 0xFF);
-}
-
-uint32_t DecodeFixed32(const char* p) {
-  const auto* u = reinterpret_cast<const uint8_t*>(p);
-  return static_cast<uint32_t>(u[0]) | (static_cast<uint32_t>(u[1]) << 8) |
-         (static_cast<uint32_t>(u[2]) << 16) | (static_cast<uint32_t>(u[3]) << 24);
-}
+using coding::DecodeFixed32;
+using coding::EncodeFixed32;
 
 std::string SegmentFileName(uint64_t first_index) {
   char buf[kIndexDigits + kSegmentSuffixLength + 1];

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "proto/internal.h"
+#include "storage/coding.h"
 #include "storage/crc32c.h"
 
 namespace raftkv {
@@ -19,16 +20,6 @@ using snapshot_format::kPreambleBytes;
 using snapshot_format::kTrailerFrame;
 using snapshot_format::kTrailerPayloadBytes;
 using snapshot_format::kVersion;
-
-void PutLE(std::string* out, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-}
-
-uint64_t GetLE(const char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(p[i])) << (8 * i);
-  return v;
-}
 
 void PutVarint32(std::string* out, uint32_t v) {
   while (v >= 0x80) {
@@ -90,25 +81,25 @@ uint32_t Crc(uint32_t crc, std::string_view bytes) {
 
 std::string Preamble() {
   std::string out(kMagic, sizeof(kMagic));
-  PutLE(&out, kVersion, 4);
+  coding::PutFixed32(&out, kVersion);
   return out;
 }
 
 std::string FrameHeader(FrameKind kind, std::string_view payload) {
   std::string out;
   out.push_back(static_cast<char>(kind));
-  PutLE(&out, payload.size(), 4);
+  coding::PutFixed32(&out, static_cast<uint32_t>(payload.size()));
   uint32_t crc = Crc(0, out);
   crc = Crc(crc, payload);
-  PutLE(&out, crc, 4);
+  coding::PutFixed32(&out, crc);
   return out;
 }
 
 std::string TrailerFrame(uint64_t record_count, uint64_t data_frames, uint32_t file_crc) {
   std::string payload;
-  PutLE(&payload, record_count, 8);
-  PutLE(&payload, data_frames, 8);
-  PutLE(&payload, file_crc, 4);
+  coding::PutFixed64(&payload, record_count);
+  coding::PutFixed64(&payload, data_frames);
+  coding::PutFixed32(&payload, file_crc);
   return FrameHeader(kTrailerFrame, payload) + payload;
 }
 
@@ -210,7 +201,7 @@ Status SnapshotReader::Open(const std::string& path, std::unique_ptr<SnapshotRea
   if (std::memcmp(preamble.data(), kMagic, sizeof(kMagic)) != 0) {
     return r->Corrupt(0, "bad magic (not a raftkv snapshot file)");
   }
-  const uint32_t version = static_cast<uint32_t>(GetLE(preamble.data() + 4, 4));
+  const uint32_t version = coding::DecodeFixed32(preamble.data() + 4);
   if (version != kVersion) {
     return r->Corrupt(4, "unsupported snapshot version " + std::to_string(version));
   }
@@ -252,8 +243,8 @@ Status SnapshotReader::ReadFrame(uint8_t* kind) {
   if (!s.ok()) return s;
   if (buf.size() < kFrameHeaderBytes) return Corrupt(offset_, "short read of a frame header");
   *kind = static_cast<uint8_t>(buf[0]);
-  const uint64_t length = GetLE(buf.data() + 1, 4);
-  const uint32_t stored_crc = static_cast<uint32_t>(GetLE(buf.data() + 5, 4));
+  const uint64_t length = coding::DecodeFixed32(buf.data() + 1);
+  const uint32_t stored_crc = coding::DecodeFixed32(buf.data() + 5);
   const uint64_t available = file_size_ - offset_ - kFrameHeaderBytes;
   if (length > available) {
     return Corrupt(offset_, "frame length " + std::to_string(length) + " but only " +
@@ -300,9 +291,9 @@ Status SnapshotReader::Next(SnapshotRecordType* type, std::string_view* message,
       return Corrupt(at, "trailer payload is " + std::to_string(frame_.size()) + " bytes, expected " +
                              std::to_string(kTrailerPayloadBytes));
     }
-    const uint64_t want_records = GetLE(frame_.data(), 8);
-    const uint64_t want_frames = GetLE(frame_.data() + 8, 8);
-    const uint32_t want_crc = static_cast<uint32_t>(GetLE(frame_.data() + 16, 4));
+    const uint64_t want_records = coding::DecodeFixed64(frame_.data());
+    const uint64_t want_frames = coding::DecodeFixed64(frame_.data() + 8);
+    const uint32_t want_crc = coding::DecodeFixed32(frame_.data() + 16);
     if (want_records != records_) {
       return Corrupt(at, "trailer counts " + std::to_string(want_records) +
                              " records, the file holds " + std::to_string(records_));
