@@ -25,7 +25,8 @@ install(TARGETS raftkvctl RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT 
 set_target_properties(raftkv_client PROPERTIES EXPORT_NAME client)
 set_target_properties(raftkv_proto PROPERTIES EXPORT_NAME proto)
 set_target_properties(raftkv_version PROPERTIES EXPORT_NAME version)
-install(TARGETS raftkv_client raftkv_proto raftkv_version
+set_target_properties(raftkv_common PROPERTIES EXPORT_NAME common)
+install(TARGETS raftkv_client raftkv_common raftkv_proto raftkv_version
         EXPORT raftkvTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
@@ -53,7 +54,7 @@ if(CMAKE_STRIP AND NOT MSVC)
   else()
     set(RAFTKV_STRIP_DEBUG_FLAG --strip-debug)
   endif()
-  foreach(lib raftkv_client raftkv_proto raftkv_version)
+  foreach(lib raftkv_client raftkv_common raftkv_proto raftkv_version)
     install(CODE "
       if(CMAKE_INSTALL_DO_STRIP)
         execute_process(COMMAND \"${CMAKE_STRIP}\" ${RAFTKV_STRIP_DEBUG_FLAG}

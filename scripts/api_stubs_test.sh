@@ -9,9 +9,13 @@
 # Exit 0 when both hold.
 set -euo pipefail
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ME=api_stubs_test
+# die, on_exit
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$REPO_ROOT/scripts/lib/common.sh"
 PROTOS="$REPO_ROOT/protos"
 OUT=$(mktemp -d /tmp/raftkv-stubs.XXXXXX)
-trap 'rm -rf "$OUT"' EXIT
+on_exit rm -rf "$OUT"
 
 python3 - "$PROTOS"/raftkv/v1/*.proto <<'PY'
 import re, sys
@@ -40,11 +44,10 @@ ls "$OUT"/java/io/raftkv/v1/KvProto.java "$OUT"/java/io/raftkv/v1/PutRequest.jav
 if command -v protoc-gen-go >/dev/null && command -v protoc-gen-go-grpc >/dev/null; then
   protoc -I "$PROTOS" --go_out="$OUT/go" --go-grpc_out="$OUT/go" "$PROTOS"/raftkv/v1/*.proto
   gofile=$(find "$OUT/go" -name kv.pb.go)
-  [[ -n "$gofile" ]] || { echo "api_stubs_test: protoc-gen-go wrote no kv.pb.go" >&2; exit 1; }
-  grep -q '^package raftkvv1$' "$gofile" || { echo "api_stubs_test: $gofile: wrong Go package" >&2; exit 1; }
-  find "$OUT/go" -name kv_grpc.pb.go | grep -q . || { echo "api_stubs_test: no kv_grpc.pb.go" >&2; exit 1; }
+  [[ -n "$gofile" ]] || die "protoc-gen-go wrote no kv.pb.go"
+  grep -q '^package raftkvv1$' "$gofile" || die "$gofile: wrong Go package"
+  find "$OUT/go" -name kv_grpc.pb.go | grep -q . || die "no kv_grpc.pb.go"
   echo "api_stubs_test: Go, Java and C++ stubs generated"
 else
-  echo "api_stubs_test: protoc-gen-go / protoc-gen-go-grpc not installed (scripts/install-deps.sh installs them)" >&2
-  exit 1
+  die "protoc-gen-go / protoc-gen-go-grpc not installed (scripts/install-deps.sh installs them)"
 fi

@@ -1,49 +1,103 @@
 #!/usr/bin/env bash
-# The server's modules depend downward only:
-#   service -> consensus -> leader, follower -> raft (the core) -> storage
-#   service -> client (the client library depends on none of them)
-#   and everything -> common (the Status type; it includes nothing of ours)
-#   and everything -> proto (the generated messages; the client: api.h only)
-# A file may include headers of its own folder and of the folders below it;
-# leader and follower do not include each other. Prints every include that
-# breaks the rule and exits 1 if there is one.
+# The modules of src/ depend downward only. Each folder may include headers of
+# its own folder and of the folders listed for it below; the order, top to
+# bottom (doc/architecture.md draws it):
+#
+#   tools -> ops -> server -> node -> raft -> leader, follower -> raft/core
+#                          server -> client      node -> kv -> storage
+#   storage -> raft/core (the hard state it saves)
+#   everything -> common (Status, endpoints, locks) and proto (generated)
+#
+# Beside the server: check (the linearizability checker), testing (real
+# server processes for tests and tools), bench and chaos (tools on top of
+# testing and the client), fuzz (libFuzzer targets), gtest (the tests, which
+# may include anything; nothing includes them).
+#
+# Every folder of src/ that holds a .h or .cc file needs a rule here: a new
+# folder is reported until it gets one. Prints every include that breaks the
+# rule and exits 1 if there is one.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+base="common proto raftkv grpc"
 declare -A allowed=(
   [common]="common"
   [proto]="proto raftkv grpc"
-  [storage]="storage common proto raftkv"
-  [raft]="raft storage common proto raftkv"
-  [leader]="leader raft storage common proto raftkv"
-  [follower]="follower raft storage common proto raftkv"
-  [consensus]="consensus leader follower raft storage common proto raftkv"
-  [client]="client common proto raftkv"
-  [service]="service consensus leader follower raft storage client common proto raftkv"
-  [check]="check common proto raftkv"
+  [raft/core]="raft/core $base"
+  [leader]="leader raft/core $base"
+  [follower]="follower raft/core $base"
+  [raft]="raft leader follower raft/core $base"
+  [storage]="storage raft/core $base"
+  [kv]="kv storage $base"
+  [client]="client $base"
+  [node]="node raft leader raft/core kv storage $base"
+  [server]="server node raft leader raft/core kv storage client $base"
+  [ops]="ops server node raft leader raft/core kv storage client $base"
+  [tools]="tools ops server node raft leader raft/core kv storage client $base"
+  [check]="check common"
+  [testing]="testing client $base"
+  [bench]="bench testing client $base"
+  [chaos]="chaos check testing client $base"
+  [fuzz]="fuzz raft leader follower raft/core kv storage $base"
+  [gtest]="*"
 )
+# The client library speaks the public API only (protos/raftkv/v1).
+public_only="client"
+
+# The folder a file or an include belongs to: its directory under src/, with
+# gtest/<anything> counted as gtest and generated headers (raftkv/..., grpc/...)
+# by their first component.
+layer_of() {
+  local dir=$1
+  case $dir in
+    gtest|gtest/*) echo gtest ;;
+    raftkv|raftkv/*) echo raftkv ;;
+    grpc|grpc/*) echo grpc ;;
+    *) echo "$dir" ;;
+  esac
+}
 
 bad=0
-for folder in "${!allowed[@]}"; do
-  [[ -d src/$folder ]] || continue
+declare -A seen=()
+while IFS= read -r file; do
+  rel=${file#src/}
+  folder=$(layer_of "$(dirname "$rel")")
+  seen[$folder]=1
+  if [[ -z ${allowed[$folder]+x} ]]; then
+    echo "$file: folder src/$(dirname "$rel")/ has no rule in scripts/check_layers.sh"
+    bad=1
+    continue
+  fi
+  rule=${allowed[$folder]}
   while IFS= read -r line; do
-    file=${line%%:*}
-    rest=${line#*:}
-    lineno=${rest%%:*}
-    target=$(sed -E 's/.*#include "([a-z_]+)\/.*/\1/' <<<"$rest")
-    if [[ " ${allowed[$folder]} " != *" $target "* ]]; then
-      echo "$file:$lineno: $folder/ includes $target/ (a layer above or beside it): ${rest#*:}"
+    lineno=${line%%:*}
+    inc=$(sed -E 's/^[0-9]+:#include "([^"]+)".*/\1/' <<<"$line")
+    [[ $inc == */* ]] || continue  # a header beside the file, or a system one
+    target=$(layer_of "$(dirname "$inc")")
+    # Only the project's folders and generated headers are ruled on.
+    [[ -d src/$target || $target == raftkv || $target == grpc ]] || continue
+    if [[ $folder == gtest ]]; then continue; fi
+    if [[ $target == gtest ]]; then
+      echo "$file:$lineno: $folder/ includes the tests' $inc (only tests may)"
+      bad=1
+    elif [[ " $rule " != *" $target "* ]]; then
+      echo "$file:$lineno: $folder/ includes $target/ (a layer above or beside it): $inc"
+      bad=1
+    elif [[ " $public_only " == *" $folder "* && $inc == proto/internal.h ]]; then
+      echo "$file:$lineno: $folder/ includes the server's internal protocol (proto/internal.h)"
       bad=1
     fi
-  done < <(grep -Hn -E '^#include "[a-z_]+/' src/"$folder"/*.h src/"$folder"/*.cc 2>/dev/null || true)
+  done < <(grep -n -E '^#include "[^"]+"' "$file" || true)
+done < <(find src -path src/fuzz/corpus -prune -o -type f \( -name '*.h' -o -name '*.cc' \) -print | sort)
+
+for folder in "${!allowed[@]}"; do
+  if [[ -z ${seen[$folder]+x} ]]; then
+    echo "scripts/check_layers.sh: a rule for src/$folder/, which holds no source file (remove it)"
+    bad=1
+  fi
 done
-# The client library speaks the public API only (protos/raftkv/v1).
-if grep -Hn '#include "proto/internal.h"' src/client/*.h src/client/*.cc; then
-  echo "  ^ the client library includes the server's internal protocol" >&2
-  bad=1
-fi
 if [[ $bad -ne 0 ]]; then
   echo "check_layers: includes running against the module order (see doc/architecture.md)" >&2
   exit 1
 fi
-echo "check_layers: every include points down"
+echo "check_layers: every include of every folder points down"

@@ -48,6 +48,10 @@ set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(dirname "$SCRIPT_DIR")
+ME=cluster.sh
+# die, say (progress and notes to stderr)
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$SCRIPT_DIR/lib/common.sh"
 HOST=127.0.0.1
 START_TIMEOUT_S=${RAFTKV_START_TIMEOUT_S:-15}
 STOP_TIMEOUT_S=5
@@ -62,15 +66,6 @@ METRICS_BASE_PORT=""  # empty: no metrics endpoints
 BIN_DIR=""
 SERVER_FLAGS=""
 CTL_FLAGS=""
-
-die() {
-  echo "cluster.sh: $*" >&2
-  exit 1
-}
-
-note() {
-  echo "cluster.sh: $*" >&2
-}
 
 usage() {
   cat >&2 <<'EOF'
@@ -307,7 +302,7 @@ stop_nodes() {
     done
     ((${#left[@]} > 0)) || break
     if ((SECONDS >= end)); then
-      note "SIGKILL to ${left[*]} (still running after ${STOP_TIMEOUT_S}s)"
+      say "SIGKILL to ${left[*]} (still running after ${STOP_TIMEOUT_S}s)"
       kill -9 "${left[@]}" 2>/dev/null || true
       break
     fi
@@ -352,7 +347,7 @@ cmd_start() {
     for ((i = 1; i <= N; i++)); do echo "$i $HOST:$(port_of "$i")"; done
   )
   if [[ -f $DATA/cluster.conf ]] && [[ $(cat "$DATA/cluster.conf") != "$conf" ]]; then
-    note "warning: $DATA held a different cluster; its node data is reused as is"
+    say "warning: $DATA held a different cluster; its node data is reused as is"
   fi
   printf '%s\n' "$conf" >"$DATA/cluster.conf"
   NODES=""
@@ -374,25 +369,25 @@ cmd_start() {
         [[ -z $METRICS_BASE_PORT ]] || echo "METRICS=$(metrics_urls)"
         return 0
       fi
-      note "node(s) ${dead[*]} exited during start-up"
+      say "node(s) ${dead[*]} exited during start-up"
       print_tails "${dead[@]}"
       break
     fi
     alive=0
     for i in "${nodes[@]}"; do node_running "$i" && alive=$((alive + 1)); done
     if ((alive == 0)); then
-      note "every node exited during start-up"
+      say "every node exited during start-up"
       print_tails "${nodes[@]}"
       break
     fi
     if ((SECONDS >= end)); then
-      note "no leader elected within ${START_TIMEOUT_S}s"
+      say "no leader elected within ${START_TIMEOUT_S}s"
       print_tails "${nodes[@]}"
       break
     fi
     sleep 0.2
   done
-  note "stopping the nodes"
+  say "stopping the nodes"
   stop_nodes TERM >/dev/null
   exit 1
 }
@@ -403,13 +398,13 @@ cmd_kill() {
   local i=$1 pid
   pid=$(node_pid "$i")
   if ! pid_alive "$pid"; then
-    note "node $i is not running"
+    say "node $i is not running"
     return 0
   fi
   kill -9 "$pid" 2>/dev/null || true
   local end=$((SECONDS + STOP_TIMEOUT_S))
   while pid_alive "$pid" && ((SECONDS < end)); do sleep 0.05; done
-  note "killed node $i (pid $pid)"
+  say "killed node $i (pid $pid)"
 }
 
 cmd_restart() {
@@ -421,7 +416,7 @@ cmd_restart() {
   check_ports_free "$i"
   start_node "$i" append
   wait_answers "$i"
-  note "restarted node $i (pid $(node_pid "$i"))"
+  say "restarted node $i (pid $(node_pid "$i"))"
 }
 
 # Waits until node $1 answers Status (it need not have found a leader yet);
@@ -433,12 +428,12 @@ wait_answers() {
     out=$(status_json "$HOST:$port")
     [[ $out == *'"role": "'* && $out != *'"unreachable"'* ]] && break
     if ! node_running "$i"; then
-      note "node $i exited during start-up"
+      say "node $i exited during start-up"
       print_tails "$i"
       exit 1
     fi
     if ((SECONDS >= end)); then
-      note "node $i did not answer within ${START_TIMEOUT_S}s"
+      say "node $i did not answer within ${START_TIMEOUT_S}s"
       print_tails "$i"
       exit 1
     fi
@@ -455,7 +450,7 @@ stop_one() {
     local end=$((SECONDS + STOP_TIMEOUT_S))
     while pid_alive "$pid" && ((SECONDS < end)); do sleep 0.1; done
     if pid_alive "$pid"; then
-      note "SIGKILL to node $i (still running after ${STOP_TIMEOUT_S}s)"
+      say "SIGKILL to node $i (still running after ${STOP_TIMEOUT_S}s)"
       kill -9 "$pid" 2>/dev/null || true
     fi
   fi
@@ -489,11 +484,11 @@ cmd_add() {
   JOINED=${JOINED# }
   start_node "$i"
   wait_answers "$i"
-  note "started node $i (pid $(node_pid "$i")) on $addr with --join"
+  say "started node $i (pid $(node_pid "$i")) on $addr with --join"
 
   # Add it as a learner (through the current members, which find the leader).
   if ! ctl --timeout_ms=15000 member add "$i" "$addr" >&2; then
-    note "could not add node $i; stopping it"
+    say "could not add node $i; stopping it"
     stop_one "$i"
     JOINED=$(without "$i" "$JOINED")
     exit 1
@@ -505,8 +500,8 @@ cmd_add() {
   local wait_s=${RAFTKV_CATCHUP_TIMEOUT_S:-120}
   [[ $wait_s =~ ^[0-9]+$ ]] || die "RAFTKV_CATCHUP_TIMEOUT_S must be a number of seconds"
   if ! ctl --timeout_ms=15000 --wait_timeout_ms=$((wait_s * 1000)) member promote "$i" >&2; then
-    note "node $i was added as a learner but not promoted; retry with:"
-    note "  $BIN_DIR/raftkvctl --endpoints=$(endpoints) member promote $i"
+    say "node $i was added as a learner but not promoted; retry with:"
+    say "  $BIN_DIR/raftkvctl --endpoints=$(endpoints) member promote $i"
     exit 1
   fi
   ctl member list
@@ -522,7 +517,7 @@ cmd_remove() {
   JOINED=$(without "$i" "$JOINED")
   save_env
   stop_one "$i"
-  note "removed member $i and stopped it; its data is kept in $DATA/node$i"
+  say "removed member $i and stopped it; its data is kept in $DATA/node$i"
   ctl member list
 }
 
@@ -535,7 +530,7 @@ cmd_members() {
 cmd_stop() {
   DATA=$(data_dir)
   if [[ ! -d $DATA ]]; then
-    note "no cluster in $DATA"
+    say "no cluster in $DATA"
     return 0
   fi
   # The followers first, then the leader: a leader stopped with its
@@ -558,7 +553,7 @@ cmd_stop() {
   fi
   m=$(stop_nodes TERM)
   n=$((n + m))
-  note "stopped $n node(s)${leader:+ (the leader, node $leader, last)}"
+  say "stopped $n node(s)${leader:+ (the leader, node $leader, last)}"
 }
 
 cmd_status() {

@@ -28,6 +28,9 @@
 # KEEP=1), RAFTKV_BASE_PORT (default 7300).
 set -euo pipefail
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# on_exit, stop_cluster_at_exit
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$REPO_ROOT/scripts/lib/common.sh"
 export RAFTKV_BIN_DIR=${RAFTKV_BIN_DIR:-$REPO_ROOT/build}
 export RAFTKV_BASE_PORT=${RAFTKV_BASE_PORT:-7300}
 export RAFTKV_START_TIMEOUT_S=${RAFTKV_START_TIMEOUT_S:-300}
@@ -56,11 +59,8 @@ else
   [[ $mode == writes || $mode == catchup ]] || usage
 fi
 
-cleanup() {
-  "$CLUSTER" stop >/dev/null 2>&1 || true
-  [[ ${KEEP:-0} == 1 ]] || rm -rf "$RAFTKV_DATA"
-}
-trap cleanup EXIT
+[[ ${KEEP:-0} == 1 ]] || on_exit rm -rf "$RAFTKV_DATA"
+stop_cluster_at_exit "$RAFTKV_DATA"
 
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }

@@ -40,6 +40,10 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ME=cross_check
+# die, on_exit
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$ROOT/scripts/lib/common.sh"
 JOBS=${RAFTKV_CROSS_JOBS:-2}
 
 usage() {
@@ -49,8 +53,6 @@ usage() {
 [[ $# -eq 1 ]] || usage
 MODE=$1
 [[ $MODE == windows || $MODE == macos ]] || usage
-
-die() { echo "cross_check: $*" >&2; exit 1; }
 
 # ---- the toolchain: CXX (the compiler command), TARGET_FLAGS (every
 # compile) and PP_FLAGS (the dependency scan only) ----
@@ -112,7 +114,7 @@ cleanup() {
     rm -rf "$WORK"
   fi
 }
-trap cleanup EXIT
+on_exit cleanup
 
 # ---- the sources: as CMakeLists.txt globs them for the targets ----
 cd "$ROOT" || exit 1
@@ -259,7 +261,7 @@ done
 # version (windows: run under Wine; macos: linked) ----
 smoke="not run"
 smoke_ok=0
-SMOKE_UNITS=(src/storage/file_util.cc src/storage/hard_state.cc src/storage/crc32c.cc
+SMOKE_UNITS=(src/storage/file_util.cc src/storage/hard_state_file.cc src/storage/crc32c.cc
              gen/raftkv_version.cc)
 objs=()
 for name in "${SMOKE_UNITS[@]}"; do

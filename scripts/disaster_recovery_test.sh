@@ -13,12 +13,18 @@
 # work. Run by ctest (disaster_recovery) with RAFTKV_BIN_DIR set.
 set -euo pipefail
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# fail, step, remove_at_exit, stop_cluster_at_exit
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$REPO_ROOT/scripts/lib/common.sh"
 : "${RAFTKV_BIN_DIR:?set RAFTKV_BIN_DIR to the build directory}"
 CLUSTER="$REPO_ROOT/scripts/cluster.sh"
 CTL="$RAFTKV_BIN_DIR/raftkvctl"
 WORK=$(mktemp -d /tmp/raftkv-dr.XXXXXX)
+remove_at_exit "$WORK"
 OLD="$WORK/old"  # the cluster that is lost
 NEW="$WORK/new"  # the one restored from the backup
+stop_cluster_at_exit "$OLD"
+stop_cluster_at_exit "$NEW"
 # Two blocks of ports: the restored members listen elsewhere than the lost
 # ones (as on new machines).
 . "$REPO_ROOT/scripts/lib/ports.sh"
@@ -26,17 +32,6 @@ OLD_PORT=${RAFTKV_BASE_PORT:-$(free_base_port 13)}  # old cluster B+1..3, new B+
 NEW_PORT=$((OLD_PORT + 10))
 export RAFTKV_BIN_DIR
 
-cleanup() {
-  RAFTKV_DATA="$OLD" "$CLUSTER" stop >/dev/null 2>&1 || true
-  RAFTKV_DATA="$NEW" "$CLUSTER" stop >/dev/null 2>&1 || true
-  if [ "${failed:-1}" = 0 ]; then rm -rf "$WORK"; else echo "files kept in $WORK" >&2; fi
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-step() { echo "--- $*"; }
 old_cluster() { RAFTKV_DATA="$OLD" RAFTKV_BASE_PORT="$OLD_PORT" "$CLUSTER" "$@"; }
 new_cluster() { RAFTKV_DATA="$NEW" RAFTKV_BASE_PORT="$NEW_PORT" "$CLUSTER" "$@"; }
 # Every key with its revisions, through the leader: `get -w json` (the
@@ -251,5 +246,4 @@ v=$(nctl -w json get single/1 | to_plain | python3 -c 'import json,sys; print(js
 [ "$(nctl lease revoke "$LEASE")" = "lease $LEASE revoked" ] || fail "revoke of the restored lease"
 [ -z "$(nctl get leased/1)" ] || fail "leased/1 is there after its lease was revoked"
 
-failed=0
 echo "PASS: disaster recovery from $BACKUP ($saved_bytes bytes, revision $saved_rev)"

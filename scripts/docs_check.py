@@ -1,20 +1,47 @@
 #!/usr/bin/env python3
-"""Checks the documentation: README.md stays an entry point (at most 1,000
-words) and every relative link in README.md and doc/*.md resolves to a file
-of the repository, and its #anchor to a heading of that file. External links
-(http, https, mailto) are listed with --external, not fetched: CI has no
-business depending on other people's web servers.
+"""Checks the documentation (README.md and every doc/**/*.md, subfolders
+included):
+
+- length: README.md stays an entry point, at most 1,000 words; every other
+  document at most 3,000. Words are counted as `wc -w` counts them: every
+  whitespace-separated token of the file, code blocks, tables and link
+  targets included (nothing is stripped), so `wc -w FILE` gives the number
+  this script compares;
+- tables: no cell of a Markdown table is longer than 300 characters (a long
+  explanation belongs in prose or a list under a heading, not in a cell).
+  A cell is the text between two unescaped `|` of a table row, stripped of
+  surrounding spaces; tables inside fenced code blocks are not tables;
+- links: every relative link resolves to a file of the repository, and its
+  #anchor to a heading of that file. External links (http, https, mailto)
+  are listed with --external, not fetched: CI has no business depending on
+  other people's web servers.
+
+Exceptions are listed below, each with its reason; an exception that no
+longer matches anything is reported too, so that the list does not outlive
+its reason.
 
 Usage: scripts/docs_check.py [--external] [REPO_DIR]
-Exit status 0 when everything resolves, 1 with one line per broken link.
+Exit status 0 when everything passes, 1 with one line per problem.
 """
 import os
 import re
 import sys
 
 MAX_README_WORDS = 1000
+MAX_DOC_WORDS = 3000
+MAX_CELL_CHARS = 300
+
+# Documents allowed more than MAX_DOC_WORDS: {path: (words allowed, reason)}.
+# None: every document fits its job in 3,000 words.
+WORD_EXCEPTIONS = {}
+
+# Table cells allowed more than MAX_CELL_CHARS: (path, how the cell starts,
+# reason). Keep this list short and remove an entry with its cell.
+CELL_EXCEPTIONS = []
+
 LINK = re.compile(r'(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)|!\[[^\]]*\]\(([^)\s]+)\)')
 FENCE = re.compile(r'^(```|~~~)')
+TABLE_DELIMITER = re.compile(r'^\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?$')
 
 
 def strip_code(text):
@@ -54,11 +81,9 @@ def anchors(path):
     return result
 
 
-def check_file(repo, rel, broken, external):
+def check_links(repo, rel, text, broken, external):
     path = os.path.join(repo, rel)
-    with open(path, encoding='utf-8') as f:
-        text = strip_code(f.read())
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(strip_code(text).splitlines(), 1):
         for m in LINK.finditer(line):
             target = m.group(1) or m.group(2)
             where = '%s:%d' % (rel, lineno)
@@ -79,29 +104,99 @@ def check_file(repo, rel, broken, external):
                               % (where, target, anchor, os.path.relpath(dest, repo)))
 
 
+def table_cells(text):
+    """(line number, cell text) of every cell of every table outside code."""
+    lines = text.splitlines()
+    fenced, in_table = False, False
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if FENCE.match(stripped):
+            fenced = not fenced
+            in_table = False
+            continue
+        if fenced:
+            continue
+        if not in_table:
+            # A table starts with a header row followed by a delimiter row.
+            if ('|' in stripped and i + 1 < len(lines)
+                    and '-' in lines[i + 1] and TABLE_DELIMITER.match(lines[i + 1].strip())):
+                in_table = True
+            else:
+                continue
+        elif not stripped or '|' not in stripped:
+            in_table = False
+            continue
+        if TABLE_DELIMITER.match(stripped):
+            continue
+        row = stripped
+        if row.startswith('|'):
+            row = row[1:]
+        if row.endswith('|') and not row.endswith('\\|'):
+            row = row[:-1]
+        for cell in re.split(r'(?<!\\)\|', row):
+            yield i + 1, cell.strip()
+
+
+def check_cells(rel, text, problems, used):
+    for lineno, cell in table_cells(text):
+        if len(cell) <= MAX_CELL_CHARS:
+            continue
+        for n, (path, start, _) in enumerate(CELL_EXCEPTIONS):
+            if path == rel and cell.startswith(start):
+                used.add(n)
+                break
+        else:
+            problems.append('%s:%d: a table cell of %d characters, more than %d: "%s..."'
+                            % (rel, lineno, len(cell), MAX_CELL_CHARS, cell[:50]))
+
+
+def doc_files(repo):
+    files = []
+    for root, dirs, names in os.walk(os.path.join(repo, 'doc')):
+        dirs.sort()
+        for name in sorted(names):
+            if name.endswith('.md'):
+                files.append(os.path.relpath(os.path.join(root, name), repo))
+    return ['README.md'] + files
+
+
 def main(argv):
     show_external = '--external' in argv
     args = [a for a in argv[1:] if a != '--external']
     repo = os.path.abspath(args[0] if args else
                            os.path.join(os.path.dirname(__file__), '..'))
-    files = ['README.md'] + sorted(
-        os.path.join('doc', f) for f in os.listdir(os.path.join(repo, 'doc'))
-        if f.endswith('.md'))
-    broken, external = [], []
+    files = doc_files(repo)
+    problems, external, used_cells = [], [], set()
+    longest = (0, '')
     for rel in files:
-        check_file(repo, rel, broken, external)
-    with open(os.path.join(repo, 'README.md'), encoding='utf-8') as f:
-        words = len(f.read().split())
-    if words > MAX_README_WORDS:
-        broken.append('README.md: %d words, more than %d' % (words, MAX_README_WORDS))
-    for line in broken:
+        with open(os.path.join(repo, rel), encoding='utf-8') as f:
+            text = f.read()
+        check_links(repo, rel, text, problems, external)
+        check_cells(rel, text, problems, used_cells)
+        words = len(text.split())
+        if rel == 'README.md':
+            readme_words, limit = words, MAX_README_WORDS
+        else:
+            limit = WORD_EXCEPTIONS.get(rel, (MAX_DOC_WORDS,))[0]
+            longest = max(longest, (words, rel))
+        if words > limit:
+            problems.append('%s: %d words, more than %d' % (rel, words, limit))
+    for n, (path, start, _) in enumerate(CELL_EXCEPTIONS):
+        if n not in used_cells:
+            problems.append('%s: no cell over %d characters starts with "%s": remove it '
+                            'from CELL_EXCEPTIONS' % (path, MAX_CELL_CHARS, start))
+    for path in WORD_EXCEPTIONS:
+        if path not in files:
+            problems.append('%s: in WORD_EXCEPTIONS but not a document' % path)
+    for line in problems:
         print('BROKEN ' + line)
     if show_external:
         for where, target in external:
             print('external %s %s' % (where, target))
-    print('docs: %d files, README.md %d words, %d external links not fetched, %d broken'
-          % (len(files), words, len(external), len(broken)))
-    return 1 if broken else 0
+    print('docs: %d files, README.md %d words, longest doc %s %d words, '
+          '%d external links not fetched, %d problems'
+          % (len(files), readme_words, longest[1], longest[0], len(external), len(problems)))
+    return 1 if problems else 0
 
 
 if __name__ == '__main__':

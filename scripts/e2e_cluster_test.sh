@@ -7,19 +7,18 @@
 # `member list` / `snapshot` work. Run by ctest with RAFTKV_BIN_DIR set.
 set -euo pipefail
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# fail, remove_at_exit, stop_cluster_at_exit
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$REPO_ROOT/scripts/lib/common.sh"
 : "${RAFTKV_BIN_DIR:?set RAFTKV_BIN_DIR to the build directory}"
 export RAFTKV_DATA
 RAFTKV_DATA=$(mktemp -d /tmp/raftkv-e2e.XXXXXX)
+remove_at_exit "$RAFTKV_DATA" "data kept in $RAFTKV_DATA"
+stop_cluster_at_exit "$RAFTKV_DATA"
 . "$REPO_ROOT/scripts/lib/ports.sh"
 export RAFTKV_BASE_PORT=${RAFTKV_BASE_PORT:-$(free_base_port 5)}
 CLUSTER="$REPO_ROOT/scripts/cluster.sh"
 CTL="$RAFTKV_BIN_DIR/raftkvctl"
-cleanup() {
-  "$CLUSTER" stop >/dev/null 2>&1 || true
-  if [ "${failed:-1}" = 0 ]; then rm -rf "$RAFTKV_DATA"; else echo "data kept in $RAFTKV_DATA" >&2; fi
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 ENDPOINTS=$("$CLUSTER" start 3 | sed -n 's/^ENDPOINTS=//p')
 [ -n "$ENDPOINTS" ] || fail "cluster.sh start printed no ENDPOINTS line"
@@ -293,6 +292,7 @@ fi
 # the server flags, so it starts, waits and stops as for a plain cluster;
 # raftkvctl takes etcd's URL form of the endpoints.
 SECURE=$(mktemp -d /tmp/raftkv-e2e-tls.XXXXXX)
+remove_at_exit "$SECURE" "data kept in $SECURE"
 "$REPO_ROOT/scripts/gen-certs.sh" "$SECURE/tls" node=IP:127.0.0.1 >/dev/null 2>&1 ||
   fail "gen-certs.sh"
 echo client-token >"$SECURE/client.token"
@@ -303,6 +303,7 @@ export RAFTKV_SERVER_FLAGS="$TLS_CLIENT --tls_cert_file=$SECURE/tls/node.crt --t
 --token_file=$SECURE/client.token --peer_token_file=$SECURE/peer.token --admin_token_file=$SECURE/admin.token"
 export RAFTKV_BASE_PORT=$(free_base_port 3)
 RAFTKV_DATA=$SECURE/cluster
+stop_cluster_at_exit "$RAFTKV_DATA"
 ENDPOINTS=$("$CLUSTER" start 3 | sed -n 's/^ENDPOINTS=//p') || fail "cluster.sh start of a TLS cluster"
 [ -n "$ENDPOINTS" ] || fail "cluster.sh start (TLS) printed no ENDPOINTS line"
 URLS="https://${ENDPOINTS//,/,https://}"
@@ -318,7 +319,5 @@ case $out in *PERMISSION_DENIED*) ;; *) fail "snapshot with the client token pri
   fail "snapshot with the admin token"
 "$CLUSTER" status >/dev/null || fail "cluster.sh status on the TLS cluster"
 "$CLUSTER" stop >/dev/null 2>&1 || fail "cluster.sh stop of the TLS cluster"
-rm -rf "$SECURE"
 echo "TLS cluster through cluster.sh: tokens, https:// and http:// endpoints, admin-only snapshot"
-failed=0
 echo "e2e_cluster_test: PASS"

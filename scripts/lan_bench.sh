@@ -201,51 +201,30 @@ PLAIN_PORT=7003              # the delay-free proxy (the proxy's own cost)
 SERVER_PORT=7002             # raftkv-server, on 127.0.0.1 inside its host
 API_PORT=8474                # the proxy's REST API, on 127.0.0.1 inside its host
 WORK=""
-CLEANED=0
 declare -a PROXY_PIDS=()     # PROXY_PIDS[i] = lanproxy of member host i
 declare -a SERVER_PIDS=()    # SERVER_PIDS[i] = raftkv-server of member i (current run)
 
-# Progress to stderr; FAIL (exit 1) and SKIP (exit 77) as multihost_test.sh.
-say() { echo "$ME: $*" >&2; }
+# say (progress to stderr), skip (exit 77), on_exit, remove_at_exit,
+# kill_wait, wait_for
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$REPO_ROOT/scripts/lib/common.sh"
+# FAIL (exit 1) naming the script: it also runs under bench_sweep.py
+# (--run-point), among that program's output.
 fail() {
   echo "FAIL: $ME: $*" >&2
   exit 1
 }
-skip() {
-  echo "SKIP: $ME: $*"
-  exit 77
-}
 
-# ns, veth, ip_of, addr_of, in_ns, add_host, remove_netns_objects, remove_stale_runs
-# shellcheck source=lib/netns_hosts.sh
+# ns, veth, ip_of, addr_of, in_ns, add_host, create_network, remove_own_netns_objects,
+# remove_stale_runs
+# shellcheck source-path=SCRIPTDIR source=lib/netns_hosts.sh
 source "$REPO_ROOT/scripts/lib/netns_hosts.sh"
 CLIENT_IP=$SUBNET.100
 
 # ---------------------------------------------------------------- clean-up
 
-# The EXIT trap of the owning run: kills servers and proxies, removes the
-# network, removes the work directory unless the run failed or RAFTKV_LAN_KEEP=1.
-cleanup() {
-  local rc=$?
-  ((CLEANED)) && return
-  CLEANED=1
-  set +e
-  local p
-  for p in "${SERVER_PIDS[@]}" "${PROXY_PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
-  for p in "${SERVER_PIDS[@]}" "${PROXY_PIDS[@]}"; do wait "$p" 2>/dev/null; done
-  remove_netns_objects "$TAG"
-  if ip netns list 2>/dev/null | grep -q "^$TAG-" || ip link show "${TAG}b" >/dev/null 2>&1; then
-    echo "$ME: warning: could not remove every $TAG-* namespace or link" >&2
-  fi
-  if [[ -n $WORK && -d $WORK ]]; then
-    if ((rc == 0 || rc == 77)) && [[ ${RAFTKV_LAN_KEEP:-0} != 1 ]]; then
-      rm -rf "$WORK"
-    else
-      say "work directory kept: $WORK"
-    fi
-  fi
-  exit "$rc"
-}
+# At the exit of the owning run (on_exit): kills servers and proxies.
+kill_servers_and_proxies() { kill_wait KILL "${SERVER_PIDS[@]}" "${PROXY_PIDS[@]}"; }
 
 # ---------------------------------------------------------------- prerequisites
 
@@ -310,22 +289,6 @@ shape() {
   fi
 }
 
-# The bridge, $HOSTS member hosts and the client host.
-setup_network() {
-  local out i
-  if ! out=$(ip netns add "$CL_NS" 2>&1); then
-    skip "cannot create a network namespace ('ip netns add' said: $out)"
-  fi
-  if ! out=$(ip link add "${TAG}b" type bridge 2>&1); then
-    skip "cannot create a bridge ('ip link add type bridge' said: $out)"
-  fi
-  ip link set "${TAG}b" up
-  for ((i = 1; i <= HOSTS; i++)); do
-    shaped_host "$(ns "$i")" "$(veth "$i")" "$(ip_of "$i")" || fail "setup: host $i"
-  done
-  shaped_host "$CL_NS" "$CL_VETH" "$CLIENT_IP" || fail "setup: client host"
-}
-
 # Microseconds of a millisecond value $1 (e.g. 0.25 -> 250).
 us_of() { python3 -c "import sys; print(int(round(float(sys.argv[1]) * 1000)))" "$1"; }
 
@@ -346,11 +309,8 @@ start_proxies() {
   for ((i = 1; i <= HOSTS; i++)); do
     n=$(ns "$i")
     api=http://127.0.0.1:$API_PORT
-    local tries=0
-    until in_ns "$n" curl -sf "$api/version" >/dev/null 2>&1; do
-      ((++tries < 50)) || fail "proxy on host $i did not answer on $api"
-      sleep 0.1
-    done
+    wait_for 5 in_ns "$n" curl -sf "$api/version" >/dev/null 2>&1 ||
+      fail "proxy on host $i did not answer on $api"
     in_ns "$n" curl -sf -X POST "$api/proxies" \
       -d "{\"name\":\"lan\",\"listen\":\"$(ip_of "$i"):$PORT\",\"upstream\":\"127.0.0.1:$SERVER_PORT\"}" >/dev/null ||
       fail "proxy on host $i: cannot create the delaying proxy"
@@ -474,12 +434,15 @@ member_eps() {
 
 # Waits at most $1 s until every member answers Status through its proxy and
 # names the same leader; sets LEADER.
-wait_leader() {
-  local end=$((SECONDS + $1)) json id
-  while ((SECONDS < end)); do
-    json=$(timeout 20 ip netns exec "$CL_NS" "$CTL" --endpoints="$(member_eps)" --rpc_timeout_ms=1000 \
-      --timeout_ms=1500 status --json 2>/dev/null || true)
-    if id=$(python3 - "$json" "$MEMBERS" <<'EOF'
+wait_leader() { wait_for "$1" set_leader; }
+
+# Sets LEADER if every member answers Status through its proxy and names the
+# same leader; else fails.
+set_leader() {
+  local json id
+  json=$(timeout 20 ip netns exec "$CL_NS" "$CTL" --endpoints="$(member_eps)" --rpc_timeout_ms=1000 \
+    --timeout_ms=1500 status --json 2>/dev/null || true)
+  id=$(python3 - "$json" "$MEMBERS" <<'EOF'
 import json, sys
 try:
     nodes = json.loads(sys.argv[1])
@@ -492,21 +455,14 @@ if len(leaders) != 1 or any(n["leader_id"] != leaders[0]["id"] for n in nodes):
     sys.exit(1)
 print(leaders[0]["id"])
 EOF
-    ); then
-      LEADER=$id
-      return 0
-    fi
-    sleep 0.2
-  done
-  return 1
+  ) || return 1
+  LEADER=$id
 }
 
 # Stops the current cluster (SIGKILL: its data is thrown away) and removes
 # its directory unless $1 = keep.
 stop_cluster() {
-  local p
-  for p in "${SERVER_PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  for p in "${SERVER_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  kill_wait KILL "${SERVER_PIDS[@]}"
   SERVER_PIDS=()
   [[ ${1:-} == keep ]] || rm -rf "$RUN_DIR"
 }
@@ -836,16 +792,18 @@ if ((RUN_POINT)); then
 fi
 check_prerequisites
 LOAD_START=$(cut -d' ' -f1 /proc/loadavg)
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 remove_stale_runs rkvlan
 ensure_lanproxy
 if ((SWEEP)); then
   HOSTS=$(python3 -c "import sys; print(max(3, 1 + max(int(x) for x in sys.argv[1].split(',') if x.strip())))" "$SWEEP_FOLLOWERS")
 fi
+# On any exit, the last first: servers and proxies killed, the network
+# removed, the work directory removed unless the run failed (or RAFTKV_LAN_KEEP=1).
 WORK=$(mktemp -d "/tmp/$TAG.XXXXXX")
-setup_network
+remove_at_exit "$WORK" "$ME: work directory kept: $WORK" "${RAFTKV_LAN_KEEP:-0}"
+on_exit remove_own_netns_objects
+on_exit kill_servers_and_proxies
+create_network "$HOSTS" "$CLIENT_IP" shaped_host  # the bridge, $HOSTS member hosts and the client host
 start_proxies
 if ((CALIBRATE)); then
   start_cluster 3

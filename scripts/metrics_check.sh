@@ -17,6 +17,9 @@
 # promtool comes with Debian's prometheus package (scripts/install-deps.sh).
 set -euo pipefail
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# fail, step, remove_at_exit, stop_cluster_at_exit, on_exit, kill_wait, wait_for
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$REPO_ROOT/scripts/lib/common.sh"
 : "${RAFTKV_BIN_DIR:?set RAFTKV_BIN_DIR to the build directory}"
 CLUSTER="$REPO_ROOT/scripts/cluster.sh"
 CHECK=(python3 "$REPO_ROOT/scripts/lib/metrics_check.py")
@@ -24,23 +27,18 @@ CTL="$RAFTKV_BIN_DIR/raftkvctl"
 RULES="$REPO_ROOT/deploy/prometheus/raftkv-alerts.yml"
 DASHBOARD="$REPO_ROOT/deploy/grafana/raftkv-dashboard.json"
 WORK=$(mktemp -d /tmp/raftkv-metrics.XXXXXX)
+remove_at_exit "$WORK"
 . "$REPO_ROOT/scripts/lib/ports.sh"
 BASE_PORT=${RAFTKV_BASE_PORT:-$(free_base_port 103)}  # gRPC B+1..3, metrics B+101..103
 export RAFTKV_BIN_DIR RAFTKV_DATA="$WORK/data" RAFTKV_BASE_PORT="$BASE_PORT"
 export RAFTKV_METRICS_BASE_PORT=$((BASE_PORT + 100))
+stop_cluster_at_exit "$RAFTKV_DATA"
 watch_pid=""
-
-cleanup() {
-  [ -z "$watch_pid" ] || kill "$watch_pid" 2>/dev/null || true
-  "$CLUSTER" stop >/dev/null 2>&1 || true
-  if [ "${failed:-1}" = 0 ]; then rm -rf "$WORK"; else echo "files kept in $WORK" >&2; fi
+stop_watch() {
+  kill_wait TERM "$watch_pid"
+  watch_pid=""
 }
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-step() { echo "--- $*"; }
+on_exit stop_watch
 
 command -v promtool >/dev/null 2>&1 ||
   fail "promtool not found: install Debian's prometheus package (bash scripts/install-deps.sh)"
@@ -96,8 +94,7 @@ ctl put --lease="${BASH_REMATCH[1]}" leased/1 x >/dev/null || fail "put leased/1
 PUTS=$((PUTS + 1))
 KEYS=$((20 + 2 + 1))  # m/1..20, txn/a and txn/b, leased/1
 # The watch is up once it has seen the puts.
-for _ in $(seq 1 100); do grep -q '^m/20$' "$WORK/watch.out" && break; sleep 0.1; done
-grep -q '^m/20$' "$WORK/watch.out" || fail "the watch printed no event for m/20: $(cat "$WORK/watch.out")"
+wait_for 10 grep -q '^m/20$' "$WORK/watch.out" || fail "the watch printed no event for m/20: $(cat "$WORK/watch.out")"
 
 # ---- 3. scrapes: lint and values ----
 step "scraping every member: promtool check metrics, then the values"
@@ -123,9 +120,7 @@ grep -E '^raftkv_grpc_requests_total\{service="KV",method="(Put|Txn|Range)",|^ra
   "$leader" | sed 's/^/  leader: /'
 
 step "ending the watch: counted, no watcher left"
-kill "$watch_pid" 2>/dev/null || true
-wait "$watch_pid" 2>/dev/null || true
-watch_pid=""
+stop_watch
 for attempt in $(seq 1 20); do
   scrape ended
   ENDED=("${SCRAPED[@]}")
@@ -166,5 +161,4 @@ if promtool check metrics <"$WORK/badname.txt" >"$WORK/badname.out" 2>&1 && [ ! 
 fi
 sed 's/^/  promtool: /' "$WORK/badname.out"
 
-failed=0
 echo "metrics_check: OK"

@@ -60,55 +60,20 @@ CLIENT_IP=$SUBNET.100
 
 START=$SECONDS
 WORK=""
-CLEANED=0
 declare -a PIDS=()        # PIDS[i] = server pid of member i
 TLS=${RAFTKV_MULTIHOST_TLS:-0}
 declare -a CLIENT_TLS=()  # the clients' TLS flags (TLS=1)
 
-say() { echo "$ME: $*" >&2; }
+# say, fail, skip, on_exit, remove_at_exit, kill_wait, wait_for
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$REPO_ROOT/scripts/lib/common.sh"
 pass() { echo "PASS: $* [$((SECONDS - START))s]"; }
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-skip() {
-  echo "SKIP: $ME: $*"
-  exit 77
-}
 
-# ns, veth, ip_of, addr_of, in_ns, add_host, remove_netns_objects, remove_stale_runs
-# shellcheck source=lib/netns_hosts.sh
+# ns, veth, ip_of, addr_of, in_ns, create_network, remove_own_netns_objects, remove_stale_runs
+# shellcheck source-path=SCRIPTDIR source=lib/netns_hosts.sh
 source "$REPO_ROOT/scripts/lib/netns_hosts.sh"
 ALL_EPS=""
 for ((i = 1; i <= N; i++)); do ALL_EPS+="${ALL_EPS:+,}$(addr_of "$i")"; done
-
-# ---------------------------------------------------------------- clean-up
-
-cleanup() {
-  local rc=$?
-  ((CLEANED)) && return
-  CLEANED=1
-  set +e
-  local i
-  for i in "${!PIDS[@]}"; do
-    kill -9 "${PIDS[$i]}" 2>/dev/null
-  done
-  for i in "${!PIDS[@]}"; do
-    wait "${PIDS[$i]}" 2>/dev/null
-  done
-  remove_netns_objects "$TAG"
-  if ip netns list 2>/dev/null | grep -q "^$TAG-" || ip link show "$BRIDGE" >/dev/null 2>&1; then
-    echo "$ME: warning: could not remove every $TAG-* namespace or link" >&2
-  fi
-  if [[ -n $WORK && -d $WORK ]]; then
-    if ((rc == 0 || rc == 77)) && [[ ${RAFTKV_MULTIHOST_KEEP:-0} != 1 ]]; then
-      rm -rf "$WORK"
-    else
-      say "work directory kept: $WORK (per host: hostI/conf, hostI/data, hostI/logs, hostI/server.out)"
-    fi
-  fi
-  exit "$rc"
-}
 
 # ---------------------------------------------------------------- checks
 
@@ -119,27 +84,18 @@ for b in "$SERVER" "$CTL" "$BENCH"; do
   [[ -x $b ]] || fail "$b not found (build raftkv-server, raftkvctl and raftkv-bench, or set RAFTKV_BIN_DIR)"
 done
 
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# On any exit, the last first: the servers killed, this run's namespaces,
+# links and bridge removed, the work directory removed unless the test failed.
+WORK=$(mktemp -d "/tmp/$TAG.XXXXXX")
+remove_at_exit "$WORK" \
+  "$ME: work directory kept: $WORK (per host: hostI/conf, hostI/data, hostI/logs, hostI/server.out)" \
+  "${RAFTKV_MULTIHOST_KEEP:-0}"
+on_exit remove_own_netns_objects
+kill_servers() { kill_wait KILL "${PIDS[@]}"; }
+on_exit kill_servers
 remove_stale_runs rkvmh
-# Can this machine (container) create namespaces at all? A limit of the
-# machine is a skip (so is a missing bridge below); anything later fails.
-if ! out=$(ip netns add "$CL_NS" 2>&1); then
-  skip "cannot create a network namespace ('ip netns add' said: $out)"
-fi
 
 # ---------------------------------------------------------------- helpers
-
-# Runs "${@:2}" until it succeeds, at most $1 seconds; fails after that.
-wait_for() {
-  local end=$((SECONDS + $1))
-  shift
-  until "$@"; do
-    ((SECONDS < end)) || return 1
-    sleep 0.2
-  done
-}
 
 # raftkvctl from the client host; every call has a deadline.
 ctl() {
@@ -175,15 +131,12 @@ EOF
 
 LEADER=0
 wait_leader() {  # wait_leader ENDPOINTS SECONDS: sets LEADER
-  local eps=$1 limit=$2 end=$((SECONDS + $2)) id
-  while :; do
-    if id=$(agreed_leader "$eps") && [[ -n $id ]]; then
-      LEADER=$id
-      return 0
-    fi
-    ((SECONDS < end)) || return 1
-    sleep 0.2
-  done
+  wait_for "$2" set_leader "$1"
+}
+set_leader() {  # set_leader ENDPOINTS: LEADER = agreed_leader ENDPOINTS, if it names one
+  local id
+  id=$(agreed_leader "$1") && [[ -n $id ]] || return 1
+  LEADER=$id
 }
 
 eps_without() {  # the endpoints of every member but $1
@@ -253,16 +206,9 @@ step_fail() {
 
 # ---------------------------------------------------------------- setup
 
-WORK=$(mktemp -d "/tmp/$TAG.XXXXXX")
-# A kernel without bridge support is a limit of the machine, like ip netns.
-if ! out=$(ip link add "$BRIDGE" type bridge 2>&1); then
-  skip "cannot create a bridge ('ip link add type bridge' said: $out)"
-fi
-ip link set "$BRIDGE" up
-for ((i = 1; i <= N; i++)); do
-  add_host "$(ns "$i")" "$(veth "$i")" "$(ip_of "$i")" || fail "setup: host $i"
-done
-add_host "$CL_NS" "$CL_VETH" "$CLIENT_IP" || fail "setup: client host"
+# Skips (77) where this machine cannot create namespaces or a bridge;
+# anything later fails.
+create_network "$N" "$CLIENT_IP"
 
 # One cluster file, in the format of conf/cluster.conf, copied to each host;
 # one flags file per member in the format of conf/node1.flags. Only --id, the

@@ -14,22 +14,20 @@
 # Run by ctest with RAFTKV_BIN_DIR set to the build directory.
 set -euo pipefail
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# fail, step, remove_at_exit, on_exit, kill_wait
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$REPO_ROOT/scripts/lib/common.sh"
+. "$REPO_ROOT/scripts/lib/ports.sh"  # free_port
 : "${RAFTKV_BIN_DIR:?set RAFTKV_BIN_DIR to the build directory}"
 BUILD=$(cd "$RAFTKV_BIN_DIR" && pwd)
 WORK=$(mktemp -d /tmp/raftkv-package.XXXXXX)
-pids=()
-failed=1
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  if [ "$failed" = 0 ]; then rm -rf "$WORK"; else echo "package_test: work kept in $WORK" >&2; fi
+remove_at_exit "$WORK" "package_test: work kept in $WORK"
+pids=()  # the servers started by start_member
+stop_members() {
+  kill_wait TERM "${pids[@]}"
+  pids=()
 }
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-step() { echo "--- $*"; }
-
-# A free TCP port on 127.0.0.1.
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+on_exit stop_members
 
 # Starts raftkv-server ($1) as a one-member cluster on a free port, with the
 # rest of the arguments; sets MEMBER (its endpoint) once it answers.
@@ -105,19 +103,20 @@ echo "package: $(basename "$deb"): programs, unit, configuration, maintainer scr
 
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "package_test: not root (or no apt-get): the .deb was built and inspected, not installed"
-  failed=0
   exit 0
 fi
 if dpkg-query -W -f='${Status}' raftkv 2>/dev/null | grep -q 'install ok installed'; then
   echo "package_test: a raftkv package is installed on this machine already; not touching it"
-  failed=0
   exit 0
 fi
 step "apt-get install $deb"
 DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$deb" >"$WORK/apt.log" 2>&1 ||
   { tail -30 "$WORK/apt.log" >&2; fail "apt-get install of the package"; }
 purge() { DEBIAN_FRONTEND=noninteractive apt-get purge -y raftkv >"$WORK/purge.log" 2>&1; }
-trap 'purge || true; cleanup' EXIT
+# Purged at exit (before the servers are stopped) unless the test purged it.
+installed=1
+purge_at_exit() { [ "$installed" = 0 ] || purge; }
+on_exit purge_at_exit
 getent passwd raftkv >/dev/null || fail "the package created no raftkv user"
 [ "$(stat -c %U /var/lib/raftkv)" = raftkv ] || fail "/var/lib/raftkv is not owned by raftkv"
 [ -x /usr/bin/raftkv-server ] || fail "/usr/bin/raftkv-server missing after the install"
@@ -151,10 +150,9 @@ wait 2>/dev/null || true
 pids=()
 step "apt-get purge raftkv"
 purge || { tail -20 "$WORK/purge.log" >&2; fail "apt-get purge raftkv"; }
-trap cleanup EXIT
+installed=0
 [ ! -e /usr/bin/raftkv-server ] || fail "/usr/bin/raftkv-server still there after the purge"
 [ ! -e /etc/raftkv/node1.flags ] || fail "/etc/raftkv/node1.flags still there after the purge"
 if getent passwd raftkv >/dev/null; then fail "the raftkv user is still there after the purge"; fi
 echo "package installed, served as the raftkv user from its configuration, purged"
-failed=0
 echo "package_test: PASS"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Proof that the power-loss tests can fail: for each kind of sync the server
-# makes, runs the PowerLoss* tests (storage_tests, then service_tests) with
+# makes, runs the PowerLoss* tests (storage_tests, then node_tests) with
 # that kind dropped -- FaultFs lets such syncs return OK but makes nothing
 # durable, as deleting the call from the code would -- and expects at least
 # one test to fail. Prints one line per kind; exits 1 if any kind goes
@@ -12,7 +12,7 @@ REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR=${1:-${RAFTKV_BIN_DIR:-$REPO_ROOT/build}}
 KINDS=(log-data log-dir hardstate-file data-dir snapshot-file snapshot-dir parent-dir)
 
-for bin in storage_tests service_tests; do
+for bin in storage_tests node_tests; do
   if [[ ! -x $BUILD_DIR/$bin ]]; then
     echo "powerloss_mutants: $BUILD_DIR/$bin not found (build first: scripts/build.sh)" >&2
     exit 2
@@ -30,7 +30,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for kind in "${KINDS[@]}"; do
   caught=""
-  for bin in storage_tests service_tests; do
+  for bin in storage_tests node_tests; do
     RAFTKV_FAULTFS_DROP_SYNC=$kind "$BUILD_DIR/$bin" --gtest_filter='PowerLoss*' \
       --gtest_fail_fast >"$tmp/$kind-$bin.log" 2>&1
     rc=$?

@@ -17,6 +17,10 @@
 #   RAFTKV_KEEP_WORK=1  keep the venv and the cluster's data and logs (kept anyway on failure)
 set -euo pipefail
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ME=python_client_test
+# die, remove_at_exit, stop_cluster_at_exit
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$REPO_ROOT/scripts/lib/common.sh"
 : "${RAFTKV_BIN_DIR:?set RAFTKV_BIN_DIR to the build directory}"
 RAFTKV_BIN_DIR=$(cd "$RAFTKV_BIN_DIR" && pwd)
 export RAFTKV_BIN_DIR
@@ -28,47 +32,33 @@ PYTHON=${RAFTKV_PYTHON:-python3}
 # package's requirements the same way).
 PINS=(grpcio==1.85.1 grpcio-tools==1.85.1 protobuf==7.36.2 pytest==9.2.0)
 
-fail() {
-  echo "python_client_test: $*" >&2
-  exit 1
-}
-
 for b in raftkv-server raftkvctl; do
-  [[ -x $RAFTKV_BIN_DIR/$b ]] || fail "$RAFTKV_BIN_DIR/$b not found (build it first)"
+  [[ -x $RAFTKV_BIN_DIR/$b ]] || die "$RAFTKV_BIN_DIR/$b not found (build it first)"
 done
-command -v "$PYTHON" >/dev/null 2>&1 || fail "$PYTHON not found (set RAFTKV_PYTHON)"
+command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON not found (set RAFTKV_PYTHON)"
 "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 9) else 1)' ||
-  fail "$PYTHON is $("$PYTHON" -V 2>&1); the client needs Python >= 3.9"
+  die "$PYTHON is $("$PYTHON" -V 2>&1); the client needs Python >= 3.9"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/raftkv-pyclient.XXXXXX")
+remove_at_exit "$WORK" "python_client_test: venv, cluster data and server logs kept in $WORK" \
+  "${RAFTKV_KEEP_WORK:-0}"
 export RAFTKV_DATA=$WORK/data
+# The fixture stops its cluster; this catches a pytest that was killed.
+stop_cluster_at_exit "$RAFTKV_DATA"
 . "$REPO_ROOT/scripts/lib/ports.sh"
 export RAFTKV_BASE_PORT=${RAFTKV_BASE_PORT:-$(free_base_port 5)}
 VENV=$WORK/venv
-status=1
-cleanup() {
-  # The fixture stops its cluster; this catches a pytest that was killed.
-  if [[ -f $RAFTKV_DATA/cluster.env ]]; then
-    bash "$REPO_ROOT/scripts/cluster.sh" stop >/dev/null 2>&1 || true
-  fi
-  if [[ $status == 0 && ${RAFTKV_KEEP_WORK:-0} != 1 ]]; then
-    rm -rf "$WORK"
-  else
-    echo "python_client_test: venv, cluster data and server logs kept in $WORK" >&2
-  fi
-}
-trap cleanup EXIT
 
 start=$SECONDS
 echo "python_client_test: venv in $VENV ($("$PYTHON" -V 2>&1))"
-"$PYTHON" -m venv "$VENV" || fail "could not create a venv with $PYTHON -m venv"
+"$PYTHON" -m venv "$VENV" || die "could not create a venv with $PYTHON -m venv"
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PYTHONDONTWRITEBYTECODE=1
-"$VENV/bin/python" -m pip install -q "${PINS[@]}" || fail "pip install ${PINS[*]} failed"
+"$VENV/bin/python" -m pip install -q "${PINS[@]}" || die "pip install ${PINS[*]} failed"
 # The package itself, built from this tree with the pinned grpcio-tools (no
 # build isolation: the stubs come from exactly the versions above).
 "$VENV/bin/python" -m pip install -q --no-build-isolation "$REPO_ROOT/clients/python" ||
-  fail "pip install clients/python failed"
-"$VENV/bin/python" - <<'EOF' || fail "the installed package does not import"
+  die "pip install clients/python failed"
+"$VENV/bin/python" - <<'EOF' || die "the installed package does not import"
 import raftkv, grpc, google.protobuf
 from raftkv.v1 import kv_pb2, kv_pb2_grpc, watch_pb2_grpc, lease_pb2_grpc, admin_pb2_grpc
 print("python_client_test: raftkv %s (grpcio %s, protobuf %s) from %s"
@@ -86,4 +76,3 @@ timeout --kill-after=15 "${RAFTKV_PYTEST_TIMEOUT_S:-300}" \
   "$REPO_ROOT/clients/python/tests" ${extra[@]+"${extra[@]}"} || rc=$?
 echo "python_client_test: pytest exited $rc after $((SECONDS - start)) s in total"
 [[ $rc == 0 ]] || exit "$rc"
-status=0

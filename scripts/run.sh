@@ -4,6 +4,9 @@
 # recovery), and stops it. Data and logs go to ${RAFTKV_DATA:-./data/demo}.
 set -euo pipefail
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# stop_cluster_at_exit
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$REPO_ROOT/scripts/lib/common.sh"
 "$REPO_ROOT/scripts/install-deps.sh"
 "$REPO_ROOT/scripts/build.sh" --target raftkv-server raftkvctl raftkv-bench
 
@@ -14,8 +17,9 @@ CTL="$RAFTKV_BIN_DIR/raftkvctl"
 
 "$CLUSTER" stop >/dev/null 2>&1 || true
 rm -rf "$RAFTKV_DATA"
-trap '"$CLUSTER" stop >/dev/null 2>&1 || true' EXIT
+stop_cluster_at_exit "$RAFTKV_DATA"
 
+# A heading per part of the demonstration (not the tests' "--- " lines).
 step() { printf '\n== %s\n' "$*"; }
 
 step "start a 3-node cluster"

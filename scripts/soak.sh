@@ -23,6 +23,9 @@
 # SAMPLE_S (default 5).
 set -euo pipefail
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# remove_at_exit, stop_cluster_at_exit, on_exit, kill_wait
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$REPO_ROOT/scripts/lib/common.sh"
 export RAFTKV_BIN_DIR=${RAFTKV_BIN_DIR:-$REPO_ROOT/build}
 export RAFTKV_BASE_PORT=${RAFTKV_BASE_PORT:-7400}
 export RAFTKV_DATA=${RAFTKV_DATA:-$(mktemp -d /tmp/raftkv-soak-data.XXXXXX)}
@@ -47,16 +50,13 @@ stop_file=$RAFTKV_DATA/soak-stop
 bad=0
 sampler=""
 
-cleanup() {
-  if [[ -n $sampler ]]; then kill "$sampler" 2>/dev/null || true; fi
-  "$CLUSTER" stop >/dev/null 2>&1 || true
-  if [[ ${KEEP:-0} == 1 || $bad != 0 ]]; then
-    echo "cluster directory kept: $RAFTKV_DATA" >&2
-  else
-    rm -rf "$RAFTKV_DATA"
-  fi
+remove_at_exit "$RAFTKV_DATA" "cluster directory kept: $RAFTKV_DATA" "${KEEP:-0}"
+stop_cluster_at_exit "$RAFTKV_DATA"
+stop_sampler() {
+  kill_wait TERM "$sampler"
+  sampler=""
 }
-trap cleanup EXIT
+on_exit stop_sampler
 
 now() { date +%s.%N; }
 elapsed() { awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }

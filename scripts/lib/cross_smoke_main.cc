@@ -11,7 +11,7 @@
 #include "common/version.h"
 #include "storage/crc32c.h"
 #include "storage/file_util.h"
-#include "storage/hard_state.h"
+#include "storage/hard_state_file.h"
 
 namespace file = raftkv::file;
 

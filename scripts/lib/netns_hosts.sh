@@ -1,8 +1,10 @@
+# shellcheck shell=bash
 # Emulated hosts in network namespaces, shared by scripts/multihost_test.sh
 # and scripts/lan_bench.sh (sourced, not run). Every object of one run is
 # named after its TAG (<prefix><pid>): namespaces $TAG-n<i> and $TAG-cl, a
 # bridge ${TAG}b, root-namespace veth ends ${TAG}v<i> and ${TAG}vc.
-# The caller sets TAG, SUBNET (three octets), PORT and ME, and defines say().
+# The caller sets TAG, SUBNET (three octets), PORT and ME, and has sourced
+# scripts/lib/common.sh (say, skip, fail).
 
 ns() { echo "$TAG-n$1"; }     # namespace ("host") of member $1
 CL_NS=$TAG-cl                   # the client host
@@ -27,6 +29,26 @@ add_host() {
   ip -n "$n" link set lo up
 }
 
+# create_network N CLIENT_IP [ADD_HOST]: the run's bridge, member hosts 1..N
+# and the client host ($CL_NS at CLIENT_IP), each made by ADD_HOST (default
+# add_host, same arguments). Where this machine (container) cannot create a
+# namespace or a bridge, a limit of the machine, skips (exit 77); fails if a
+# host cannot be made.
+create_network() {
+  local n=$1 client_ip=$2 add=${3:-add_host} out i
+  if ! out=$(ip netns add "$CL_NS" 2>&1); then
+    skip "cannot create a network namespace ('ip netns add' said: $out)"
+  fi
+  if ! out=$(ip link add "${TAG}b" type bridge 2>&1); then
+    skip "cannot create a bridge ('ip link add type bridge' said: $out)"
+  fi
+  ip link set "${TAG}b" up
+  for ((i = 1; i <= n; i++)); do
+    "$add" "$(ns "$i")" "$(veth "$i")" "$(ip_of "$i")" || fail "setup: host $i"
+  done
+  "$add" "$CL_NS" "$CL_VETH" "$client_ip" || fail "setup: client host"
+}
+
 # Removes one run's namespaces, links and bridge (tag $1); kills what still
 # runs inside its namespaces.
 remove_netns_objects() {
@@ -45,6 +67,14 @@ remove_netns_objects() {
     ip netns del "$n" 2>/dev/null || true
   done
   ip link del "${tag}b" 2>/dev/null || true
+}
+
+# This run's remove_netns_objects, at its end: says so if anything is left.
+remove_own_netns_objects() {
+  remove_netns_objects "$TAG"
+  if ip netns list 2>/dev/null | grep -q "^$TAG-" || ip link show "${TAG}b" >/dev/null 2>&1; then
+    say "warning: could not remove every $TAG-* namespace or link"
+  fi
 }
 
 # Leftovers of runs that died without their trap (SIGKILL): <prefix><pid>-*

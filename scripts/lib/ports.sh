@@ -1,8 +1,9 @@
+# shellcheck shell=bash
 # Sourced by the script tests: free_base_port SPAN prints a base port B such
-# that B+1 .. B+SPAN are all free on 127.0.0.1. Like the C++ tests'
-# PickFreePorts, it searches below the Linux ephemeral range (32768..60999),
-# where outgoing connections of parallel tests take their local ports, from a
-# random start.
+# that B+1 .. B+SPAN are all free on 127.0.0.1 (free_port: one free port).
+# Like the C++ tests' PickFreePorts, it searches below the Linux ephemeral
+# range (32768..60999), where outgoing connections of parallel tests take
+# their local ports, from a random start.
 free_base_port() {
   python3 - "$1" <<'PY'
 import random, socket, sys
@@ -25,4 +26,10 @@ for _ in range(200):
         sys.exit(0)
 sys.exit("no %d free consecutive ports in %d..%d" % (span, low, high + span))
 PY
+}
+
+free_port() {
+  local base
+  base=$(free_base_port 1) || return
+  echo $((base + 1))
 }

@@ -2,7 +2,7 @@
 
 #include "client/channel_args.h"
 #include "client/security.h"
-#include "service/tsan_handoff.h"
+#include "common/tsan_handoff.h"
 
 #include <algorithm>
 #include <atomic>

@@ -21,7 +21,7 @@
 #include "client/channel_args.h"
 #include "client/kv_client.h"
 #include "client/security.h"
-#include "gtest/integration/process_cluster.h"
+#include "testing/process_cluster.h"
 
 namespace raftkv {
 namespace bench {

@@ -91,7 +91,7 @@
 #include "client/channel_args.h"
 #include "client/grpc_runtime.h"
 #include "client/kv_client.h"
-#include "gtest/integration/process_cluster.h"
+#include "testing/process_cluster.h"
 #include "proto/internal.h"
 
 DEFINE_int32(duration, 60, "Seconds of client load while faults are injected.");

@@ -59,6 +59,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "client/retry_loop.h"
+#include "common/endpoint.h"
 #include "client/security.h"
 #include "proto/api.h"
 
@@ -100,25 +101,6 @@ struct ClientOptions {
 
 // The canonical name of a gRPC status code, e.g. "FAILED_PRECONDITION".
 const char* StatusCodeName(grpc::StatusCode code);
-
-// Splits a comma-separated list of endpoints. Surrounding whitespace is
-// trimmed and empty items are dropped; the items are not validated.
-std::vector<std::string> SplitEndpoints(const std::string& csv);
-
-// Checks that `endpoint` is "host:port": host a name or IPv4 address made of
-// [A-Za-z0-9.-_], or a bracketed IPv6 address ("[::1]:7001"); port a decimal
-// number in 1..65535. On success fills host/port (either may be null) and
-// returns OK; otherwise InvalidArgument naming the bad input.
-Status ParseEndpoint(const std::string& endpoint, std::string* host = nullptr, int* port = nullptr);
-
-// An endpoint written as etcd's URLs are ("http://10.0.0.1:2379/") as
-// host:port: the scheme and trailing slashes removed (TLS is chosen by the
-// security flags, not the scheme).
-std::string StripEndpointScheme(const std::string& endpoint);
-
-// SplitEndpoints, StripEndpointScheme and ParseEndpoint on every item.
-// InvalidArgument on an empty list or any bad item, naming it.
-Status ParseEndpointList(const std::string& csv, std::vector<std::string>* endpoints);
 
 // Stops a KvClient::Watch from another thread: Cancel() cancels the current
 // stream and no new one is opened; the Watch then returns CANCELLED. One

@@ -2,7 +2,7 @@
 // message that names what failed (file and offset, member, field, the value
 // refused and why). Nothing throws across a module boundary; functions that
 // can fail return a Status (or take a Status* beside their result). The
-// service turns it into a gRPC status at the edge (service/grpc_status.h).
+// service turns it into a gRPC status at the edge (server/grpc_status.h).
 #pragma once
 
 #include <ostream>
@@ -23,9 +23,13 @@ class Status {
     kNotFound,            // the named thing (a lease) does not exist
     kOutOfRange,          // a revision outside the history kept (compacted, or future)
     kResourceExhausted,   // a bound was reached (answer size, saved answers, sessions)
+    kAborted,             // the operation was cut short (its session expired); retry anew
+    kDeadlineExceeded,    // the caller's deadline passed first; the outcome may be unknown
+    kInternal,            // an invariant of ours broke (a bug), not the caller's fault
   };
 
   Status() = default;
+  Status(Code code, std::string msg) : code_(code), message_(std::move(msg)) {}
   static Status OK() { return Status(); }
   static Status InvalidArgument(std::string msg) { return Status(Code::kInvalidArgument, std::move(msg)); }
   static Status FailedPrecondition(std::string msg) {
@@ -39,6 +43,11 @@ class Status {
   static Status ResourceExhausted(std::string msg) {
     return Status(Code::kResourceExhausted, std::move(msg));
   }
+  static Status Aborted(std::string msg) { return Status(Code::kAborted, std::move(msg)); }
+  static Status DeadlineExceeded(std::string msg) {
+    return Status(Code::kDeadlineExceeded, std::move(msg));
+  }
+  static Status Internal(std::string msg) { return Status(Code::kInternal, std::move(msg)); }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
@@ -57,12 +66,14 @@ class Status {
       case Code::kNotFound: return "Not found: " + message_;
       case Code::kOutOfRange: return "Out of range: " + message_;
       case Code::kResourceExhausted: return "Resource exhausted: " + message_;
+      case Code::kAborted: return "Aborted: " + message_;
+      case Code::kDeadlineExceeded: return "Deadline exceeded: " + message_;
+      case Code::kInternal: return "Internal: " + message_;
     }
     return message_;
   }
 
  private:
-  Status(Code code, std::string msg) : code_(code), message_(std::move(msg)) {}
   Code code_ = Code::kOk;
   std::string message_;
 };

@@ -5,9 +5,9 @@
 
 #include <optional>
 
-#include "raft/core.h"
-#include "raft/message.h"
-#include "raft/types.h"
+#include "raft/core/core.h"
+#include "raft/core/message.h"
+#include "raft/core/types.h"
 
 namespace raftkv::raft {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "fuzz/fuzz_util.h"
-#include "storage/hard_state.h"
+#include "storage/hard_state_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace raftkv;

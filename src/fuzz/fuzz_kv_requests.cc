@@ -1,5 +1,5 @@
 // Fuzz target: the client request checks and their translation into Commands
-// (service/kv_requests.h, the functions the KV handlers in grpc_server.cc use).
+// (kv/kv_requests.h, the functions the KV handlers in grpc_server.cc use).
 //
 // Input: [max_key_bytes:u8] [max_value_bytes:u8], then records [kind:u8]
 // [length:u16le] [serialized request]: kind % 8 picks Put, Get, Delete,
@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "fuzz/fuzz_util.h"
-#include "service/kv_requests.h"
-#include "storage/kv_state_machine.h"
+#include "kv/kv_requests.h"
+#include "kv/kv_state_machine.h"
 
 namespace {
 

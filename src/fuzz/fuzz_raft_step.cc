@@ -82,9 +82,9 @@
 #include <vector>
 
 #include "fuzz/fuzz_util.h"
-#include "raft/membership.h"
-#include "consensus/raft.h"
-#include "storage/kv_state_machine.h"
+#include "raft/core/membership.h"
+#include "raft/raft.h"
+#include "kv/kv_state_machine.h"
 #include "storage/log_store.h"
 
 namespace raftkv::fuzz {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_util.h"
-#include "storage/kv_state_machine.h"
+#include "kv/kv_state_machine.h"
 
 namespace {
 

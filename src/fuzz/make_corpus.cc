@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_raft_step.h"
-#include "storage/hard_state.h"
+#include "storage/hard_state_file.h"
 #include "storage/log_store.h"
 
 namespace fs = std::filesystem;

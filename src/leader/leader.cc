@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "raft/quorum.h"
+#include "raft/core/quorum.h"
 
 namespace raftkv::raft {
 

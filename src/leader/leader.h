@@ -17,10 +17,10 @@
 #include <string>
 
 #include "leader/progress.h"
-#include "raft/core.h"
-#include "raft/membership.h"
-#include "raft/message.h"
-#include "raft/types.h"
+#include "raft/core/core.h"
+#include "raft/core/membership.h"
+#include "raft/core/message.h"
+#include "raft/core/types.h"
 
 namespace raftkv::raft {
 

@@ -9,7 +9,6 @@
 
 #include <glog/logging.h>
 
-#include "storage/kv_state_machine.h"
 
 namespace raftkv {
 namespace {
@@ -165,7 +164,7 @@ Status SnapshotStore::Write(const SnapshotWriter& image, SnapshotFileInfo* writt
   return Status::OK();
 }
 
-Status SnapshotStore::LoadNewestValid(KvStateMachine* sm, SnapshotLoadResult* result) const {
+Status SnapshotStore::LoadNewestValid(SnapshotTarget* target, SnapshotLoadResult* result) const {
   *result = SnapshotLoadResult();
   std::vector<SnapshotFileInfo> files;
   Status s = List(&files);
@@ -180,7 +179,7 @@ Status SnapshotStore::LoadNewestValid(KvStateMachine* sm, SnapshotLoadResult* re
                              std::to_string(reader->meta().last_term) +
                              ", which does not match the file name");
     }
-    if (s.ok()) s = sm->Restore(reader.get());
+    if (s.ok()) s = target->Restore(reader.get());
     if (s.ok()) {
       result->found = true;
       result->meta = reader->meta();

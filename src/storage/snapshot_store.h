@@ -13,7 +13,7 @@
 // Keeping two snapshots (Prune(2)) is what makes that fallback possible.
 //
 // The node's side (when snapshots are taken, InstallSnapshot, compaction)
-// is service/snapshot_manager.h; the format and the procedure, doc/storage.md
+// is node/snapshot_manager.h; the format and the procedure, doc/storage.md
 // "Snapshot files".
 //
 // Thread safety: a SnapshotStore is used by one thread at a time. A
@@ -33,7 +33,14 @@
 
 namespace raftkv {
 
-class KvStateMachine;
+// What a snapshot image restores: the state machine (kv/kv_state_machine.h).
+class SnapshotTarget {
+ public:
+  virtual ~SnapshotTarget() = default;
+  // Replaces the whole state with the image `reader` reads; on an error the
+  // state is unchanged.
+  virtual Status Restore(SnapshotReader* reader) = 0;
+};
 
 struct SnapshotFileInfo {
   uint64_t last_index = 0;
@@ -123,11 +130,11 @@ class SnapshotStore {
   // replacing a file of that name. No lock of the state machine is needed.
   Status Write(const SnapshotWriter& image, SnapshotFileInfo* written);
 
-  // Restores `sm` from the newest snapshot that is intact, trying older ones
-  // when a newer one is not (each skip is logged at ERROR with the file and
-  // the reason, and listed in result->rejected). No snapshot at all, or none
-  // intact, is OK with result->found == false and `sm` untouched.
-  Status LoadNewestValid(KvStateMachine* sm, SnapshotLoadResult* result) const;
+  // Restores `target` from the newest snapshot that is intact, trying older
+  // ones when a newer one is not (each skip is logged at ERROR with the file
+  // and the reason, and listed in result->rejected). No snapshot at all, or
+  // none intact, is OK with result->found == false and `target` untouched.
+  Status LoadNewestValid(SnapshotTarget* target, SnapshotLoadResult* result) const;
 
   // Deletes all but the newest `keep` (>= 1) snapshot files.
   Status Prune(size_t keep = 2);

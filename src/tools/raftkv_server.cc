@@ -30,17 +30,17 @@
 #include "client/kv_client.h"
 #include "client/security.h"
 #include "common/version.h"
-#include "service/admin_service.h"
+#include "ops/admin_service.h"
 
 DECLARE_string(tls_ca_file);  // client/security.cc
-#include "service/call_auth.h"
-#include "service/cluster_config.h"
-#include "service/flag_files.h"
-#include "service/grpc_server.h"
-#include "service/metrics_endpoint.h"
-#include "service/node.h"
-#include "service/tls_check.h"
-#include "service/peer_client.h"
+#include "server/call_auth.h"
+#include "node/cluster_config.h"
+#include "ops/flag_files.h"
+#include "server/grpc_server.h"
+#include "ops/metrics_endpoint.h"
+#include "node/node.h"
+#include "ops/tls_check.h"
+#include "server/peer_client.h"
 
 DEFINE_uint64(id, 0,
               "This member's id (required). Must appear in --cluster_file, unless --join is set.");
@@ -288,7 +288,7 @@ void HandOverLeadership(raftkv::RaftNode* node, int timeout_ms) {
               << out.term << ") in " << ms << " ms";
   } else {
     LOG(WARNING) << "leader shutting down: leadership transfer to member " << target
-                 << " failed after " << ms << " ms: " << out.status.error_message();
+                 << " failed after " << ms << " ms: " << out.status.message();
   }
 }
 
@@ -422,7 +422,7 @@ static int Serve(int argc, char** argv) {
                     "the log grows until a snapshot is taken with raftkvctl";
   }
 
-  // TLS and tokens (client/security.h, service/call_auth.h). The member's
+  // TLS and tokens (client/security.h, server/call_auth.h). The member's
   // own channels to its peers use the same CA, certificate and key.
   auto security = std::make_shared<raftkv::ChannelSecurity>();
   std::unique_ptr<raftkv::CallAuthorizer> auth;
@@ -632,13 +632,17 @@ static int Serve(int argc, char** argv) {
   server_options.forward_to_leader = FLAGS_forward_to_leader;
   server_options.peer_security = security;
   raftkv::AdminServiceImpl admin(raw_node, FLAGS_max_request_timeout_ms, auth.get());
-  raftkv::MeteredAdminService metered_admin(&admin, &raw_node->server_metrics());
+  // The gRPC server's per-method counters; the metrics endpoint, which starts
+  // first and stops last, reads them.
+  raftkv::ServerMetrics rpc_metrics;
+  server_options.metrics = &rpc_metrics;
+  raftkv::MeteredAdminService metered_admin(&admin, &rpc_metrics);
   server_options.admin_service = &metered_admin;
   // Metrics first: a port that cannot be bound stops the start-up before
   // this member serves anything.
   std::unique_ptr<raftkv::MetricsEndpoint> metrics;
   if (FLAGS_metrics_port != 0) {
-    metrics = std::make_unique<raftkv::MetricsEndpoint>(raw_node, FLAGS_metrics_address,
+    metrics = std::make_unique<raftkv::MetricsEndpoint>(raw_node, &rpc_metrics, FLAGS_metrics_address,
                                                         FLAGS_metrics_port);
     s = metrics->Start();
     if (!s.ok()) {

@@ -123,8 +123,8 @@
 #include "client/txn_text.h"
 #include "common/version.h"
 #include "tools/raftkvctl_output.h"
-#include "service/backup.h"
-#include "service/cluster_config.h"
+#include "ops/backup.h"
+#include "node/cluster_config.h"
 
 DEFINE_string(endpoints, "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
               "Comma-separated host:port list of the cluster's servers. Writes and "

@@ -32,7 +32,7 @@
 
 #include "client/security.h"
 #include "gtest/integration/integration_test_util.h"
-#include "gtest/integration/process_cluster.h"
+#include "testing/process_cluster.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 
 namespace raftkv {
@@ -277,7 +277,7 @@ TEST_F(Abuse, PeerMethodsNeedTheMembersSecret) {
   int refused = 0;
   for (const std::string& token : {std::string(), std::string("client-secret"), std::string("admin-secret")}) {
     for (int target : {static_cast<int>(leader), follower}) {
-      auto stub = Raft::NewStub(Channel(cluster.Endpoint(target), WithToken(token)));
+      auto stub = Peer::NewStub(Channel(cluster.Endpoint(target), WithToken(token)));
       {
         grpc::ClientContext ctx;
         SetDeadline(&ctx, 2000);
@@ -355,7 +355,7 @@ TEST_F(Abuse, PeerMethodsNeedTheMembersSecret) {
     for (const auto& svc : resp.list_services_response().service()) listed += svc.name() + " ";
     EXPECT_NE(listed.find("raftkv.v1.KV"), std::string::npos) << listed;
     EXPECT_EQ(listed.find("raftkv.internal"), std::string::npos) << listed;
-    req.set_file_containing_symbol("raftkv.internal.Raft");
+    req.set_file_containing_symbol("raftkv.internal.Peer");
     ASSERT_TRUE(stream->Write(req) && stream->Read(&resp));
     EXPECT_EQ(resp.error_response().error_code(), static_cast<int>(grpc::StatusCode::NOT_FOUND));
     req.set_file_containing_symbol("raftkv.v1.KV");

@@ -28,7 +28,7 @@
 #include "client/security.h"
 #include "bench/report.h"
 #include "bench/scenario.h"
-#include "gtest/integration/process_cluster.h"
+#include "testing/process_cluster.h"
 
 DEFINE_uint64(requests, 80000, "Requests to send in each scenario (the timed part).");
 DEFINE_int32(value_len, 64,

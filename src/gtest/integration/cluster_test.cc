@@ -489,7 +489,7 @@ TEST_F(Integration, BadInput) {
   // refused since membership changes: a member added later may lead, or send
   // a snapshot, before a lagging member learned the configuration that added
   // it. The core decides; see the vote from member 99 below.)
-  Raft::Stub raft_f(NewChannel(cluster().Endpoint(f)));
+  Peer::Stub raft_f(NewChannel(cluster().Endpoint(f)));
   const uint64_t term = MustStatus(cluster(), f).term();
   auto append = [&](uint64_t from, uint64_t to, AppendEntriesResponse* resp) {
     grpc::ClientContext ctx;

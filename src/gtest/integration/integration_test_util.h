@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "client/kv_client.h"
-#include "gtest/integration/process_cluster.h"
+#include "testing/process_cluster.h"
 #include "proto/internal.h"
 
 namespace raftkv {

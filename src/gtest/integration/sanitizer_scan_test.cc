@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "gtest/integration/process_cluster.h"
+#include "testing/process_cluster.h"
 
 namespace raftkv {
 namespace integration {
@@ -24,7 +24,7 @@ TEST(SanitizerScan, CleanOutputHasNoReports) {
 TEST(SanitizerScan, FindsEachSanitizersReport) {
   const char* const reports[] = {
       "==123==ERROR: AddressSanitizer: heap-use-after-free on address 0x602000000010\n"
-      "    #0 0x55 in raftkv::Foo() src/service/node.cc:10\n",
+      "    #0 0x55 in raftkv::Foo() src/node/node.cc:10\n",
       "==123==ERROR: LeakSanitizer: detected memory leaks\n"
       "Direct leak of 24 byte(s) in 1 object(s) allocated from:\n",
       "WARNING: ThreadSanitizer: data race (pid=123)\n"

@@ -60,9 +60,9 @@ std::shared_ptr<const ChannelSecurity> Security(const std::string& ca, const std
   return s;
 }
 
-std::unique_ptr<Raft::Stub> RaftStub(const std::string& endpoint,
+std::unique_ptr<Peer::Stub> RaftStub(const std::string& endpoint,
                                      std::shared_ptr<const ChannelSecurity> security) {
-  return Raft::NewStub(MakeChannel(endpoint, RaftkvChannelArguments(), std::move(security)));
+  return Peer::NewStub(MakeChannel(endpoint, RaftkvChannelArguments(), std::move(security)));
 }
 
 std::unique_ptr<KV::Stub> KvStub(const std::string& endpoint,
@@ -72,7 +72,7 @@ std::unique_ptr<KV::Stub> KvStub(const std::string& endpoint,
 
 // A vote request that would depose any leader if it were accepted: a much
 // higher term and a log that looks newer than anyone's.
-grpc::Status DisruptiveVote(Raft::Stub* stub, uint64_t to, uint64_t term) {
+grpc::Status DisruptiveVote(Peer::Stub* stub, uint64_t to, uint64_t term) {
   RequestVoteRequest req;
   req.set_term(term + 100);
   req.set_candidate_id(to == 1 ? 2 : 1);
@@ -85,7 +85,7 @@ grpc::Status DisruptiveVote(Raft::Stub* stub, uint64_t to, uint64_t term) {
   return stub->RequestVote(&ctx, req, &resp);
 }
 
-grpc::Status DisruptiveAppend(Raft::Stub* stub, uint64_t to, uint64_t term) {
+grpc::Status DisruptiveAppend(Peer::Stub* stub, uint64_t to, uint64_t term) {
   AppendEntriesRequest req;
   req.set_term(term + 100);
   req.set_leader_id(to == 1 ? 2 : 1);

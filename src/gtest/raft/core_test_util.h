@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "raft/membership.h"
-#include "raft/message.h"
+#include "raft/core/membership.h"
+#include "raft/core/message.h"
 
 namespace raftkv::raft {
 

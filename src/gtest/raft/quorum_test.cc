@@ -1,6 +1,6 @@
-// The majority arithmetic (raft/quorum.h), table-driven as etcd's
+// The majority arithmetic (raft/core/quorum.h), table-driven as etcd's
 // quorum/testdata: one row per case, the expected answer beside it.
-#include "raft/quorum.h"
+#include "raft/core/quorum.h"
 
 #include <gtest/gtest.h>
 

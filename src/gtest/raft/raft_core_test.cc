@@ -7,7 +7,7 @@
 
 #include "gtest/raft/core_test_util.h"
 #include "gtest/raft/sim_cluster.h"
-#include "consensus/raft.h"
+#include "raft/raft.h"
 
 namespace raftkv::raft {
 namespace {

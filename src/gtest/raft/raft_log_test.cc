@@ -1,8 +1,8 @@
-// The core's view of the log (raft/log.h): appending with truncation of a
+// The core's view of the log (raft/core/log.h): appending with truncation of a
 // conflicting suffix, the configurations the entries carry, the entries
 // handed to storage and to apply, durability after a truncation,
 // compaction and a leader's snapshot.
-#include "raft/log.h"
+#include "raft/core/log.h"
 
 #include <gtest/gtest.h>
 

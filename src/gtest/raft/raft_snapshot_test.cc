@@ -19,7 +19,7 @@
 #include "gtest/raft/core_test_util.h"
 #include "gtest/raft/sim_cluster.h"
 #include "gtest/raft/sim_test_util.h"
-#include "consensus/raft.h"
+#include "raft/raft.h"
 
 namespace raftkv::raft::sim {
 namespace {

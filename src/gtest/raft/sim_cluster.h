@@ -59,10 +59,10 @@
 #include <utility>
 #include <vector>
 
-#include "raft/message.h"
-#include "consensus/raft.h"
+#include "raft/core/message.h"
+#include "raft/raft.h"
 #include "proto/internal.h"
-#include "storage/hard_state.h"
+#include "storage/hard_state_file.h"
 
 namespace raftkv::raft::sim {
 

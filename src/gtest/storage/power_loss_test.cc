@@ -21,8 +21,8 @@
 
 #include "gtest/common/fault_fs.h"
 #include "gtest/common/temp_dir.h"
-#include "storage/hard_state.h"
-#include "storage/kv_state_machine.h"
+#include "storage/hard_state_file.h"
+#include "kv/kv_state_machine.h"
 #include "storage/log_store.h"
 #include "storage/snapshot_format.h"
 #include "storage/snapshot_store.h"

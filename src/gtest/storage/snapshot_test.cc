@@ -24,7 +24,7 @@
 #include <gtest/gtest.h>
 
 #include "gtest/common/temp_dir.h"
-#include "storage/kv_state_machine.h"
+#include "kv/kv_state_machine.h"
 #include "storage/snapshot_format.h"
 #include "storage/snapshot_store.h"
 

@@ -1,0 +1,264 @@
+// The replicated state machine: an ordered in-memory map from key to value
+// with each key's revisions, the leases, and the client sessions that make
+// writes exactly-once, changed only by applying committed log entries in
+// index order. Rebuilt from the newest snapshot and the log on restart.
+//
+// Revisions (etcd's v3 semantics): every entry that changes at least one key
+// advances the store's revision by one (a batch, a transaction, a lease
+// revocation is one revision); each key keeps create_revision, mod_revision
+// and version. The changes are kept in a KvHistory (kv_history.h) for
+// watches and reads at a past revision.
+//
+// Leases: LEASE_GRANT creates one (id and TTL), a PUT may attach its key to
+// one, LEASE_REVOKE deletes the lease and its keys at one revision. When a
+// lease expires is the leader's business (node/lease_keeper.h): here a
+// lease only exists or not.
+//
+// Sessions (session_table.h): a command carrying client_id != 0 is applied
+// at most once per (client_id, sequence); duplicates get the saved answer.
+//
+// Bounds: nothing one entry does may cost a replica memory or time out of
+// proportion to the entry. A TXN or DELETE_RANGE answer (range results,
+// previous key-values) is estimated before anything changes and refused
+// whole (RESOURCE_EXHAUSTED) past the entry's Command.max_result_bytes; the
+// reads of such a transaction visit at most that many bytes of keys and
+// values (each key counted at least kVisitCost). Saved answers are bounded
+// per session and in all (session_table.h). Every bound an entry is applied
+// under is stamped in the entry by the leader, so replicas with different
+// flags still apply it alike.
+//
+// Snapshots: Snapshot() captures a consistent point-in-time image (the map,
+// every session with its saved results and expiry, cluster time, applied
+// index and term) into a SnapshotWriter; Restore() replaces the whole state
+// with one read from a snapshot file. See Snapshot() for the locking
+// trade-off and snapshot_format.h for the file layout.
+//
+// Thread safety: Apply() and Restore() are called by one thread (the node's
+// apply loop); every const method may be called concurrently from any
+// thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "proto/internal.h"
+#include "kv/apply_result.h"
+#include "kv/cow_btree.h"
+#include "kv/kv_history.h"
+#include "kv/session_table.h"
+#include "storage/snapshot_store.h"
+
+namespace raftkv {
+
+class SnapshotWriter;
+
+// A key's record as the wire's KeyValue (value left empty when keys_only).
+void ToKeyValue(const std::string& key, const KvRecord& r, bool keys_only, KeyValue* out);
+
+// A lease as the leader's clock needs it (node/lease_keeper.h).
+struct LeaseInfo {
+  int64_t id = 0;
+  int64_t ttl = 0;             // seconds granted
+  uint64_t granted_index = 0;  // the entry that granted it (0: restored from an older file)
+};
+
+class KvStateMachine : public SnapshotTarget {
+ public:
+  static constexpr size_t kMaxSavedResultsPerSession = SessionTable::kMaxSavedResultsPerSession;
+  // What a key visited by a transaction's read costs its answer budget at
+  // least, whether or not the answer carries it (count_only, past limit).
+  static constexpr size_t kVisitCost = 32;
+  // Default history window (SetHistoryLimits).
+  static constexpr size_t kDefaultHistoryRevisions = 100000;
+  static constexpr size_t kDefaultHistoryBytes = 64 << 20;
+  static constexpr size_t kDefaultSnapshotHistoryRevisions = 10000;
+
+  // Applies one committed entry. entry.index must be AppliedIndex() + 1 (it
+  // is a programming error otherwise: CHECK). NOOP and CONFIG entries (the
+  // consensus layer reads the MembershipConfig in a CONFIG entry) only advance
+  // the applied index/term and cluster time, with ok = true. A COMMAND whose data does not parse is
+  // applied as a no-op with ok = false (every replica does the same, so they
+  // stay identical). A CAS writes its value iff (has_expected ? the key is
+  // present and equal to expected : the key is absent); the decision depends
+  // only on the map, so every replica decides alike.
+  ApplyResult Apply(const Entry& entry);
+
+  // Captures the whole state into `out` (records, and out->meta() gets
+  // last_index/last_term = the applied index/term and the cluster time;
+  // meta().config is left to the caller). The image is consistent: it is
+  // taken under the shared lock, so no Apply() runs in between.
+  //
+  // The lock is held only to take the image: the map is a CowBTree, so the
+  // image shares its root (O(1)) and the writes applied afterwards clone the
+  // nodes they change; the sessions (small: a client's saved results are
+  // dropped once it has them) are copied. Encoding, checksumming and
+  // writing the file run without the lock, while Apply() goes on. The price
+  // is memory: every node changed during the capture exists twice until the
+  // image is dropped (at most the whole map, for a capture overlapping a
+  // rewrite of every key).
+  void Snapshot(SnapshotWriter* out) const;
+
+  // Replaces the whole state (map, sessions with saved results and expiry,
+  // cluster time, applied index and term) by the snapshot `in` reads. The
+  // new state is built aside and swapped in only after the reader verified
+  // the whole file, so on any error (Status::Corruption naming the file and
+  // offset) this state machine is unchanged. Does not compare the
+  // snapshot's index with the current one: the caller decides whether
+  // installing it is progress. `in` must be freshly opened.
+  Status Restore(SnapshotReader* in) override;
+
+  std::optional<std::string> Get(const std::string& key) const;
+  std::optional<KvRecord> GetRecord(const std::string& key) const;
+  // The keys of req's range at req.revision() (0: now), with limit,
+  // keys_only and count_only; resp->header().revision() is the store's
+  // revision. OutOfRange for a revision compacted away or in the future;
+  // ResourceExhausted once the key-values would exceed `max_bytes` (0: no
+  // bound). `limit` bounds the keys copied as the range is walked.
+  Status Range(const RangeRequest& req, RangeResponse* resp, size_t max_bytes = 0) const;
+  // A transaction without writes (only ranges), evaluated on the current
+  // state as Apply() would; ResourceExhausted past `max_bytes` in all.
+  Status ReadTxn(const TxnRequest& req, TxnResponse* resp, size_t max_bytes = 0) const;
+  // What applying the write transaction `req` now would answer, estimated
+  // from above as Apply() does before it changes anything:
+  // ResourceExhausted when over `max_bytes` (the leader's check before it
+  // proposes; Apply() decides again at the entry).
+  Status CheckTxnAnswer(const TxnRequest& req, size_t max_bytes) const;
+  // The same for a DeleteRange of [key, end) answering with the previous
+  // key-values.
+  Status CheckDeleteAnswer(const std::string& key, const std::string& end, size_t max_bytes) const;
+
+  // Watches: the events of [key, end) from revision `from` on, whole
+  // revisions only, stopping after the revision that takes the batch past
+  // `max_bytes` (at least one revision when there is one).
+  struct EventBatch {
+    std::vector<KvEvent> events;
+    int64_t next_revision = 0;  // where the next read starts
+    int64_t revision = 0;       // the store's revision at the read
+  };
+  // OutOfRange when `from` - 1 is below the history window (the events
+  // are gone): the message names the oldest revision a watch may start at.
+  Status ReadEvents(const std::string& key, const std::string& end, int64_t from,
+                    size_t max_bytes, EventBatch* out) const;
+
+  // Revision(), LeaseGeneration(), AppliedIndex(), AppliedTerm(), Size(),
+  // SessionCount() and SavedAnswerBytes() read values published after each
+  // apply: they never wait for the lock, so a long apply cannot hold up
+  // their callers (the node's status, on the Raft path).
+  int64_t Revision() const;
+  // Every revision above this one is in the history.
+  int64_t CompactedRevision() const;
+  void SetHistoryLimits(size_t max_revisions, size_t max_bytes);
+  // Revisions of the history that Snapshot() writes into the file (at most
+  // the window kept), so that a member restarted or caught up from a
+  // snapshot still serves watches and past reads from before it. 0: none.
+  void SetSnapshotHistory(size_t revisions);
+  size_t HistoryBytes() const;
+
+  // Leases: the TTL (seconds) and, with `keys`, the keys of lease `id`;
+  // false if there is no such lease.
+  bool GetLease(int64_t id, int64_t* ttl, std::vector<std::string>* keys) const;
+  // Every lease: (id, ttl).
+  std::vector<std::pair<int64_t, int64_t>> Leases() const;
+  // Every lease with the entry that granted it, in id order.
+  std::vector<LeaseInfo> LeaseInfos() const;
+  size_t LeaseCount() const;
+  // Changes whenever a lease is granted or revoked or a snapshot restored.
+  uint64_t LeaseGeneration() const;
+
+  uint64_t AppliedIndex() const;
+  // Term of the last applied entry (0 before any).
+  uint64_t AppliedTerm() const;
+  size_t Size() const;
+  size_t SessionCount() const;
+  size_t SavedAnswerBytes() const;
+
+  // Tests only: runs inside every Apply() with the lock held exclusively
+  // (to hold an apply for as long as a test needs).
+  void SetApplyHookForTest(std::function<void(const Entry&)> hook) {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    apply_hook_ = std::move(hook);
+  }
+
+ private:
+  // The changes of the entry being applied, at revision `rev`.
+  struct Changes {
+    int64_t rev = 0;
+    std::deque<KvEvent> events;
+  };
+  // Applies a data command to the map (no session logic), moving its keys
+  // and values into the map. Requires mu_.
+  void ApplyToMap(Command& command, ApplyResult* result);
+  // The writes of ApplyToMap. Require mu_ (exclusive). Return whether the
+  // key existed; fill *prev with its record before when not null.
+  bool PutKey(std::string key, std::string value, int64_t lease, Changes* changes, KeyValue* prev);
+  bool DeleteKey(const std::string& key, Changes* changes, KeyValue* prev);
+  int64_t DeleteRangeKeys(const std::string& key, const std::string& end, Changes* changes,
+                          google::protobuf::RepeatedPtrField<KeyValue>* prevs);
+  void ApplyTxn(Command& command, ApplyResult* result, Changes* changes);
+  // The bytes an answer to `ops` could carry (ranges, previous key-values),
+  // estimated from above on the current map; stops counting past `budget`.
+  // Requires mu_.
+  size_t EstimateAnswerLocked(const google::protobuf::RepeatedPtrField<RequestOp>& ops,
+                              size_t budget) const;
+  // The bytes of [key, end) a range would visit (see kVisitCost), stopping
+  // past `budget`. Requires mu_.
+  size_t RangeCostLocked(const std::string& key, const std::string& end, bool keys_only,
+                         bool count_only, int64_t limit, size_t budget) const;
+  bool CompareAllLocked(const TxnRequest& txn) const;  // requires mu_
+  // Publishes the counters read without the lock. Requires mu_ (exclusive).
+  void PublishLocked();
+  void ApplyLeaseRevoke(int64_t id, ApplyResult* result, Changes* changes);
+  bool CompareHolds(const Compare& c) const;  // requires mu_
+  // Range over the current map, with its answer bounded by max_bytes (0:
+  // none). Requires mu_ (shared).
+  Status RangeLocked(const RangeRequest& req, RangeResponse* resp, size_t max_bytes) const;
+  // Range at a past revision. Requires mu_ (shared).
+  Status RangeAtLocked(const RangeRequest& req, RangeResponse* resp, size_t max_bytes) const;
+  void DetachLease(const std::string& key, int64_t lease);  // requires mu_
+
+  // Decodes `entry`'s command outside the lock; false if it has none to run.
+  static bool Decode(const Entry& entry, Command* command, ApplyResult* result);
+  // The rest of Apply(). Requires mu_ (exclusive).
+  void ApplyLocked(const Entry& entry, Command& command, bool have_command,
+                   ApplyResult* result);
+
+  struct LeaseState {
+    int64_t ttl = 0;
+    uint64_t granted_index = 0;
+    std::set<std::string> keys;
+  };
+
+  mutable std::shared_mutex mu_;
+  CowBTree<std::string, KvRecord> data_;     // guarded by mu_
+  int64_t revision_ = 0;                     // guarded by mu_
+  KvHistory history_{kDefaultHistoryRevisions, kDefaultHistoryBytes};  // guarded by mu_
+  size_t snapshot_history_revisions_ = kDefaultSnapshotHistoryRevisions;  // guarded by mu_
+  std::map<int64_t, LeaseState> leases_;     // guarded by mu_
+  uint64_t lease_generation_ = 0;            // guarded by mu_
+  uint64_t applied_index_ = 0;               // guarded by mu_
+  uint64_t applied_term_ = 0;                // guarded by mu_
+  uint64_t cluster_time_ms_ = 0;             // guarded by mu_: of the last entry
+  SessionTable sessions_;                    // guarded by mu_
+  std::function<void(const Entry&)> apply_hook_;  // guarded by mu_; tests only
+
+  // Published by PublishLocked() after every change, read without mu_.
+  std::atomic<int64_t> published_revision_{0};
+  std::atomic<uint64_t> published_lease_generation_{0};
+  std::atomic<uint64_t> published_applied_index_{0};
+  std::atomic<uint64_t> published_applied_term_{0};
+  std::atomic<size_t> published_size_{0};
+  std::atomic<size_t> published_sessions_{0};
+  std::atomic<size_t> published_saved_bytes_{0};
+};
+
+}  // namespace raftkv

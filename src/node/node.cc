@@ -1,0 +1,556 @@
+#include "node/node.h"
+
+#include <glog/logging.h>
+
+#include <random>
+#include <utility>
+
+#include "raft/core/membership.h"
+#include "common/thread_name.h"
+
+namespace raftkv {
+
+namespace {
+
+// The core's settings; its configuration at index 0 is the data
+// directory's bootstrap record, never the cluster file.
+raft::Config CoreConfig(const NodeOptions& options, const MembershipConfig& bootstrap) {
+  raft::Config config = options.core;
+  config.id = options.id;
+  config.bootstrap = bootstrap;
+  config.voters.clear();
+  for (const MemberConfig& m : bootstrap.members()) {
+    if (m.voter()) config.voters.push_back(m.id());
+  }
+  config.seed = std::random_device{}();
+  return config;
+}
+
+}  // namespace
+
+Status RaftNode::Open(const NodeOptions& options, std::unique_ptr<RaftNode>* node) {
+  RecoveredState r;
+  Status s = RecoverNode(options, &r);
+  if (!s.ok()) return s;
+  node->reset(new RaftNode(options, std::move(r)));
+  // The log owns the membership: the cluster file only supplies the
+  // addresses of members the configuration does not name.
+  const MembershipConfig config = (*node)->Membership();
+  const std::string differs = DescribeClusterFileDifference(options.cluster, config);
+  if (!differs.empty()) {
+    LOG(WARNING) << "member " << options.id << ": the cluster file disagrees with the membership in "
+                 << options.data_dir << " " << raft::DescribeMembership(config) << ": " << differs
+                 << ". Using the data directory's; change the membership with raftkvctl member "
+                    "add/remove, not by editing the cluster file";
+  }
+  return Status::OK();
+}
+
+RaftNode::RaftNode(const NodeOptions& options, RecoveredState r)
+    : options_(options),
+      lock_(std::move(r.lock)),
+      log_(std::move(r.log)),
+      hard_state_file_(std::move(r.hard_state_file)),
+      state_machine_(std::move(r.state_machine)),
+      raft_(CoreConfig(options, r.bootstrap), r.hard_state, r.base, std::move(r.entries)),
+      applied_index_(r.base.index),
+      snapshots_(options_, std::move(r.snapshots), r.base, state_machine_.get(), log_.get(),
+                 &metrics_,
+                 SnapshotManager::Hooks{
+                     [this](uint64_t index, std::string* config) {
+                       std::lock_guard<std::mutex> lock(mu_);
+                       // The core knows the configuration at any index from
+                       // its own snapshot on.
+                       if (index < raft_.snapshot().index) return false;
+                       *config = raft_.MembershipAt(index).SerializeAsString();
+                       return true;
+                     },
+                     [this] { WakeIoLoop(); }}),
+      apply_([this](const std::deque<Entry>& entries, Completions* out) { ApplyEntries(entries, out); },
+             &metrics_.apply_wakeups) {
+  log_->set_sync_observer(&metrics_);
+  metrics_.log_bytes.store(log_->SizeBytes(), std::memory_order_relaxed);
+}
+
+RaftNode::~RaftNode() {
+  Stop();
+  lock_.Unlock();
+}
+
+void RaftNode::Start(PeerSender* sender) {
+  sender_ = sender;
+  MembershipConfig members;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    members = raft_.membership();
+  }
+  // The configuration recovered from the snapshot and log may name members
+  // the cluster file does not.
+  sender_->UpdateMembers(members);
+  apply_.Start();
+  io_thread_ = std::thread([this] {
+    SetThreadName("raftkv-io");
+    IoLoop();
+  });
+  tick_thread_ = std::thread([this] {
+    SetThreadName("raftkv-tick");
+    TickLoop();
+  });
+}
+
+void RaftNode::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  stop_signal_.notify_all();
+  if (io_thread_.joinable()) io_thread_.join();
+  if (tick_thread_.joinable()) tick_thread_.join();
+  // After the I/O loop (which may be waiting for it to drain): completions
+  // already handed over still run; entries not applied yet are not (their
+  // calls are failed below).
+  apply_.Stop();
+  Completions completions;
+  snapshots_.Stop(&completions);
+  std::vector<ReplyCallback> replies;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    calls_.FailAll(&completions, &replies);
+  }
+  RunAll(&completions);
+  for (auto& reply : replies) reply(nullptr);
+}
+
+void RaftNode::WakeIoLoop() {
+  // Taking mu_ orders this with the I/O loop's check of its wake-up
+  // condition: it either sees the new work or is already waiting.
+  { std::lock_guard<std::mutex> lock(mu_); }
+  wake_.notify_one();
+}
+
+// ---------------------------------------------------------------------------
+// Calls (gRPC threads)
+// ---------------------------------------------------------------------------
+
+std::string RaftNode::AddressOfLocked(uint64_t id) const {
+  if (id == 0) return "";
+  if (const MemberConfig* m = raft::FindMember(raft_.membership(), id); m && !m->address().empty()) {
+    return m->address();
+  }
+  if (const Member* m = options_.cluster.Find(id)) return m->address;
+  if (id == options_.id) return options_.self_address;
+  return "";
+}
+
+std::string RaftNode::AddressOf(uint64_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return AddressOfLocked(id);
+}
+
+Outcome RaftNode::NotLeaderLocked() const {
+  Outcome out;
+  out.leader_id = raft_.leader_id();
+  const std::string address = AddressOfLocked(out.leader_id);
+  if (out.leader_id != 0 && !address.empty()) {
+    out.leader_address = address;
+    out.status = Status(Status::Code::kFailedPrecondition,
+                              "not leader; the leader is member " + std::to_string(out.leader_id) +
+                                  " at " + address);
+  } else {
+    out.leader_id = 0;
+    out.status = Status(Status::Code::kUnavailable,
+                              "no leader yet (member " + std::to_string(options_.id) + " is " +
+                                  raft::RoleName(raft_.role()) + " in term " +
+                                  std::to_string(raft_.term()) + "); retry shortly");
+  }
+  return out;
+}
+
+Outcome RaftNode::NotLeader() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return NotLeaderLocked();
+}
+
+void RaftNode::Propose(std::string command, Clock::time_point deadline, OutcomeCallback done) {
+  Outcome refusal;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      refusal = Failure(Status::Code::kUnavailable, "server is shutting down");
+    } else {
+      raft::ProposeResult r = raft_.Propose(std::move(command));
+      if (r.accepted) {
+        metrics_.proposals.fetch_add(1, std::memory_order_relaxed);
+        calls_.AddWrite(r.index, r.term, deadline, std::move(done));
+        wake_.notify_one();
+        return;
+      }
+      if (!r.error.ok() && raft_.role() == raft::Role::kLeader) {
+        // A leader refusing proposals (a leadership transfer in progress):
+        // the new leader will take them shortly; clients retry UNAVAILABLE.
+        refusal = Failure(Status::Code::kUnavailable, r.error.message());
+      } else {
+        refusal = NotLeaderLocked();
+      }
+    }
+  }
+  refusal.not_applied = true;  // never proposed
+  metrics_.proposals_refused.fetch_add(1, std::memory_order_relaxed);
+  done(std::move(refusal));
+}
+
+void RaftNode::ChangeMembership(const raft::MembershipChange& change, Clock::time_point deadline,
+                                OutcomeCallback done) {
+  Outcome refusal;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      refusal = Failure(Status::Code::kUnavailable, "server is shutting down");
+    } else {
+      raft::ProposeResult r = raft_.ProposeMembershipChange(change);
+      if (r.accepted) {
+        LOG(INFO) << "member " << options_.id << " proposed " << raft::ChangeTypeName(change.type)
+                  << " of member " << change.id << " at index " << r.index << " (term " << r.term
+                  << ")";
+        calls_.AddWrite(r.index, r.term, deadline, std::move(done));
+        wake_.notify_one();
+        return;
+      }
+      if (!r.error.ok()) {
+        refusal = Failure(Status::Code::kFailedPrecondition,
+                          std::string(raft::ChangeTypeName(change.type)) + " of member " +
+                              std::to_string(change.id) + " refused: " + r.error.message());
+      } else {
+        refusal = NotLeaderLocked();
+      }
+    }
+  }
+  refusal.not_applied = true;
+  done(std::move(refusal));
+}
+
+void RaftNode::TransferLeadership(uint64_t target, Clock::time_point deadline, OutcomeCallback done) {
+  Outcome refusal;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      refusal = Failure(Status::Code::kUnavailable, "server is shutting down");
+    } else if (raft_.role() != raft::Role::kLeader) {
+      refusal = NotLeaderLocked();
+    } else {
+      const Status error = raft_.TransferLeadership(target);
+      if (error.ok()) {
+        LOG(INFO) << "member " << options_.id << " transfers leadership of term " << raft_.term()
+                  << " to member " << target;
+        calls_.AddTransfer(target, raft_.term(), deadline, std::move(done));
+        if (raft_.HasReady()) wake_.notify_one();
+        return;
+      }
+      refusal = Failure(Status::Code::kFailedPrecondition,
+                        "leadership transfer to member " + std::to_string(target) +
+                            " refused: " + error.message());
+    }
+  }
+  done(std::move(refusal));
+}
+
+void RaftNode::ReadIndex(Clock::time_point deadline, OutcomeCallback done) {
+  Outcome refusal;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      refusal = Failure(Status::Code::kUnavailable, "server is shutting down");
+    } else {
+      const uint64_t id = calls_.NextReadId();
+      if (raft_.ReadIndex(id)) {
+        calls_.AddRead(id, deadline, std::move(done));
+        wake_.notify_one();
+        return;
+      }
+      refusal = NotLeaderLocked();
+    }
+  }
+  done(std::move(refusal));
+}
+
+void RaftNode::StepRequest(raft::Message request, ReplyCallback reply) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) {
+      if (request.type == raft::MessageType::kAppend && request.append.entries_size() > 0) {
+        metrics_.append_entries_received.Observe(request.append.entries_size());
+      }
+      request.rpc_id = calls_.AddReply(std::move(reply));
+      raft_.Step(request);
+      wake_.notify_one();
+      return;
+    }
+  }
+  reply(nullptr);
+}
+
+void RaftNode::StepOneWay(const raft::Message& request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return;
+  raft_.Step(request);
+  if (raft_.HasReady()) wake_.notify_one();
+}
+
+void RaftNode::StepResponse(const raft::Message& response) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return;
+  raft_.Step(response);
+  if (raft_.HasReady()) wake_.notify_one();
+}
+
+void RaftNode::ReportUnreachable(uint64_t peer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return;
+  raft_.ReportUnreachable(peer);
+  if (raft_.HasReady()) wake_.notify_one();
+}
+
+Status RaftNode::BeginReceiveSnapshot(uint64_t last_index, uint64_t last_term,
+                                      std::unique_ptr<SnapshotReceiver>* out) {
+  return snapshots_.BeginReceive(last_index, last_term, out);
+}
+
+Status RaftNode::OpenSnapshotSource(uint64_t last_index, uint64_t last_term,
+                                    std::unique_ptr<SnapshotFileSource>* out) {
+  return snapshots_.OpenSource(last_index, last_term, out);
+}
+
+void RaftNode::TakeSnapshot(std::function<void(Status, SnapshotInfo)> done) {
+  snapshots_.Request(std::move(done));
+}
+
+MembershipConfig RaftNode::Membership() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return raft_.membership();
+}
+
+NodeStatus RaftNode::GetStatus() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  NodeStatus st;
+  st.id = options_.id;
+  st.address = AddressOfLocked(options_.id);
+  st.role = raft_.role();
+  st.term = raft_.term();
+  st.commit_index = raft_.commit_index();
+  st.applied_index = applied_index_;
+  st.leader_id = raft_.leader_id();
+  st.leader_address = AddressOfLocked(st.leader_id);
+  st.last_log_index = raft_.last_index();
+  st.durable_index = raft_.durable_index();
+  st.voters = raft_.voters();
+  st.sessions = state_machine_->SessionCount();
+  st.revision = state_machine_->Revision();
+  const bool leader = raft_.role() == raft::Role::kLeader;
+  for (const MemberConfig& m : raft_.membership().members()) {
+    MemberInfo info;
+    info.id = m.id();
+    info.address = m.address().empty() ? AddressOfLocked(m.id()) : m.address();
+    info.voter = m.voter();
+    if (leader) {
+      if (m.id() == options_.id) {
+        info.state = "self";
+        info.match_index = raft_.durable_index();
+      } else if (const raft::Progress* pr = raft_.ProgressOf(m.id())) {
+        info.state = raft::ProgressStateName(pr->state());
+        info.match_index = pr->match();
+      }
+    }
+    st.members.push_back(std::move(info));
+  }
+  st.config_index = raft_.membership_index();
+  st.config_committed = st.config_index <= raft_.commit_index();
+  const raft::SnapshotRef newest = snapshots_.newest();
+  st.snapshot_index = newest.index;
+  st.snapshot_term = newest.term;
+  st.first_log_index = raft_.first_index();
+  return st;
+}
+
+// ---------------------------------------------------------------------------
+// The I/O loop
+// ---------------------------------------------------------------------------
+
+void RaftNode::IoLoop() {
+  Completions completions;
+  for (;;) {
+    raft::Ready rd;
+    bool have_ready = false;
+    std::optional<SnapshotManager::Result> finished;
+    uint64_t applied_index = 0;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [this] {
+        return stopping_ || raft_.HasReady() || snapshots_.HasWork(applied_index_);
+      });
+      if (stopping_) return;
+      metrics_.io_loop_cycles.fetch_add(1, std::memory_order_relaxed);
+      finished = snapshots_.TakeFinished(&completions);
+      // Compact the core between two Readys (never with one in flight): the
+      // file is durable, so the entries up to its index may go from memory;
+      // followers that still need them get the snapshot.
+      if (finished && finished->written && !raft_.Compact(finished->info.last_index)) {
+        LOG(INFO) << "core not compacted to snapshot " << finished->info.last_index
+                  << " (its snapshot is at " << raft_.snapshot().index << ")";
+      }
+      if (raft_.HasReady()) {
+        rd = raft_.GetReady();
+        have_ready = true;
+      }
+      applied_index = applied_index_;
+      known_leader_.store(raft_.leader_id(), std::memory_order_relaxed);
+      if (raft_.leader_id() != 0 && raft_.leader_id() != last_leader_seen_) {
+        last_leader_seen_ = raft_.leader_id();
+        metrics_.leader_changes.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    if (finished) snapshots_.Finish(*finished);
+    std::vector<Entry> committed;
+    if (have_ready) {
+      committed = std::move(rd.committed);
+      ProcessReady(rd, &completions);
+    }
+    apply_.Hand(std::move(committed), &completions);
+    snapshots_.MaybeStart(applied_index);
+    // After appends, a snapshot's compaction or an installed snapshot: the
+    // log is this thread's alone, so its size reaches the scrapes this way.
+    if (have_ready || finished) {
+      metrics_.log_bytes.store(log_->SizeBytes(), std::memory_order_relaxed);
+    }
+  }
+}
+
+void RaftNode::ProcessReady(raft::Ready& rd, Completions* completions) {
+  std::vector<std::pair<ReplyCallback, const raft::Message*>> replies;
+  // 0. A new configuration: peers are dialed at their addresses before any
+  //    message of this Ready is sent.
+  if (rd.config) sender_->UpdateMembers(*rd.config);
+  // 0'. A snapshot from the leader replaces the state before anything else.
+  if (rd.snapshot) InstallSnapshot(*rd.snapshot, completions);
+  // 1. The leader's AppendEntries go out before its own fsync, so followers
+  //    write in parallel with the leader (unless this Ready changes the
+  //    term: see Ready::SendBeforePersist).
+  for (raft::Message& m : rd.messages) {
+    if (m.type == raft::MessageType::kAppend && m.append.entries_size() > 0) {
+      metrics_.append_entries_sent.Observe(m.append.entries_size());
+    } else if (m.type == raft::MessageType::kSnapshot) {
+      metrics_.snapshots_sent.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (rd.SendBeforePersist(m)) sender_->Send(std::move(m));
+  }
+  // 2. Persist: hard state first (term/vote before any vote is answered),
+  //    then the entries with a single fsync for the whole batch.
+  if (rd.hard_state) {
+    Status s = hard_state_file_->Save(*rd.hard_state);
+    LOG_IF(FATAL, !s.ok()) << "cannot persist hard state: " << s.ToString();
+  }
+  if (!rd.entries.empty()) {
+    Status s = log_->Append(rd.entries);
+    if (s.ok()) s = log_->Sync();
+    LOG_IF(FATAL, !s.ok()) << "cannot persist log entries: " << s.ToString();
+  }
+  // 3. Everything else reflects durable state and may go now.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const raft::Message& m : rd.messages) {
+      if (rd.SendBeforePersist(m) || !m.IsResponse()) continue;
+      if (ReplyCallback reply = calls_.TakeReply(m.rpc_id)) replies.emplace_back(std::move(reply), &m);
+    }
+    raft_.Advance(rd);
+  }
+  for (auto& [reply, m] : replies) reply(m);
+  replies.clear();
+  for (raft::Message& m : rd.messages) {
+    if (!rd.SendBeforePersist(m) && !m.IsResponse()) sender_->Send(std::move(m));
+  }
+  // 4. The committed entries go to the apply thread (IoLoop); reads
+  //    confirmed by a quorum wait for it to reach their index.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const raft::ReadState& r : rd.reads) calls_.ReadConfirmed(r.id, r.index);
+    for (uint64_t id : rd.failed_reads) calls_.ReadFailed(id, completions);
+    calls_.ReleaseReads(applied_index_, completions);
+  }
+}
+
+void RaftNode::InstallSnapshot(const raft::SnapshotRef& snap, Completions* completions) {
+  // Committed entries handed to the apply thread are all below the snapshot
+  // (the core installs one only beyond its commit index): let it finish
+  // them, so the state machine is idle while it is replaced.
+  apply_.WaitApplied();
+  snapshots_.Install(snap);
+  if (apply_observer_) apply_observer_();
+  std::lock_guard<std::mutex> lock(mu_);
+  applied_index_ = snap.index;
+  // Writes waiting at or below the snapshot cannot be matched with their
+  // entries any more (only a deposed leader has any): outcome unknown.
+  calls_.FailWritesUpTo(snap.index, completions);
+  calls_.ReleaseReads(applied_index_, completions);
+}
+
+// ---------------------------------------------------------------------------
+// The apply thread and the ticker
+// ---------------------------------------------------------------------------
+
+void RaftNode::ApplyEntries(const std::deque<Entry>& committed, Completions* completions) {
+  std::vector<ApplyResult> results;
+  results.reserve(committed.size());
+  for (const Entry& e : committed) results.push_back(state_machine_->Apply(e));
+  metrics_.applied_entries.fetch_add(results.size(), std::memory_order_relaxed);
+  if (apply_observer_) apply_observer_();
+  std::lock_guard<std::mutex> lock(mu_);
+  applied_index_ = committed.back().index();
+  calls_.WritesApplied(committed, results, completions);
+  calls_.ReleaseReads(applied_index_, completions);
+  if (snapshots_.HasWork(applied_index_)) wake_.notify_one();
+}
+
+void RaftNode::TickLoop() {
+  const auto period = std::chrono::milliseconds(options_.core.tick_ms);
+  auto next = Clock::now() + period;
+  Completions completions;
+  const int64_t leaderless_ticks =
+      int64_t{kLeaderlessElectionTimeouts} * options_.core.election_ticks;
+  for (;;) {
+    bool leaderless_changed = false;
+    int64_t without_leader_ms = 0;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!stopping_ && Clock::now() < next) stop_signal_.wait_until(lock, next);
+      if (stopping_) return;
+      raft_.Tick();
+      const bool leaderless = raft_.ticks_since_leader() >= leaderless_ticks;
+      if (leaderless != leaderless_) {
+        leaderless_ = leaderless;
+        leaderless_changed = true;
+        without_leader_ms = raft_.ticks_since_leader() * options_.core.tick_ms;
+      }
+      const Clock::time_point now = Clock::now();
+      calls_.ExpireDeadlines(now, &completions);
+      calls_.CheckTransfers(raft_, options_.id, [this](uint64_t id) { return AddressOfLocked(id); },
+                            now, &completions);
+      if (raft_.HasReady()) wake_.notify_one();
+    }
+    RunAll(&completions);
+    if (leaderless_changed) {
+      if (leaderless_) {
+        LOG(WARNING) << "member " << options_.id << " has heard from no leader for "
+                     << without_leader_ms << " ms (cut off, removed, or no quorum)";
+      } else {
+        LOG(INFO) << "member " << options_.id << " hears from a leader again";
+      }
+      if (leaderless_observer_) leaderless_observer_(leaderless_, without_leader_ms);
+    }
+    next += period;
+    const auto now = Clock::now();
+    if (next < now) next = now + period;  // we fell behind (e.g. SIGSTOP): don't burst
+  }
+}
+
+}  // namespace raftkv

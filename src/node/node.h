@@ -1,0 +1,238 @@
+// RaftNode: one member of the cluster -- the consensus core and the stages
+// a write goes through, each in its own file:
+//
+//  - recovery.h: what the data directory holds at start (log, hard state,
+//    newest intact snapshot, state machine);
+//  - this file: the entry points gRPC threads call (they step the core under
+//    mu_ and wake the I/O loop, never block on disk or network), the I/O
+//    loop ("raft-io": takes the core's Ready, sends the leader's
+//    AppendEntries before its write, persists entries and hard state with
+//    one fsync for everything proposed since the last one, then sends what
+//    needed durability and hands the committed entries to the apply thread)
+//    and the ticker (the core's logical clock, deadlines);
+//  - pending_calls.h: the calls waiting for an answer and what decides it;
+//  - apply_thread.h: applies committed entries and completes client calls,
+//    so the thread that fsyncs does neither;
+//  - snapshot_manager.h: snapshots (taken on a background thread from a
+//    copy-on-write image, installed from the leader) and compaction.
+//
+// Lock order: the snapshot store's lock before mu_ before the snapshot
+// manager's and the state machine's own locks; the apply queue's lock is
+// taken alone. Completions run without any lock held.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+
+#include "raft/raft.h"
+#include "node/apply_thread.h"
+#include "node/cluster_config.h"
+#include "node/metrics.h"
+#include "node/node_options.h"
+#include "node/pending_calls.h"
+#include "node/recovery.h"
+#include "node/snapshot_manager.h"
+#include "storage/file_util.h"
+#include "storage/hard_state_file.h"
+#include "kv/kv_state_machine.h"
+#include "storage/log_store.h"
+#include "storage/snapshot_store.h"
+
+namespace raftkv {
+
+struct MemberInfo {
+  uint64_t id = 0;
+  std::string address;
+  bool voter = false;
+  uint64_t match_index = 0;  // leader only
+  std::string state;         // leader only: "self", "probe", "replicate", "snapshot"
+};
+
+struct NodeStatus {
+  uint64_t id = 0;
+  std::string address;
+  raft::Role role = raft::Role::kFollower;
+  uint64_t term = 0;
+  uint64_t commit_index = 0;
+  uint64_t applied_index = 0;
+  uint64_t leader_id = 0;
+  std::string leader_address;
+  uint64_t last_log_index = 0;
+  uint64_t durable_index = 0;
+  std::vector<uint64_t> voters;
+  size_t sessions = 0;
+  int64_t revision = 0;  // the store's, in the applied state
+  // Configuration in effect (members in id order), its entry's index (0:
+  // bootstrap) and whether that is committed.
+  std::vector<MemberInfo> members;
+  uint64_t config_index = 0;
+  bool config_committed = false;
+  uint64_t snapshot_index = 0;  // newest snapshot (0: none)
+  uint64_t snapshot_term = 0;
+  uint64_t first_log_index = 1;  // in memory
+};
+
+// How the node sends messages to peers (implemented over gRPC by PeerClient).
+class PeerSender {
+ public:
+  virtual ~PeerSender() = default;
+  virtual void Send(raft::Message m) = 0;
+  // The configuration in effect changed: dial members at these addresses
+  // (members not in it are no longer needed). Called before any message of
+  // the Ready that carried the change is sent.
+  virtual void UpdateMembers(const MembershipConfig& config) { (void)config; }
+};
+
+class RaftNode {
+ public:
+  // Opens (or creates) the data directory, recovers the hard state and log,
+  // and builds the core. Refuses corrupt data with a clear error.
+  static Status Open(const NodeOptions& options, std::unique_ptr<RaftNode>* node);
+  ~RaftNode();
+
+  // Starts the I/O loop and the ticker; `sender` must outlive Stop().
+  void Start(PeerSender* sender);
+  // Stops both threads and fails every waiting call with UNAVAILABLE.
+  void Stop();
+  // Where the apply thread runs the completions of the calls it answers
+  // (ApplyThread::SetDispatcher): the gRPC server hands them to its
+  // completion queues; null runs them on the apply thread.
+  void SetCompletionDispatcher(ApplyThread::DispatchFn dispatch) { apply_.SetDispatcher(std::move(dispatch)); }
+  // Called (without locks) after each pass of the apply thread and after a
+  // snapshot replaced the state: the watchers' hub is told the store moved.
+  // Set before Start(), or while the node is stopped.
+  void SetApplyObserver(std::function<void()> observer) { apply_observer_ = std::move(observer); }
+  // A member is leaderless once it has neither led nor heard from a leader
+  // for kLeaderlessElectionTimeouts election timeouts: cut off from the
+  // majority, removed from the cluster, or in a cluster without a quorum.
+  // Its applied state may be frozen for good, so the watchers' hub ends its
+  // streams (clients resume elsewhere). Called (without locks, from the
+  // ticker) on each change with the leaderless time so far; set before Start().
+  static constexpr int kLeaderlessElectionTimeouts = 3;
+  void SetLeaderlessObserver(std::function<void(bool leaderless, int64_t ms)> observer) {
+    leaderless_observer_ = std::move(observer);
+  }
+
+  // Replicates `command` (a serialized Command). `done` runs once: OK after
+  // the entry is committed and applied; FAILED_PRECONDITION if not leader;
+  // UNAVAILABLE if leadership was lost and the entry was overwritten;
+  // DEADLINE_EXCEEDED at `deadline` (outcome unknown).
+  void Propose(std::string command, Clock::time_point deadline, OutcomeCallback done);
+  // Linearizable read barrier (ReadIndex). `done` runs with OK once this node,
+  // confirmed leader by a quorum, has applied the read index: the caller then
+  // reads the state machine.
+  void ReadIndex(Clock::time_point deadline, OutcomeCallback done);
+
+  // A request from a peer; `reply` receives the core's response after the
+  // state it reflects is durable, or nullptr if the node stops first.
+  using ReplyCallback = PendingCalls::ReplyCallback;
+  void StepRequest(raft::Message request, ReplyCallback reply);
+  void StepResponse(const raft::Message& response);
+  // A one-way request from a peer (kTimeoutNow): the core produces no
+  // response, so there is nothing to wait for.
+  void StepOneWay(const raft::Message& request);
+  void ReportUnreachable(uint64_t peer);
+
+  // Takes a snapshot now (any role), unless one is being taken: then `done`
+  // gets that one's result. Runs `done` from a background thread.
+  void TakeSnapshot(std::function<void(Status, SnapshotInfo)> done);
+  // Leader only: a single-server membership change. `done`: OK with the
+  // configuration entry's index once it is committed; FAILED_PRECONDITION /
+  // UNAVAILABLE when not leader (as Propose); FAILED_PRECONDITION with the
+  // core's reason when refused (invalid, another change pending, learner
+  // not caught up); DEADLINE_EXCEEDED at `deadline`.
+  void ChangeMembership(const raft::MembershipChange& change, Clock::time_point deadline,
+                        OutcomeCallback done);
+  // Leader only: transfers leadership to `target`. `done`: OK (leader_id =
+  // target) once this node learns that `target` leads a newer term;
+  // FAILED_PRECONDITION when refused or given up; DEADLINE_EXCEEDED.
+  void TransferLeadership(uint64_t target, Clock::time_point deadline, OutcomeCallback done);
+
+  // InstallSnapshot, follower side: receives a file into the snapshot store
+  // (the service then steps the metadata with StepRequest()).
+  Status BeginReceiveSnapshot(uint64_t last_index, uint64_t last_term,
+                              std::unique_ptr<SnapshotReceiver>* out);
+  // InstallSnapshot, leader side: opens snap-<last_index>-<last_term> for
+  // streaming (NotFound if it was pruned: the core will ask again).
+  Status OpenSnapshotSource(uint64_t last_index, uint64_t last_term,
+                            std::unique_ptr<SnapshotFileSource>* out);
+  // Address of `id` in the configuration in effect, or "" if not a member.
+  std::string AddressOf(uint64_t id) const;
+  // The leader this member last knew of (itself when leading; 0: none), as
+  // of the I/O loop's last pass: a lock-free hint for forwarding, which
+  // falls back to the refusal when it is stale.
+  uint64_t KnownLeader() const { return known_leader_.load(std::memory_order_relaxed); }
+
+  NodeStatus GetStatus() const;
+  // The configuration in effect (the newest one in the log, committed or not).
+  MembershipConfig Membership() const;
+  // Counters and histograms (the /metrics endpoint); safe from any thread.
+  const NodeMetrics& metrics() const { return metrics_; }
+  // The directory of the snapshot files (the metrics add up their sizes).
+  const std::string& snapshot_dir() const { return snapshots_.dir(); }
+  const KvStateMachine& state_machine() const { return *state_machine_; }
+  uint64_t id() const { return options_.id; }
+  const ClusterConfig& cluster() const { return options_.cluster; }
+  // Fills the leader fields of a FAILED_PRECONDITION outcome.
+  Outcome NotLeader() const;
+
+ private:
+  RaftNode(const NodeOptions& options, RecoveredState recovered);
+  void IoLoop();
+  void TickLoop();
+  // The I/O loop's handling of one Ready (everything but taking it).
+  void ProcessReady(raft::Ready& rd, Completions* completions);
+  // Ready::snapshot: the state machine and the log restart from the
+  // leader's snapshot (I/O loop).
+  void InstallSnapshot(const raft::SnapshotRef& snap, Completions* completions);
+  // The apply thread's work: applies `entries` (consecutive, committed) and
+  // collects the completions of the writes and reads they answer.
+  void ApplyEntries(const std::deque<Entry>& entries, Completions* completions);
+  Outcome NotLeaderLocked() const;                  // requires mu_
+  std::string AddressOfLocked(uint64_t id) const;  // requires mu_
+  // Wakes the I/O loop for work that is not the core's (a snapshot).
+  void WakeIoLoop();
+
+  const NodeOptions options_;
+  NodeMetrics metrics_;  // before log_: it observes the log's syncs
+  file::FileLock lock_;  // on <data_dir>/LOCK: one server per data directory
+  std::unique_ptr<SegmentedLog> log_;                // used by the I/O loop only
+  std::unique_ptr<HardStateFile> hard_state_file_;  // used by the I/O loop only
+  // Applied to by the apply thread, restored by the I/O loop while the
+  // apply thread is idle; read by any thread.
+  std::unique_ptr<KvStateMachine> state_machine_;
+  PeerSender* sender_ = nullptr;
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;  // the I/O loop waits here for a Ready
+  std::condition_variable stop_signal_;  // the ticker sleeps here; signalled by Stop()
+  bool stopping_ = false;         // guarded by mu_
+  raft::Raft raft_;               // guarded by mu_
+  PendingCalls calls_;            // guarded by mu_
+  uint64_t applied_index_ = 0;    // guarded by mu_ (the state machine has its own copy)
+  std::atomic<uint64_t> known_leader_{0};  // written by the I/O loop
+  uint64_t last_leader_seen_ = 0;  // I/O loop only: counts metrics_.leader_changes
+
+  SnapshotManager snapshots_;
+  std::function<void()> apply_observer_;
+  std::function<void(bool, int64_t)> leaderless_observer_;
+  bool leaderless_ = false;  // ticker only
+  ApplyThread apply_;
+  std::thread io_thread_;
+  std::thread tick_thread_;
+};
+
+}  // namespace raftkv

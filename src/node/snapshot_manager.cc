@@ -1,0 +1,324 @@
+#include "node/snapshot_manager.h"
+
+#include <glog/logging.h>
+
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "common/elapsed.h"
+#include "raft/core/membership.h"
+#include "common/thread_name.h"
+#include "storage/file_util.h"
+#include "storage/snapshot_format.h"
+
+namespace raftkv {
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+}  // namespace
+
+SnapshotManager::SnapshotManager(const NodeOptions& options, std::unique_ptr<SnapshotStore> store,
+                                 const raft::SnapshotRef& base, KvStateMachine* state_machine,
+                                 SegmentedLog* log, NodeMetrics* metrics, Hooks hooks)
+    : options_(options),
+      state_machine_(state_machine),
+      log_(log),
+      metrics_(metrics),
+      hooks_(std::move(hooks)),
+      dir_(store->dir()),
+      store_(std::move(store)) {
+  newest_.index = base.index;
+  newest_.term = base.term;
+  log_bytes_after_compaction_ = log_->SizeBytes();
+}
+
+SnapshotManager::~SnapshotManager() {
+  Completions completions;
+  Stop(&completions);
+  RunAll(&completions);
+}
+
+void SnapshotManager::Request(Callback done) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopped_) {
+      // A snapshot already running answers this call too: it was started
+      // before the call, but it is at most as old as a snapshot started now
+      // would be by the time it could run.
+      waiters_.push_back(std::move(done));
+      if (!running_) requested_ = true;
+      done = nullptr;
+    }
+  }
+  if (done) {
+    done(Status::IOError("server is shutting down"), SnapshotInfo());
+  } else {
+    hooks_.wake();
+  }
+}
+
+bool SnapshotManager::HasWork(uint64_t applied_index) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (result_.has_value()) return true;
+  if (running_ || stopped_) return false;
+  return requested_ || DueByCountLocked(applied_index);
+}
+
+bool SnapshotManager::DueByCountLocked(uint64_t applied_index) const {
+  return options_.snapshot_entries > 0 && applied_index > newest_.index &&
+         applied_index - newest_.index >= options_.snapshot_entries && SteadyClock::now() >= retry_after_;
+}
+
+raft::SnapshotRef SnapshotManager::newest() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return newest_;
+}
+
+Status SnapshotManager::BeginReceive(uint64_t last_index, uint64_t last_term,
+                                     std::unique_ptr<SnapshotReceiver>* out) {
+  std::lock_guard<std::mutex> lock(store_mu_);
+  return store_->BeginReceive(last_index, last_term, out);
+}
+
+Status SnapshotManager::OpenSource(uint64_t last_index, uint64_t last_term,
+                                   std::unique_ptr<SnapshotFileSource>* out) {
+  SnapshotFileInfo info;
+  info.last_index = last_index;
+  info.last_term = last_term;
+  info.path = file::JoinPath(dir_, SnapshotStore::FileName(last_index, last_term));
+  std::lock_guard<std::mutex> lock(store_mu_);
+  return store_->OpenSource(info, out);
+}
+
+void SnapshotManager::MaybeStart(uint64_t applied_index) {
+  // The log size is the I/O loop's to read.
+  const uint64_t log_bytes = options_.snapshot_log_bytes > 0 ? log_->SizeBytes() : 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_ || running_ || result_) return;
+    // Due: asked for, or enough entries applied since the newest snapshot,
+    // or (only the I/O loop can tell) a log grown past --snapshot_log_bytes.
+    const bool due_by_size = options_.snapshot_log_bytes > 0 && applied_index > newest_.index &&
+                             SteadyClock::now() >= retry_after_ && log_bytes >= options_.snapshot_log_bytes &&
+                             log_bytes >= log_bytes_after_compaction_ + options_.snapshot_log_bytes / 2;
+    const bool due = requested_ || DueByCountLocked(applied_index) || due_by_size;
+    if (!due) return;
+    requested_ = false;
+    running_ = true;
+  }
+  // The previous snapshot thread has posted its result, so it has finished
+  // or is about to return.
+  if (thread_.joinable()) thread_.join();
+  thread_ = std::thread([this] {
+    SetThreadName("raftkv-snapshot");
+    TakeInBackground();
+  });
+}
+
+void SnapshotManager::TakeInBackground() {
+#ifdef __linux__
+  // Background work: on Linux a nice value applies to one thread.
+  if (options_.snapshot_nice > 0 &&
+      setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), options_.snapshot_nice) != 0) {
+    PLOG(WARNING) << "cannot lower the snapshot thread's priority";
+  }
+#endif
+  Result result;
+  const SteadyClock::time_point start = SteadyClock::now();
+  // A consistent image: the state machine shares its map's root with it
+  // (copy-on-write) under its lock, then the apply thread goes on while the
+  // image is encoded and written.
+  SnapshotWriter writer;
+  state_machine_->Snapshot(&writer);
+  result.capture_ms = MillisSince(start);
+  const uint64_t index = writer.meta().last_index;
+  const uint64_t term = writer.meta().last_term;
+  result.info.last_index = index;
+  result.info.last_term = term;
+  if (index == 0) {
+    result.status = Status::InvalidArgument("nothing has been applied yet: no snapshot to take");
+  } else {
+    // store_mu_ is held from the check below to the end of the write, so
+    // nothing else uses the store in between.
+    std::lock_guard<std::mutex> store_lock(store_mu_);
+    const raft::SnapshotRef have = newest();
+    bool write = false;
+    if (index < have.index) {
+      // A follower installed a newer snapshot from its leader while the
+      // image was captured: this one is older than the state already
+      // saved, and writing it would only add a useless fallback.
+    } else if (index == have.index && term == have.term) {
+      // Nothing applied since the newest snapshot: that one is the answer.
+    } else {
+      write = hooks_.config_at(index, &writer.meta().config);
+    }
+    if (write) {
+      const SteadyClock::time_point write_start = SteadyClock::now();
+      SnapshotFileInfo written;
+      result.status = store_->Write(writer, &written);
+      result.write_ms = MillisSince(write_start);
+      result.written = result.status.ok();
+      result.info.path = written.path;
+    } else {
+      result.info.last_index = have.index;
+      result.info.last_term = have.term;
+      result.info.path = file::JoinPath(dir_, SnapshotStore::FileName(have.index, have.term));
+    }
+  }
+  if (result.status.ok()) {
+    std::error_code ec;
+    result.info.bytes = std::filesystem::file_size(result.info.path, ec);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    result_ = std::move(result);
+  }
+  hooks_.wake();
+}
+
+std::optional<SnapshotManager::Result> SnapshotManager::TakeFinished(Completions* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!result_) return std::nullopt;
+  std::optional<Result> finished = std::move(result_);
+  result_.reset();
+  running_ = false;
+  if (finished->status.ok() && finished->written && finished->info.last_index > newest_.index) {
+    newest_.index = finished->info.last_index;
+    newest_.term = finished->info.last_term;
+  }
+  if (!finished->status.ok()) retry_after_ = SteadyClock::now() + std::chrono::seconds(10);
+  for (auto& done : waiters_) {
+    out->push_back([done = std::move(done), s = finished->status, info = finished->info] {
+      done(s, info);
+    });
+  }
+  waiters_.clear();
+  return finished;
+}
+
+void SnapshotManager::Finish(const Result& result) {
+  if (!result.status.ok()) {
+    LOG(ERROR) << "member " << options_.id << ": snapshot at index " << result.info.last_index
+               << " failed: " << result.status.ToString()
+               << " (automatic snapshots retry in 10 s; the log is kept)";
+    // Nothing applied yet is a refusal (raftkvctl snapshot on a new
+    // member), not a failure to alert on.
+    if (result.status.code() != Status::Code::kInvalidArgument) {
+      metrics_->snapshot_failures.fetch_add(1, std::memory_order_relaxed);
+    }
+    return;
+  }
+  if (!result.written) return;
+  metrics_->snapshots_taken.fetch_add(1, std::memory_order_relaxed);
+  LOG(INFO) << "member " << options_.id << " took snapshot " << result.info.path << ": index "
+            << result.info.last_index << ", term " << result.info.last_term << ", "
+            << result.info.bytes << " bytes, capture " << static_cast<int64_t>(result.capture_ms)
+            << " ms, write " << static_cast<int64_t>(result.write_ms) << " ms";
+  PruneAndCompactLog(/*wait=*/true);
+}
+
+// Crash safety. The receiver renamed the verified file into the snapshot
+// directory (and synced it) before the core saw the message, so from here
+// on a restart finds it: if we crash before the log reset below, recovery
+// restores this snapshot and discards the log because it does not continue
+// it -- the same outcome. The leader learns of the installation only from
+// the response, which goes out after this Ready is durable.
+void SnapshotManager::Install(const raft::SnapshotRef& snap) {
+  const SteadyClock::time_point start = SteadyClock::now();
+  const std::string path = file::JoinPath(dir_, SnapshotStore::FileName(snap.index, snap.term));
+  std::unique_ptr<SnapshotReader> reader;
+  Status s = SnapshotReader::Open(path, &reader);
+  if (s.ok()) s = state_machine_->Restore(reader.get());
+  // The file verified end to end when it was received; failing now means the
+  // disk lost it since. Nothing was acknowledged for it yet, so stopping is
+  // safe: the restart recovers from the newest intact snapshot and the log.
+  LOG_IF(FATAL, !s.ok()) << "cannot install snapshot " << path << " from the leader: " << s.ToString();
+  LOG_IF(FATAL, state_machine_->AppliedIndex() != snap.index)
+      << path << " restored the state at index " << state_machine_->AppliedIndex() << ", expected "
+      << snap.index;
+  const double restore_ms = MillisSince(start);
+  s = log_->Reset(snap.index + 1);
+  LOG_IF(FATAL, !s.ok()) << "cannot reset the log after installing snapshot " << path << ": "
+                         << s.ToString();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (snap.index > newest_.index) {
+      newest_.index = snap.index;
+      newest_.term = snap.term;
+    }
+  }
+  log_bytes_after_compaction_ = log_->SizeBytes();
+  metrics_->snapshots_installed.fetch_add(1, std::memory_order_relaxed);
+  LOG(INFO) << "member " << options_.id << " installed the leader's snapshot " << path << " (index "
+            << snap.index << ", term " << snap.term << ", " << state_machine_->Size()
+            << " keys, configuration " << raft::DescribeMembership(snap.config) << ") in "
+            << static_cast<int64_t>(restore_ms) << " ms; the log restarts at index "
+            << snap.index + 1;
+  // Not if a snapshot is being written right now: the next snapshot prunes.
+  PruneAndCompactLog(/*wait=*/false);
+}
+
+// Crash safety of compaction. Each step only starts once the previous one is
+// durable: (1) the new snapshot file is complete (fsync, rename, directory
+// fsync: SnapshotStore::Write); (2) older snapshot files beyond
+// snapshots_kept are deleted; (3) log segments wholly at or below the OLDEST
+// kept snapshot are deleted. A crash anywhere leaves snapshots whose log
+// suffix is complete: every kept snapshot, the fallback included, has the
+// log entries after it on disk.
+void SnapshotManager::PruneAndCompactLog(bool wait) {
+  std::unique_lock<std::mutex> store_lock(store_mu_, std::defer_lock);
+  if (wait) {
+    store_lock.lock();
+  } else if (!store_lock.try_lock()) {
+    return;
+  }
+  std::vector<SnapshotFileInfo> files;
+  Status s = store_->Prune(options_.snapshots_kept);
+  if (s.ok()) s = store_->List(&files);
+  store_lock.unlock();
+  if (!s.ok()) {
+    LOG(ERROR) << "cannot prune the snapshot files in " << dir_ << ": " << s.ToString()
+               << " (the log is not compacted)";
+    return;
+  }
+  if (files.empty()) return;
+  const uint64_t keep_after = files.front().last_index;  // the oldest kept snapshot
+  const size_t segments_before = log_->SegmentCount();
+  s = log_->CompactPrefix(keep_after);
+  if (!s.ok()) {
+    LOG(ERROR) << "cannot compact the log up to index " << keep_after << ": " << s.ToString();
+    return;
+  }
+  log_bytes_after_compaction_ = log_->SizeBytes();
+  const size_t removed = segments_before - std::min(segments_before, log_->SegmentCount());
+  LOG(INFO) << "member " << options_.id << ": " << files.size() << " snapshot(s) kept (oldest "
+            << keep_after << ", newest " << files.back().last_index << "); log compacted up to index "
+            << keep_after << ": " << removed << " segment(s) removed, log now starts at "
+            << log_->FirstIndex() << " (" << log_bytes_after_compaction_ << " bytes)";
+}
+
+void SnapshotManager::Stop(Completions* out) {
+  // A snapshot being taken finishes its file (it is complete and valid
+  // either way); the log is not compacted for it, which is safe.
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  stopped_ = true;
+  for (auto& done : waiters_) {
+    out->push_back([done = std::move(done)] {
+      done(Status::IOError("server is shutting down; no snapshot was taken"), SnapshotInfo());
+    });
+  }
+  waiters_.clear();
+}
+
+}  // namespace raftkv
