@@ -5,7 +5,7 @@
 #   scripts/cross_check.sh windows|macos
 #
 # Both modes take every non-test source of those targets (the libraries they
-# link: storage, raft, leader, follower, consensus, client, service, plus the
+# link: common, storage, raft, leader, follower, kv, client, node, server, ops, plus the
 # version source and src/tools) and the protobuf/gRPC code generated with
 # protoc and grpc_cpp_plugin as CMakeLists.txt does: C++17, the project's
 # warnings as errors.
@@ -119,9 +119,9 @@ on_exit cleanup
 # ---- the sources: as CMakeLists.txt globs them for the targets ----
 cd "$ROOT" || exit 1
 mapfile -t SOURCES < <(
-  ls src/storage/*.cc src/raft/*.cc src/leader/*.cc src/follower/*.cc src/consensus/*.cc \
-     src/client/*.cc src/service/*.cc \
-     src/tools/raftkv_server.cc src/tools/raftkvctl.cc src/tools/raftkvctl_output.cc | sort)
+  ls src/common/*.cc src/storage/*.cc src/raft/*.cc src/raft/core/*.cc src/leader/*.cc \
+     src/follower/*.cc src/kv/*.cc src/client/*.cc src/node/*.cc src/server/*.cc src/ops/*.cc \
+     src/tools/raftkv_server.cc src/tools/raftkvctl*.cc | sort)
 
 # ---- generated code: protobuf/gRPC (CMakeLists.txt: PROTO_NAMES) and the version ----
 GEN="$WORK/gen"

@@ -16,6 +16,7 @@ export RAFTKV_WERROR=${RAFTKV_WERROR:-ON}
 BUILD_DIR=${RAFTKV_BUILD_DIR:-$REPO_ROOT/build}
 # Real-process tests are timing-sensitive on a 2-core machine: run serially.
 (cd "$BUILD_DIR" && ctest --output-on-failure --timeout 600 "$@")
+"$REPO_ROOT/scripts/thread_safety_check.sh"
 FUZZ_SECONDS=${RAFTKV_FUZZ_SECONDS:-20}
 if [[ "$FUZZ_SECONDS" != 0 ]]; then
   "$REPO_ROOT/scripts/fuzz.sh" --seconds "$FUZZ_SECONDS"

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <iostream>
 #include <memory>
@@ -734,207 +735,261 @@ void RunWatch(const Connections& conns, const BenchConfig& config,
   r->items_per_sec = seconds > 0 ? static_cast<double>(r->items) / seconds : 0;
 }
 
+// How the progress line names the session of a run's writes (null: none).
+std::string SessionSuffix(const SessionWindow* window) {
+  return window ? " in session " + std::to_string(window->client_id())
+                : std::string(" without a session");
+}
+
+// The verification of a load whose calls check their own answers, as
+// `mode`: of its `requests`, those that got an answer were checked and the
+// successful ones were right. The caller adds what was missing or wrong.
+Verification& AnswersChecked(const char* mode, uint64_t requests, const LoadResult& lr,
+                             ScenarioReport* r) {
+  Verification& v = r->verified;
+  v.mode = mode;
+  v.population = requests;
+  v.checked = lr.succeeded_count + lr.wrong_answer;
+  v.ok = lr.succeeded_count;
+  return v;
+}
+
+
+// Batch: the writes in Batch calls of up to batch_ops, then each acknowledged
+// write read back.
+void RunBatch(const Connections& conns, const BenchConfig& config, const CpuProbe& probe,
+              ScenarioReport* r) {
+  const uint64_t requests = config.requests;
+  // requests = writes; call n carries writes [n * per_call, ...).
+  const uint64_t per_call = static_cast<uint64_t>(config.batch_ops);
+  const uint64_t calls = (requests + per_call - 1) / per_call;
+  KeySpace ks(requests, config.key_len, config.value_len, config.seed);
+  std::unique_ptr<SessionWindow> window;
+  if (!MaybeOpenSession(config, conns, calls, &window, &r->setup_error)) return;
+  Progress(config, "Batch: " + std::to_string(requests) + " Puts in " + std::to_string(calls) +
+                       " Batch calls of up to " + std::to_string(per_call) + " to " +
+                       r->target + SessionSuffix(window.get()));
+  const LoadResult lr = TimedLoad(
+      conns, MakeLoadOptions(config, calls, true, config.timeout_ms),
+      [&](uint64_t n) {
+        std::unique_ptr<BatchCall> call;
+        if (window) {
+          call = std::make_unique<SessionBatchCall>(window.get(), n);
+        } else {
+          call = std::make_unique<BatchCall>(&KV::Stub::PrepareAsyncBatch,
+                                             &SessionBatchCall::BatchAnswered);
+        }
+        const uint64_t end = std::min(requests, (n + 1) * per_call);
+        call->request.mutable_ops()->Reserve(static_cast<int>(end - n * per_call));
+        for (uint64_t i = n * per_call; i < end; ++i) {
+          BatchOp* op = call->request.add_ops();
+          op->set_key(ks.Key(i));
+          ks.FillValue(i, op->mutable_value());
+        }
+        return call;
+      },
+      probe, r);
+  FillFromLoad(lr, r);
+  // Count writes, not calls (latency stays per call).
+  r->calls = lr.sent;
+  std::vector<uint64_t> acked;
+  for (uint64_t n = 0; n < calls; ++n) {
+    if (!lr.succeeded[n]) continue;
+    for (uint64_t i = n * per_call; i < std::min(requests, (n + 1) * per_call); ++i) {
+      acked.push_back(i);
+    }
+  }
+  r->requests = requests;
+  r->acknowledged = acked.size();
+  r->failed = requests - acked.size();
+  ComputeRates(r);
+  r->verified = VerifyWrites(conns, config, ks, std::move(acked));
+}
+
+// Read: linearizable Gets of keys written first (not timed).
+void RunRead(const Connections& conns, const BenchConfig& config, const CpuProbe& probe,
+             ScenarioReport* r) {
+  const uint64_t requests = config.requests;
+  KeySpace ks(requests, config.key_len, config.value_len, config.seed);
+  Progress(config, "Read: writing " + std::to_string(requests) + " keys first (not timed)");
+  if (!Preload(conns, config, ks, requests, &r->setup_error)) return;
+  Progress(config,
+           "Read: " + std::to_string(requests) + " linearizable Gets from " + r->target);
+  std::atomic<uint64_t> missing{0}, wrong{0};
+  const LoadResult lr = TimedLoad(
+      conns, MakeLoadOptions(config, requests, false, config.timeout_ms),
+      [&](uint64_t n) {
+        auto call = std::make_unique<GetCall>(&missing, &wrong);
+        call->request.set_key(ks.Key(n));
+        ks.FillValue(n, &call->expected);
+        return call;
+      },
+      probe, r);
+  FillFromLoad(lr, r);
+  Verification& v = AnswersChecked("every read", requests, lr, r);
+  v.missing = missing.load();
+  v.wrong = wrong.load();
+}
+
+// A load of one write per call (Write: Puts; Txn: create-if-absent
+// transactions), in a client session unless --sessions=false; then each
+// acknowledged write is read back. `what` names the calls in the progress
+// line; `make` builds them for the run's keys and session (null: none).
+void RunWriteLoad(const Connections& conns, const BenchConfig& config, const CpuProbe& probe,
+                  const std::string& what,
+                  const std::function<CallFactory(const KeySpace&, SessionWindow*)>& make,
+                  ScenarioReport* r) {
+  const uint64_t requests = config.requests;
+  KeySpace ks(requests, config.key_len, config.value_len, config.seed);
+  std::unique_ptr<SessionWindow> window;
+  if (!MaybeOpenSession(config, conns, requests, &window, &r->setup_error)) return;
+  Progress(config, what + " to " + r->target + SessionSuffix(window.get()));
+  const LoadResult lr =
+      TimedLoad(conns, MakeLoadOptions(config, requests, true, config.timeout_ms),
+                make(ks, window.get()), probe, r);
+  FillFromLoad(lr, r);
+  r->verified = VerifyWrites(conns, config, ks, Acknowledged(lr));
+}
+
+// Write: `requests` Puts of distinct keys, then each acknowledged one read back.
+void RunWrite(const Connections& conns, const BenchConfig& config, const CpuProbe& probe,
+              ScenarioReport* r) {
+  RunWriteLoad(
+      conns, config, probe, "Write: " + std::to_string(config.requests) + " Puts",
+      [](const KeySpace& ks, SessionWindow* window) { return PutFactory(ks, nullptr, window); },
+      r);
+}
+
+// Transactions that create key n with its value if it is absent (else read
+// it), in `window`'s session when it is not null.
+CallFactory TxnFactory(const KeySpace& ks, SessionWindow* window) {
+  return [&ks, window](uint64_t n) {
+    auto call = std::make_unique<TxnCall>(window, n);
+    Compare* cmp = call->request.add_compare();
+    cmp->set_key(ks.Key(n));
+    cmp->set_target(Compare::CREATE);
+    cmp->set_result(Compare::EQUAL);
+    cmp->set_create_revision(0);
+    PutRequest* put = call->request.add_success()->mutable_request_put();
+    put->set_key(ks.Key(n));
+    ks.FillValue(n, put->mutable_value());
+    call->request.add_failure()->mutable_request_range()->set_key(ks.Key(n));
+    return call;
+  };
+}
+
+// Txn: create-if-absent transactions, then each acknowledged write read back.
+void RunTxn(const Connections& conns, const BenchConfig& config, const CpuProbe& probe,
+            ScenarioReport* r) {
+  RunWriteLoad(conns, config, probe,
+               "Txn: " + std::to_string(config.requests) + " create-if-absent transactions",
+               TxnFactory, r);
+}
+
+// Range: linearizable Ranges over keys written first (not timed).
+void RunRange(const Connections& conns, const BenchConfig& config, const CpuProbe& probe,
+              ScenarioReport* r) {
+  const uint64_t requests = config.requests;
+  KeySpace ks(config.range_keys, config.key_len, config.value_len, config.seed);
+  Progress(config, "Range: writing " + std::to_string(config.range_keys) +
+                       " keys first (not timed)");
+  if (!Preload(conns, config, ks, config.range_keys, &r->setup_error)) return;
+  Progress(config, "Range: " + std::to_string(requests) +
+                       " linearizable Ranges of up to " + std::to_string(config.range_limit) +
+                       " keys from " + r->target);
+  RangeExpectation expect;
+  expect.ks = &ks;
+  expect.keys = config.range_keys;
+  expect.limit = config.range_limit;
+  const uint64_t pick_seed = Mix64(config.seed ^ 0x72616e6765ull);
+  const LoadResult lr = TimedLoad(
+      conns, MakeLoadOptions(config, requests, false, config.timeout_ms),
+      [&](uint64_t n) {
+        return std::make_unique<RangeCall>(&expect, Mix64(pick_seed + n) % expect.keys);
+      },
+      probe, r);
+  FillFromLoad(lr, r);
+  r->range_limit = config.range_limit;
+  r->range_keys = config.range_keys;
+  r->items_name = "keys";
+  r->items = expect.returned.load();
+  r->items_per_sec = r->seconds > 0 ? static_cast<double>(r->items) / r->seconds : 0;
+  Verification& v = AnswersChecked("every range", requests, lr, r);
+  v.missing = expect.missing.load();
+  v.wrong = expect.wrong.load();
+}
+
+// Echo: Echo calls with a payload as long as a Put's key + value.
+void RunEcho(const Connections& conns, const BenchConfig& config, const CpuProbe& probe,
+             ScenarioReport* r) {
+  const uint64_t requests = config.requests;
+  // The payload is as long as a Put's key + value.
+  // Only values are used; the key length is the validated --key_len.
+  KeySpace ks(requests, config.key_len, config.key_len + config.value_len, config.seed);
+  Progress(config, "Echo: " + std::to_string(requests) + " Echo calls to " + r->target);
+  const LoadResult lr = TimedLoad(
+      conns, MakeLoadOptions(config, requests, false, config.timeout_ms),
+      [&](uint64_t n) {
+        auto call = std::make_unique<EchoCall>(&KV::Stub::PrepareAsyncEcho, &EchoMatches);
+        ks.FillValue(n, call->request.mutable_payload());
+        return call;
+      },
+      probe, r);
+  FillFromLoad(lr, r);
+  AnswersChecked("every echo", requests, lr, r).wrong = lr.wrong_answer;
+}
+
+// --via_follower: picks the member (other than the leader) that receives
+// the load into r->via; false (with r->setup_error) when there is none.
+bool PickFollower(const BenchConfig& config, const std::vector<std::string>& members,
+                  ScenarioReport* r) {
+  for (const std::string& m : members) {
+    if (m != r->target) {
+      r->via = m;
+      break;
+    }
+  }
+  if (r->via.empty()) {
+    r->setup_error = "--via_follower: the cluster has no follower";
+    return false;
+  }
+  Progress(config, "sending the load to follower " + r->via + ", which forwards it to the leader");
+  return true;
+}
+
 // The part of a run that needs a leader: load + verification.
 void RunOnLeader(Scenario scenario, const BenchConfig& config,
                  const std::vector<std::string>& members, const CpuProbe& probe,
                  ScenarioReport* r) {
-  if (config.via_follower) {
-    for (const std::string& m : members) {
-      if (m != r->target) {
-        r->via = m;
-        break;
-      }
-    }
-    if (r->via.empty()) {
-      r->setup_error = "--via_follower: the cluster has no follower";
-      return;
-    }
-    Progress(config, "sending the load to follower " + r->via + ", which forwards it to the leader");
-  }
+  if (config.via_follower && !PickFollower(config, members, r)) return;
   Connections conns(r->via.empty() ? r->target : r->via, config.conns);
   std::string error;
   if (!conns.WaitConnected(10000, &error)) {
     r->setup_error = error;
     return;
   }
-  const uint64_t requests = config.requests;
   switch (scenario) {
-    case Scenario::kWrite: {
-      KeySpace ks(requests, config.key_len, config.value_len, config.seed);
-      std::unique_ptr<SessionWindow> window;
-      if (!MaybeOpenSession(config, conns, requests, &window, &r->setup_error)) return;
-      Progress(config, "Write: " + std::to_string(requests) + " Puts to " + r->target +
-                           (window ? " in session " + std::to_string(window->client_id())
-                                   : std::string(" without a session")));
-      const LoadResult lr =
-          TimedLoad(conns, MakeLoadOptions(config, requests, true, config.timeout_ms),
-                    PutFactory(ks, nullptr, window.get()), probe, r);
-      FillFromLoad(lr, r);
-      r->verified = VerifyWrites(conns, config, ks, Acknowledged(lr));
+    case Scenario::kWrite:
+      RunWrite(conns, config, probe, r);
       break;
-    }
-    case Scenario::kBatch: {
-      // requests = writes; call n carries writes [n * per_call, ...).
-      const uint64_t per_call = static_cast<uint64_t>(config.batch_ops);
-      const uint64_t calls = (requests + per_call - 1) / per_call;
-      KeySpace ks(requests, config.key_len, config.value_len, config.seed);
-      std::unique_ptr<SessionWindow> window;
-      if (!MaybeOpenSession(config, conns, calls, &window, &r->setup_error)) return;
-      Progress(config, "Batch: " + std::to_string(requests) + " Puts in " + std::to_string(calls) +
-                           " Batch calls of up to " + std::to_string(per_call) + " to " +
-                           r->target +
-                           (window ? " in session " + std::to_string(window->client_id())
-                                   : std::string(" without a session")));
-      const LoadResult lr = TimedLoad(
-          conns, MakeLoadOptions(config, calls, true, config.timeout_ms),
-          [&](uint64_t n) {
-            std::unique_ptr<BatchCall> call;
-            if (window) {
-              call = std::make_unique<SessionBatchCall>(window.get(), n);
-            } else {
-              call = std::make_unique<BatchCall>(&KV::Stub::PrepareAsyncBatch,
-                                                 &SessionBatchCall::BatchAnswered);
-            }
-            const uint64_t end = std::min(requests, (n + 1) * per_call);
-            call->request.mutable_ops()->Reserve(static_cast<int>(end - n * per_call));
-            for (uint64_t i = n * per_call; i < end; ++i) {
-              BatchOp* op = call->request.add_ops();
-              op->set_key(ks.Key(i));
-              ks.FillValue(i, op->mutable_value());
-            }
-            return call;
-          },
-          probe, r);
-      FillFromLoad(lr, r);
-      // Count writes, not calls (latency stays per call).
-      r->calls = lr.sent;
-      std::vector<uint64_t> acked;
-      for (uint64_t n = 0; n < calls; ++n) {
-        if (!lr.succeeded[n]) continue;
-        for (uint64_t i = n * per_call; i < std::min(requests, (n + 1) * per_call); ++i) {
-          acked.push_back(i);
-        }
-      }
-      r->requests = requests;
-      r->acknowledged = acked.size();
-      r->failed = requests - acked.size();
-      ComputeRates(r);
-      r->verified = VerifyWrites(conns, config, ks, std::move(acked));
+    case Scenario::kBatch:
+      RunBatch(conns, config, probe, r);
       break;
-    }
-    case Scenario::kRead: {
-      KeySpace ks(requests, config.key_len, config.value_len, config.seed);
-      Progress(config, "Read: writing " + std::to_string(requests) + " keys first (not timed)");
-      if (!Preload(conns, config, ks, requests, &r->setup_error)) return;
-      Progress(config,
-               "Read: " + std::to_string(requests) + " linearizable Gets from " + r->target);
-      std::atomic<uint64_t> missing{0}, wrong{0};
-      const LoadResult lr = TimedLoad(
-          conns, MakeLoadOptions(config, requests, false, config.timeout_ms),
-          [&](uint64_t n) {
-            auto call = std::make_unique<GetCall>(&missing, &wrong);
-            call->request.set_key(ks.Key(n));
-            ks.FillValue(n, &call->expected);
-            return call;
-          },
-          probe, r);
-      FillFromLoad(lr, r);
-      Verification& v = r->verified;
-      v.mode = "every read";
-      v.population = requests;
-      v.checked = lr.succeeded_count + lr.wrong_answer;  // reads that got an answer
-      v.ok = lr.succeeded_count;
-      v.missing = missing.load();
-      v.wrong = wrong.load();
+    case Scenario::kRead:
+      RunRead(conns, config, probe, r);
       break;
-    }
-    case Scenario::kTxn: {
-      KeySpace ks(requests, config.key_len, config.value_len, config.seed);
-      std::unique_ptr<SessionWindow> window;
-      if (!MaybeOpenSession(config, conns, requests, &window, &r->setup_error)) return;
-      Progress(config, "Txn: " + std::to_string(requests) +
-                           " create-if-absent transactions to " + r->target +
-                           (window ? " in session " + std::to_string(window->client_id())
-                                   : std::string(" without a session")));
-      const LoadResult lr = TimedLoad(
-          conns, MakeLoadOptions(config, requests, true, config.timeout_ms),
-          [&](uint64_t n) {
-            auto call = std::make_unique<TxnCall>(window.get(), n);
-            Compare* cmp = call->request.add_compare();
-            cmp->set_key(ks.Key(n));
-            cmp->set_target(Compare::CREATE);
-            cmp->set_result(Compare::EQUAL);
-            cmp->set_create_revision(0);
-            PutRequest* put = call->request.add_success()->mutable_request_put();
-            put->set_key(ks.Key(n));
-            ks.FillValue(n, put->mutable_value());
-            call->request.add_failure()->mutable_request_range()->set_key(ks.Key(n));
-            return call;
-          },
-          probe, r);
-      FillFromLoad(lr, r);
-      r->verified = VerifyWrites(conns, config, ks, Acknowledged(lr));
+    case Scenario::kTxn:
+      RunTxn(conns, config, probe, r);
       break;
-    }
-    case Scenario::kRange: {
-      KeySpace ks(config.range_keys, config.key_len, config.value_len, config.seed);
-      Progress(config, "Range: writing " + std::to_string(config.range_keys) +
-                           " keys first (not timed)");
-      if (!Preload(conns, config, ks, config.range_keys, &r->setup_error)) return;
-      Progress(config, "Range: " + std::to_string(requests) +
-                           " linearizable Ranges of up to " + std::to_string(config.range_limit) +
-                           " keys from " + r->target);
-      RangeExpectation expect;
-      expect.ks = &ks;
-      expect.keys = config.range_keys;
-      expect.limit = config.range_limit;
-      const uint64_t pick_seed = Mix64(config.seed ^ 0x72616e6765ull);
-      const LoadResult lr = TimedLoad(
-          conns, MakeLoadOptions(config, requests, false, config.timeout_ms),
-          [&](uint64_t n) {
-            return std::make_unique<RangeCall>(&expect, Mix64(pick_seed + n) % expect.keys);
-          },
-          probe, r);
-      FillFromLoad(lr, r);
-      r->range_limit = config.range_limit;
-      r->range_keys = config.range_keys;
-      r->items_name = "keys";
-      r->items = expect.returned.load();
-      r->items_per_sec = r->seconds > 0 ? static_cast<double>(r->items) / r->seconds : 0;
-      Verification& v = r->verified;
-      v.mode = "every range";
-      v.population = requests;
-      v.checked = lr.succeeded_count + lr.wrong_answer;  // ranges that got an answer
-      v.ok = lr.succeeded_count;
-      v.missing = expect.missing.load();
-      v.wrong = expect.wrong.load();
+    case Scenario::kRange:
+      RunRange(conns, config, probe, r);
       break;
-    }
     case Scenario::kWatch:
       RunWatch(conns, config, members, probe, r);
       break;
-    case Scenario::kEcho: {
-      // The payload is as long as a Put's key + value.
-      // Only values are used; the key length is the validated --key_len.
-      KeySpace ks(requests, config.key_len, config.key_len + config.value_len, config.seed);
-      Progress(config, "Echo: " + std::to_string(requests) + " Echo calls to " + r->target);
-      const LoadResult lr = TimedLoad(
-          conns, MakeLoadOptions(config, requests, false, config.timeout_ms),
-          [&](uint64_t n) {
-            auto call = std::make_unique<EchoCall>(&KV::Stub::PrepareAsyncEcho, &EchoMatches);
-            ks.FillValue(n, call->request.mutable_payload());
-            return call;
-          },
-          probe, r);
-      FillFromLoad(lr, r);
-      Verification& v = r->verified;
-      v.mode = "every echo";
-      v.population = requests;
-      v.checked = lr.succeeded_count + lr.wrong_answer;
-      v.ok = lr.succeeded_count;
-      v.wrong = lr.wrong_answer;
+    case Scenario::kEcho:
+      RunEcho(conns, config, probe, r);
       break;
-    }
   }
 }
 

@@ -315,319 +315,399 @@ void LeaseCycle(int id, uint64_t n, KvClient* client, std::mt19937_64* rng, Clie
   out->leases.push_back(std::move(lease));
 }
 
-void RunClient(int id, const EndpointBook* book, uint64_t seed, const std::atomic<bool>* stop,
-               ClientResult* out) {
-  const bool impatient = id < FLAGS_impatient_clients;
-  uint64_t version = 0;
-  std::unique_ptr<KvClient> client, stale_client;
+// One client of the load (RunClient): its connections over the current
+// members, what it last saw of each register, and its operations. Each
+// operation method runs one kind of operation and records its outcome.
+class ChaosClient {
+ public:
+  ChaosClient(int id, const EndpointBook* book, uint64_t seed, ClientResult* out)
+      : id_(id), book_(book), out_(out), impatient_(id < FLAGS_impatient_clients), rng_(seed) {
+    for (int k = 0; k < FLAGS_keys; ++k) registers_.insert("k" + std::to_string(k));
+  }
+
+  void Run(const std::atomic<bool>* stop) {
+    for (uint64_t n = 1; !stop->load(); ++n) {
+      if (book_->version() != version_) Connect();
+      if (n % 10 == 0) {
+        LedgerPut(n);
+        continue;
+      }
+      if (n % 25 == 5 && FLAGS_lease_ttl_s > 0) {
+        LeaseCycle(id_, n, client_.get(), &rng_, out_);
+        continue;
+      }
+      Operation op;
+      op.client = id_;
+      op.key = RandomKey();
+      const int dice = static_cast<int>(rng_() % 100);
+      const std::string fresh = "c" + std::to_string(id_) + "-" + std::to_string(n);
+      op.invoke_ns = NowNs();
+      // Operations over several registers are recorded as one operation per
+      // register (its projection), all with the operation's invoke and
+      // return times: an atomic multi-key operation takes effect at one
+      // point, so each projection must be linearizable on its own register.
+      // Those record their projections themselves.
+      grpc::Status s;
+      if (dice < 25) {
+        s = Get(&op);
+      } else if (dice < 35) {
+        RangeOfAll(op);
+        Think();
+        continue;
+      } else if (dice < 55) {
+        s = Put(&op, fresh);
+      } else if (dice < 70 || (dice < 80 && FLAGS_keys < 2)) {
+        s = Cas(&op, fresh, dice);
+      } else if (dice < 80) {
+        TwoKeyTxn(op, fresh);
+        Think();
+        continue;
+      } else if (dice < 95) {
+        s = Delete(&op);
+      } else {
+        DeleteRange(op);
+        Think();
+        continue;
+      }
+      if (op.type != OpType::kGet && OutcomeUnknown(s) &&
+          (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+           s.error_code() == grpc::StatusCode::INTERNAL)) {
+        NoteError("write", s);
+      }
+      out_->history.push_back(std::move(op));
+      Think();
+    }
+  }
+
   // A new KvClient (and so a new session: the old one's writes all have an
   // outcome, ok or unknown, by now) over the current members.
-  auto connect = [&] {
-    const std::vector<std::string> endpoints = book->Get(&version);
+  void Connect() {
+    const std::vector<std::string> endpoints = book_->Get(&version_);
     ClientOptions options;
     options.endpoints = endpoints;
-    options.timeout_ms = impatient ? FLAGS_impatient_timeout_ms : FLAGS_client_timeout_ms;
-    options.rpc_timeout_ms = impatient ? std::min(500, FLAGS_impatient_timeout_ms) : 1000;
+    options.timeout_ms = impatient_ ? FLAGS_impatient_timeout_ms : FLAGS_client_timeout_ms;
+    options.rpc_timeout_ms = impatient_ ? std::min(500, FLAGS_impatient_timeout_ms) : 1000;
     options.use_session = true;
-    client = std::make_unique<KvClient>(options);
+    client_ = std::make_unique<KvClient>(options);
     // --stale_reads: a client bound to one member, for reads that may be stale.
     ClientOptions stale_options = options;
-    stale_options.endpoints = {endpoints[static_cast<size_t>(id) % endpoints.size()]};
+    stale_options.endpoints = {endpoints[static_cast<size_t>(id_) % endpoints.size()]};
     stale_options.timeout_ms = 1000;
-    stale_client = std::make_unique<KvClient>(stale_options);
-  };
-  connect();
-  std::mt19937_64 rng(seed);
-  std::map<std::string, std::optional<std::string>> last_seen;  // what this client last saw
-  std::set<std::string> registers;  // the checked keys, in key order
-  for (int k = 0; k < FLAGS_keys; ++k) registers.insert("k" + std::to_string(k));
-  auto note_error = [&](const std::string& what, const grpc::Status& s) {
-    ++out->unexpected_errors;
-    if (out->first_unexpected.empty()) {
-      out->first_unexpected = what + ": " + StatusCodeName(s.error_code()) + ": " + s.error_message();
-    }
-  };
-  for (uint64_t n = 1; !stop->load(); ++n) {
-    if (book->version() != version) connect();
-    if (n % 10 == 0) {
-      const std::string key = "ledger/c" + std::to_string(id) + "/" + std::to_string(n);
-      const std::string value = "l" + std::to_string(n);
-      PutResponse resp;
-      grpc::Status s = client->Put(key, value, ClientPutOptions(), &resp);
-      if (s.ok()) {
-        out->ledger_acked.emplace_back(key, value);
-        out->acked_puts.push_back({resp.revision(), key, value});
-      } else {
-        ++out->ledger_unknown;
-      }
-      continue;
-    }
-    if (n % 25 == 5 && FLAGS_lease_ttl_s > 0) {
-      LeaseCycle(id, n, client.get(), &rng, out);
-      continue;
-    }
-    Operation op;
-    op.client = id;
-    op.key = "k" + std::to_string(rng() % static_cast<uint64_t>(FLAGS_keys));
-    const int dice = static_cast<int>(rng() % 100);
-    const std::string fresh = "c" + std::to_string(id) + "-" + std::to_string(n);
-    op.invoke_ns = NowNs();
-    grpc::Status s;
-    // Operations over several registers are recorded as one operation per
-    // register (its projection), all with the operation's invoke and return
-    // times: an atomic multi-key operation takes effect at one point, so
-    // each projection must be linearizable on its own register.
-    auto expected_of = [&](const std::string& key, std::string* expected) {
-      auto seen = last_seen.find(key);
-      const bool has = seen != last_seen.end() && seen->second.has_value();
-      if (has) *expected = *seen->second;
-      return has;
-    };
-    // A compare that holds iff the key holds `expected` (has) or is absent.
-    auto add_compare = [](TxnRequest* t, const std::string& key, bool has,
-                          const std::string& expected) {
-      Compare* c = t->add_compare();
-      c->set_key(key);
-      c->set_result(Compare::EQUAL);
-      if (has) {
-        c->set_target(Compare::VALUE);
-        c->set_value(expected);
-      } else {
-        c->set_target(Compare::CREATE);
-        c->set_create_revision(0);
-      }
-    };
-    auto read_error = [&](const char* what, const grpc::Status& st) {
-      if (!st.ok() && st.error_code() != grpc::StatusCode::UNAVAILABLE &&
-          st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED &&
-          st.error_code() != grpc::StatusCode::FAILED_PRECONDITION) {
-        note_error(what, st);
-      }
-    };
-    if (dice < 25) {
-      op.type = OpType::kGet;
-      std::string value;
-      bool found = false;
-      s = FLAGS_stale_reads ? stale_client->Get(op.key, &value, &found, /*allow_stale=*/true)
-                            : client->Get(op.key, &value, &found);
-      op.return_ns = NowNs();
-      if (s.ok()) {
-        op.found = found;
-        op.result = value;
-        last_seen[op.key] = found ? std::optional<std::string>(value) : std::nullopt;
-      }
-      // A failed read had no effect: dropped by the checker.
-      op.outcome = s.ok() ? Outcome::kOk : Outcome::kFail;
-      // Unavailability is expected under faults (FAILED_PRECONDITION: the
-      // budget ran out while following stale leader hints); anything else is not.
-      if (!FLAGS_stale_reads) read_error("Get", s);
-    } else if (dice < 35) {
-      // A range over every register: one Get per register.
-      ++out->counts["range"];
-      RangeRequest req;
-      req.set_key("k");
-      req.set_range_end("l");
-      req.set_serializable(FLAGS_stale_reads);
-      RangeResponse resp;
-      s = FLAGS_stale_reads ? stale_client->Range(req, &resp) : client->Range(req, &resp);
-      const int64_t returned = NowNs();
-      if (!FLAGS_stale_reads) read_error("Range", s);
-      if (s.ok()) {
-        std::map<std::string, std::string> got;
-        std::string previous;
-        for (const KeyValue& kv : resp.kvs()) {
-          if (kv.key() <= previous || kv.mod_revision() > resp.header().revision() ||
-              registers.count(kv.key()) == 0) {
-            note_error("Range", grpc::Status(grpc::StatusCode::INTERNAL,
-                                             "answer out of order, beyond its revision or with "
-                                             "a foreign key: " + kv.key()));
-          }
-          previous = kv.key();
-          got[kv.key()] = kv.value();
-        }
-        if (resp.count() != resp.kvs_size() || resp.more()) {
-          note_error("Range", grpc::Status(grpc::StatusCode::INTERNAL, "count/more wrong"));
-        }
-        for (const std::string& key : registers) {
-          Operation g = op;
-          g.key = key;
-          g.type = OpType::kGet;
-          g.return_ns = returned;
-          g.outcome = Outcome::kOk;
-          auto it = got.find(key);
-          g.found = it != got.end();
-          if (g.found) g.result = it->second;
-          last_seen[key] = g.found ? std::optional<std::string>(g.result) : std::nullopt;
-          out->history.push_back(std::move(g));
-        }
-      }
-      if (FLAGS_think_ms > 0) SleepMs(static_cast<int64_t>(rng() % (FLAGS_think_ms + 1)));
-      continue;
-    } else if (dice < 55) {
-      op.type = OpType::kPut;
-      op.value = fresh;
-      PutResponse resp;
-      s = client->Put(op.key, op.value, ClientPutOptions(), &resp);
-      op.return_ns = NowNs();
-      op.outcome = s.ok() ? Outcome::kOk : Outcome::kUnknown;
-      if (s.ok()) out->acked_puts.push_back({resp.revision(), op.key, op.value});
-    } else if (dice < 70 || (dice < 80 && FLAGS_keys < 2)) {
-      op.type = OpType::kCas;
-      op.value = fresh;
-      // Expect what this client last saw (often stale: real contention).
-      op.has_expected = expected_of(op.key, &op.expected);
-      bool swapped = false, found = false;
-      std::string current;
-      if (dice < 62) {
-        s = client->CompareAndSwap(op.key, op.has_expected ? &op.expected : nullptr, op.value,
-                                  &swapped, &found, &current);
-      } else {
-        // The same through a transaction: compare, put, else read the key.
-        ++out->counts["txn1"];
-        TxnRequest t;
-        add_compare(&t, op.key, op.has_expected, op.expected);
-        PutRequest* put = t.add_success()->mutable_request_put();
-        put->set_key(op.key);
-        put->set_value(op.value);
-        t.add_failure()->mutable_request_range()->set_key(op.key);
-        TxnResponse resp;
-        s = client->Txn(&t, &resp);
-        if (s.ok()) {
-          swapped = resp.succeeded();
-          if (swapped) {
-            found = op.has_expected;
-            current = op.expected;
-            out->acked_puts.push_back({resp.header().revision(), op.key, op.value});
-          } else if (resp.responses_size() == 1 && resp.responses(0).has_response_range()) {
-            const RangeResponse& rr = resp.responses(0).response_range();
-            found = rr.kvs_size() > 0;
-            if (found) current = rr.kvs(0).value();
-          } else {
-            note_error("Txn", grpc::Status(grpc::StatusCode::INTERNAL,
-                                           "a failed txn without its range answer"));
-          }
-        }
-      }
-      op.return_ns = NowNs();
-      if (s.ok()) {
-        op.swapped = swapped;
-        op.found = found;
-        op.result = current;
-        last_seen[op.key] = swapped ? std::optional<std::string>(op.value)
-                                    : (found ? std::optional<std::string>(current) : std::nullopt);
-      }
-      op.outcome = s.ok() ? Outcome::kOk : Outcome::kUnknown;
-    } else if (dice < 80) {
-      // A transaction over two registers: if both hold what this client
-      // last saw, write both, else read both.
-      ++out->counts["txn2"];
-      std::string other = op.key;
-      while (other == op.key) other = "k" + std::to_string(rng() % static_cast<uint64_t>(FLAGS_keys));
-      const std::vector<std::string> keys = {op.key, other};
-      std::vector<Operation> parts(2, op);
-      TxnRequest t;
-      for (size_t i = 0; i < 2; ++i) {
-        parts[i].key = keys[i];
-        parts[i].value = fresh + (i == 0 ? "a" : "b");
-        parts[i].has_expected = expected_of(keys[i], &parts[i].expected);
-        add_compare(&t, keys[i], parts[i].has_expected, parts[i].expected);
-        PutRequest* put = t.add_success()->mutable_request_put();
-        put->set_key(keys[i]);
-        put->set_value(parts[i].value);
-        t.add_failure()->mutable_request_range()->set_key(keys[i]);
-      }
-      TxnResponse resp;
-      s = client->Txn(&t, &resp);
-      const int64_t returned = NowNs();
-      const bool answered = s.ok() && (resp.succeeded() || resp.responses_size() == 2);
-      if (s.ok() && !answered) {
-        note_error("Txn", grpc::Status(grpc::StatusCode::INTERNAL,
-                                       "a failed txn without its range answers"));
-      }
-      for (size_t i = 0; i < 2; ++i) {
-        Operation& p = parts[i];
-        p.return_ns = returned;
-        if (!s.ok()) {
-          p.type = OpType::kCas;  // may have swapped both, or neither
-          p.outcome = Outcome::kUnknown;
-        } else if (!answered) {
-          continue;
-        } else if (resp.succeeded()) {
-          p.type = OpType::kCas;
-          p.swapped = true;
-          p.found = p.has_expected;
-          p.result = p.expected;
-          last_seen[p.key] = p.value;
-          out->acked_puts.push_back({resp.header().revision(), p.key, p.value});
-        } else {
-          p.type = OpType::kGet;
-          const RangeResponse& rr = resp.responses(static_cast<int>(i)).response_range();
-          p.found = rr.kvs_size() > 0;
-          p.result = p.found ? rr.kvs(0).value() : "";
-          p.value.clear();
-          last_seen[p.key] = p.found ? std::optional<std::string>(p.result) : std::nullopt;
-        }
-        out->history.push_back(std::move(p));
-      }
-      if (!s.ok() && (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
-                      s.error_code() == grpc::StatusCode::INTERNAL)) {
-        note_error("Txn", s);
-      }
-      if (FLAGS_think_ms > 0) SleepMs(static_cast<int64_t>(rng() % (FLAGS_think_ms + 1)));
-      continue;
-    } else if (dice < 95) {
-      op.type = OpType::kDelete;
-      bool existed = false;
-      s = client->Delete(op.key, &existed);
-      op.return_ns = NowNs();
-      op.existed = existed;
-      op.outcome = s.ok() ? Outcome::kOk : Outcome::kUnknown;
-    } else {
-      // DeleteRange over a random run of registers, with the deleted ones.
-      ++out->counts["delete-range"];
-      const std::string a = "k" + std::to_string(rng() % static_cast<uint64_t>(FLAGS_keys));
-      const std::string b = "k" + std::to_string(rng() % static_cast<uint64_t>(FLAGS_keys));
-      DeleteRangeRequest d;
-      d.set_key(std::min(a, b));
-      d.set_range_end(a == b ? std::string() : std::max(a, b));
-      d.set_prev_kv(true);
-      DeleteRangeResponse resp;
-      s = client->DeleteRange(&d, &resp);
-      const int64_t returned = NowNs();
-      std::set<std::string> deleted;
-      for (const KeyValue& kv : resp.prev_kvs()) deleted.insert(kv.key());
-      if (s.ok() && resp.deleted() != resp.prev_kvs_size()) {
-        note_error("DeleteRange", grpc::Status(grpc::StatusCode::INTERNAL,
-                                               "deleted != number of prev_kvs"));
-      }
-      if (!s.ok() && (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
-                      s.error_code() == grpc::StatusCode::INTERNAL)) {
-        note_error("DeleteRange", s);
-      }
-      const std::string lo = std::min(a, b);
-      const std::string hi = std::max(a, b);
-      for (const std::string& key : registers) {
-        if (a == b ? key != a : (key < lo || key >= hi)) continue;
-        Operation p = op;
-        p.key = key;
-        p.type = OpType::kDelete;
-        p.return_ns = returned;
-        p.outcome = s.ok() ? Outcome::kOk : Outcome::kUnknown;
-        p.existed = deleted.count(key) > 0;
-        if (s.ok()) last_seen[key] = std::nullopt;
-        out->history.push_back(std::move(p));
-      }
-      if (FLAGS_think_ms > 0) SleepMs(static_cast<int64_t>(rng() % (FLAGS_think_ms + 1)));
-      continue;
-    }
-    if (op.type != OpType::kGet && OutcomeUnknown(s) &&
-        (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
-         s.error_code() == grpc::StatusCode::INTERNAL)) {
-      note_error("write", s);
-    }
-    out->history.push_back(std::move(op));
-    if (FLAGS_think_ms > 0) SleepMs(static_cast<int64_t>(rng() % (FLAGS_think_ms + 1)));
+    stale_client_ = std::make_unique<KvClient>(stale_options);
   }
+
+ private:
+  std::string RandomKey() {
+    return "k" + std::to_string(rng_() % static_cast<uint64_t>(FLAGS_keys));
+  }
+
+  void Think() {
+    if (FLAGS_think_ms > 0) SleepMs(static_cast<int64_t>(rng_() % (FLAGS_think_ms + 1)));
+  }
+
+  void NoteError(const std::string& what, const grpc::Status& s) {
+    ++out_->unexpected_errors;
+    if (out_->first_unexpected.empty()) {
+      out_->first_unexpected =
+          what + ": " + StatusCodeName(s.error_code()) + ": " + s.error_message();
+    }
+  }
+
+  // Unavailability is expected under faults (FAILED_PRECONDITION: the
+  // budget ran out while following stale leader hints); anything else is not.
+  void ReadError(const char* what, const grpc::Status& st) {
+    if (!st.ok() && st.error_code() != grpc::StatusCode::UNAVAILABLE &&
+        st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED &&
+        st.error_code() != grpc::StatusCode::FAILED_PRECONDITION) {
+      NoteError(what, st);
+    }
+  }
+
+  // What this client last saw of `key`: false if absent or never seen.
+  bool ExpectedOf(const std::string& key, std::string* expected) const {
+    auto seen = last_seen_.find(key);
+    const bool has = seen != last_seen_.end() && seen->second.has_value();
+    if (has) *expected = *seen->second;
+    return has;
+  }
+
+  // A compare that holds iff the key holds `expected` (has) or is absent.
+  static void AddCompare(TxnRequest* t, const std::string& key, bool has,
+                         const std::string& expected) {
+    Compare* c = t->add_compare();
+    c->set_key(key);
+    c->set_result(Compare::EQUAL);
+    if (has) {
+      c->set_target(Compare::VALUE);
+      c->set_value(expected);
+    } else {
+      c->set_target(Compare::CREATE);
+      c->set_create_revision(0);
+    }
+  }
+
+  // Every tenth operation: a Put to this client's ledger, checked at the end.
+  void LedgerPut(uint64_t n) {
+    const std::string key = "ledger/c" + std::to_string(id_) + "/" + std::to_string(n);
+    const std::string value = "l" + std::to_string(n);
+    PutResponse resp;
+    grpc::Status s = client_->Put(key, value, ClientPutOptions(), &resp);
+    if (s.ok()) {
+      out_->ledger_acked.emplace_back(key, value);
+      out_->acked_puts.push_back({resp.revision(), key, value});
+    } else {
+      ++out_->ledger_unknown;
+    }
+  }
+
+  grpc::Status Get(Operation* op) {
+    op->type = OpType::kGet;
+    std::string value;
+    bool found = false;
+    grpc::Status s = FLAGS_stale_reads
+                         ? stale_client_->Get(op->key, &value, &found, /*allow_stale=*/true)
+                         : client_->Get(op->key, &value, &found);
+    op->return_ns = NowNs();
+    if (s.ok()) {
+      op->found = found;
+      op->result = value;
+      last_seen_[op->key] = found ? std::optional<std::string>(value) : std::nullopt;
+    }
+    // A failed read had no effect: dropped by the checker.
+    op->outcome = s.ok() ? Outcome::kOk : Outcome::kFail;
+    // Unavailability is expected under faults (FAILED_PRECONDITION: the
+    // budget ran out while following stale leader hints); anything else is not.
+    if (!FLAGS_stale_reads) ReadError("Get", s);
+    return s;
+  }
+
+  // A range over every register: one Get per register.
+  void RangeOfAll(const Operation& op) {
+    ++out_->counts["range"];
+    RangeRequest req;
+    req.set_key("k");
+    req.set_range_end("l");
+    req.set_serializable(FLAGS_stale_reads);
+    RangeResponse resp;
+    grpc::Status s =
+        FLAGS_stale_reads ? stale_client_->Range(req, &resp) : client_->Range(req, &resp);
+    const int64_t returned = NowNs();
+    if (!FLAGS_stale_reads) ReadError("Range", s);
+    if (s.ok()) {
+      std::map<std::string, std::string> got;
+      std::string previous;
+      for (const KeyValue& kv : resp.kvs()) {
+        if (kv.key() <= previous || kv.mod_revision() > resp.header().revision() ||
+            registers_.count(kv.key()) == 0) {
+          NoteError("Range", grpc::Status(grpc::StatusCode::INTERNAL,
+                                          "answer out of order, beyond its revision or with "
+                                          "a foreign key: " + kv.key()));
+        }
+        previous = kv.key();
+        got[kv.key()] = kv.value();
+      }
+      if (resp.count() != resp.kvs_size() || resp.more()) {
+        NoteError("Range", grpc::Status(grpc::StatusCode::INTERNAL, "count/more wrong"));
+      }
+      for (const std::string& key : registers_) {
+        Operation g = op;
+        g.key = key;
+        g.type = OpType::kGet;
+        g.return_ns = returned;
+        g.outcome = Outcome::kOk;
+        auto it = got.find(key);
+        g.found = it != got.end();
+        if (g.found) g.result = it->second;
+        last_seen_[key] = g.found ? std::optional<std::string>(g.result) : std::nullopt;
+        out_->history.push_back(std::move(g));
+      }
+    }
+  }
+
+  grpc::Status Put(Operation* op, const std::string& fresh) {
+    op->type = OpType::kPut;
+    op->value = fresh;
+    PutResponse resp;
+    grpc::Status s = client_->Put(op->key, op->value, ClientPutOptions(), &resp);
+    op->return_ns = NowNs();
+    op->outcome = s.ok() ? Outcome::kOk : Outcome::kUnknown;
+    if (s.ok()) out_->acked_puts.push_back({resp.revision(), op->key, op->value});
+    return s;
+  }
+
+  grpc::Status Cas(Operation* op, const std::string& fresh, int dice) {
+    grpc::Status s;
+    op->type = OpType::kCas;
+    op->value = fresh;
+    // Expect what this client last saw (often stale: real contention).
+    op->has_expected = ExpectedOf(op->key, &op->expected);
+    bool swapped = false, found = false;
+    std::string current;
+    if (dice < 62) {
+      s = client_->CompareAndSwap(op->key, op->has_expected ? &op->expected : nullptr, op->value,
+                                  &swapped, &found, &current);
+    } else {
+      // The same through a transaction: compare, put, else read the key.
+      ++out_->counts["txn1"];
+      TxnRequest t;
+      AddCompare(&t, op->key, op->has_expected, op->expected);
+      PutRequest* put = t.add_success()->mutable_request_put();
+      put->set_key(op->key);
+      put->set_value(op->value);
+      t.add_failure()->mutable_request_range()->set_key(op->key);
+      TxnResponse resp;
+      s = client_->Txn(&t, &resp);
+      if (s.ok()) {
+        swapped = resp.succeeded();
+        if (swapped) {
+          found = op->has_expected;
+          current = op->expected;
+          out_->acked_puts.push_back({resp.header().revision(), op->key, op->value});
+        } else if (resp.responses_size() == 1 && resp.responses(0).has_response_range()) {
+          const RangeResponse& rr = resp.responses(0).response_range();
+          found = rr.kvs_size() > 0;
+          if (found) current = rr.kvs(0).value();
+        } else {
+          NoteError("Txn", grpc::Status(grpc::StatusCode::INTERNAL,
+                                        "a failed txn without its range answer"));
+        }
+      }
+    }
+    op->return_ns = NowNs();
+    if (s.ok()) {
+      op->swapped = swapped;
+      op->found = found;
+      op->result = current;
+      last_seen_[op->key] = swapped ? std::optional<std::string>(op->value)
+                                    : (found ? std::optional<std::string>(current) : std::nullopt);
+    }
+    op->outcome = s.ok() ? Outcome::kOk : Outcome::kUnknown;
+    return s;
+  }
+
+  void TwoKeyTxn(const Operation& op, const std::string& fresh) {
+    // A transaction over two registers: if both hold what this client
+    // last saw, write both, else read both.
+    ++out_->counts["txn2"];
+    std::string other = op.key;
+    while (other == op.key) {
+      other = "k" + std::to_string(rng_() % static_cast<uint64_t>(FLAGS_keys));
+    }
+    const std::vector<std::string> keys = {op.key, other};
+    std::vector<Operation> parts(2, op);
+    TxnRequest t;
+    for (size_t i = 0; i < 2; ++i) {
+      parts[i].key = keys[i];
+      parts[i].value = fresh + (i == 0 ? "a" : "b");
+      parts[i].has_expected = ExpectedOf(keys[i], &parts[i].expected);
+      AddCompare(&t, keys[i], parts[i].has_expected, parts[i].expected);
+      PutRequest* put = t.add_success()->mutable_request_put();
+      put->set_key(keys[i]);
+      put->set_value(parts[i].value);
+      t.add_failure()->mutable_request_range()->set_key(keys[i]);
+    }
+    TxnResponse resp;
+    grpc::Status s = client_->Txn(&t, &resp);
+    const int64_t returned = NowNs();
+    const bool answered = s.ok() && (resp.succeeded() || resp.responses_size() == 2);
+    if (s.ok() && !answered) {
+      NoteError("Txn", grpc::Status(grpc::StatusCode::INTERNAL,
+                                    "a failed txn without its range answers"));
+    }
+    for (size_t i = 0; i < 2; ++i) {
+      Operation& p = parts[i];
+      p.return_ns = returned;
+      if (!s.ok()) {
+        p.type = OpType::kCas;  // may have swapped both, or neither
+        p.outcome = Outcome::kUnknown;
+      } else if (!answered) {
+        continue;
+      } else if (resp.succeeded()) {
+        p.type = OpType::kCas;
+        p.swapped = true;
+        p.found = p.has_expected;
+        p.result = p.expected;
+        last_seen_[p.key] = p.value;
+        out_->acked_puts.push_back({resp.header().revision(), p.key, p.value});
+      } else {
+        p.type = OpType::kGet;
+        const RangeResponse& rr = resp.responses(static_cast<int>(i)).response_range();
+        p.found = rr.kvs_size() > 0;
+        p.result = p.found ? rr.kvs(0).value() : "";
+        p.value.clear();
+        last_seen_[p.key] = p.found ? std::optional<std::string>(p.result) : std::nullopt;
+      }
+      out_->history.push_back(std::move(p));
+    }
+    if (!s.ok() && (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+                    s.error_code() == grpc::StatusCode::INTERNAL)) {
+      NoteError("Txn", s);
+    }
+  }
+
+  grpc::Status Delete(Operation* op) {
+    op->type = OpType::kDelete;
+    bool existed = false;
+    grpc::Status s = client_->Delete(op->key, &existed);
+    op->return_ns = NowNs();
+    op->existed = existed;
+    op->outcome = s.ok() ? Outcome::kOk : Outcome::kUnknown;
+    return s;
+  }
+
+  void DeleteRange(const Operation& op) {
+    // DeleteRange over a random run of registers, with the deleted ones.
+    ++out_->counts["delete-range"];
+    const std::string a = "k" + std::to_string(rng_() % static_cast<uint64_t>(FLAGS_keys));
+    const std::string b = "k" + std::to_string(rng_() % static_cast<uint64_t>(FLAGS_keys));
+    DeleteRangeRequest d;
+    d.set_key(std::min(a, b));
+    d.set_range_end(a == b ? std::string() : std::max(a, b));
+    d.set_prev_kv(true);
+    DeleteRangeResponse resp;
+    grpc::Status s = client_->DeleteRange(&d, &resp);
+    const int64_t returned = NowNs();
+    std::set<std::string> deleted;
+    for (const KeyValue& kv : resp.prev_kvs()) deleted.insert(kv.key());
+    if (s.ok() && resp.deleted() != resp.prev_kvs_size()) {
+      NoteError("DeleteRange", grpc::Status(grpc::StatusCode::INTERNAL,
+                                            "deleted != number of prev_kvs"));
+    }
+    if (!s.ok() && (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+                    s.error_code() == grpc::StatusCode::INTERNAL)) {
+      NoteError("DeleteRange", s);
+    }
+    const std::string lo = std::min(a, b);
+    const std::string hi = std::max(a, b);
+    for (const std::string& key : registers_) {
+      if (a == b ? key != a : (key < lo || key >= hi)) continue;
+      Operation p = op;
+      p.key = key;
+      p.type = OpType::kDelete;
+      p.return_ns = returned;
+      p.outcome = s.ok() ? Outcome::kOk : Outcome::kUnknown;
+      p.existed = deleted.count(key) > 0;
+      if (s.ok()) last_seen_[key] = std::nullopt;
+      out_->history.push_back(std::move(p));
+    }
+  }
+
+  const int id_;
+  const EndpointBook* const book_;
+  ClientResult* const out_;
+  const bool impatient_;
+  uint64_t version_ = 0;
+  std::unique_ptr<KvClient> client_, stale_client_;
+  std::mt19937_64 rng_;
+  std::map<std::string, std::optional<std::string>> last_seen_;  // what this client last saw
+  std::set<std::string> registers_;  // the checked keys, in key order
+};
+
+void RunClient(int id, const EndpointBook* book, uint64_t seed, const std::atomic<bool>* stop,
+               ClientResult* out) {
+  ChaosClient client(id, book, seed, out);
+  client.Connect();
+  client.Run(stop);
 }
 
 // ---- watchers ----
@@ -1148,177 +1228,199 @@ class Nemesis {
 
   // Runs the current phase; true (and the next phase set) when it is done.
   bool RunPhase(Steady::time_point until, std::string* why) {
-    const uint64_t V = static_cast<uint64_t>(cycle_.old_id);
     switch (cycle_.phase) {
-      case Phase::kRemove: {
-        ListMembersResponse view;
-        if (!LeaderView(&view, why)) return false;
-        if (FindIn(view, V) == nullptr) {
-          if (!view.config_committed()) {
-            *why = "removal of " + std::to_string(V) + " not committed yet: " + DescribeMembers(view);
-            return false;
-          }
-          cycle_.phase = Phase::kStopOld;
-          return true;
-        }
-        if (Voters(view) < 4) {
-          *why = "only " + std::to_string(Voters(view)) + " voters, not removing: " +
-                 DescribeMembers(view);
-          return false;
-        }
-        if (view.leader_id() == V) {
-          // V became leader since: move leadership away first.
-          uint64_t to = 0;
-          for (const MemberStatus& m : view.members()) {
-            if (m.voter() && m.id() != V && (to == 0 || rng_() % 2 == 0)) to = m.id();
-          }
-          TransferLeaderResponse tr;
-          grpc::Status s = Admin()->TransferLeader(to, &tr);
-          CycleLog("member " + std::to_string(V) + " is leader; transfer to " + std::to_string(to) +
-                   ": " + (s.ok() ? std::string("ok") : Describe(s)));
-          if (!s.ok()) {
-            *why = "transfer away from " + std::to_string(V) + " failed";
-            return false;
-          }
-          if (!LeaderView(&view, why)) return false;
-          if (view.leader_id() == V) {
-            *why = "member " + std::to_string(V) + " still leads";
-            return false;
-          }
-        }
-        MemberChangeResponse resp;
-        const auto t0 = Steady::now();
-        grpc::Status s = Admin()->RemoveMember(V, &resp);
-        if (!s.ok()) {
-          *why = "RemoveMember(" + std::to_string(V) + "): " + Describe(s);
-          return false;
-        }
-        Count("member-remove");
-        CycleLog("RemoveMember(" + std::to_string(V) + ") committed at index " +
-                 std::to_string(resp.index()) + " in " + std::to_string(ElapsedMs(t0)) + " ms");
-        cycle_.phase = Phase::kStopOld;
-        return true;
-      }
-      case Phase::kStopOld: {
-        cluster_->Kill(cycle_.old_id);
-        cluster_->MarkRemoved(cycle_.old_id);
-        std::error_code ec;
-        std::filesystem::remove_all(cluster_->DataDir(cycle_.old_id), ec);
-        PublishEndpoints();
-        CycleLog("member " + std::to_string(V) + " stopped, data directory wiped" +
-                 (ec ? " (error: " + ec.message() + ")" : std::string()));
-        cycle_.phase = cycle_.add_first ? Phase::kDone : Phase::kStartNew;
-        return true;
-      }
-      case Phase::kStartNew: {
-        if (cycle_.new_id == 0) cycle_.new_id = cluster_->AddNode();
-        const int W = cycle_.new_id;
-        if (!cluster_->IsRunning(W) && !cluster_->Start(W)) {
-          *why = "cannot start server " + std::to_string(W);
-          return false;
-        }
-        const bool answers = integration::WaitUntil(
-            [&] {
-              StatusResponse st;
-              return cluster_->StatusOf(W, &st, 300).ok();
-            },
-            5000, 50);
-        if (!answers) {
-          *why = "new server " + std::to_string(W) + " does not answer";
-          return false;
-        }
-        CycleLog("server " + std::to_string(W) + " started empty with --join at " +
-                 cluster_->Endpoint(W));
-        cycle_.phase = Phase::kAdd;
-        return true;
-      }
-      case Phase::kAdd: {
-        const uint64_t W = static_cast<uint64_t>(cycle_.new_id);
-        ListMembersResponse view;
-        if (!LeaderView(&view, why)) return false;
-        if (FindIn(view, W) == nullptr) {
-          MemberChangeResponse resp;
-          const auto t0 = Steady::now();
-          grpc::Status s = Admin()->AddMember(W, cluster_->Endpoint(cycle_.new_id), &resp);
-          if (!s.ok()) {
-            *why = "AddMember(" + std::to_string(W) + "): " + Describe(s);
-            return false;
-          }
-          Count("member-add");
-          CycleLog("AddMember(" + std::to_string(W) + ") as learner committed at index " +
-                   std::to_string(resp.index()) + " in " + std::to_string(ElapsedMs(t0)) + " ms");
-        }
-        PublishEndpoints();
-        cycle_.phase = Phase::kPromote;
-        return true;
-      }
-      case Phase::kPromote: {
-        const uint64_t W = static_cast<uint64_t>(cycle_.new_id);
-        const auto t0 = Steady::now();
-        // Wait until its match index is close to the leader's log.
-        ListMembersResponse view;
-        bool close = false;
-        std::string last;
-        while (Steady::now() < until) {
-          if (LeaderView(&view, why)) {
-            const MemberStatus* m = FindIn(view, W);
-            if (m == nullptr) {
-              *why = "server " + std::to_string(W) + " is not a member: " + DescribeMembers(view);
-              cycle_.phase = Phase::kAdd;
-              return false;
-            }
-            if (m->voter()) {
-              cycle_.phase = cycle_.add_first ? Phase::kRemove : Phase::kDone;
-              return true;
-            }
-            last = DescribeMembers(view);
-            if (m->match_index() + static_cast<uint64_t>(std::max(0, FLAGS_promote_lag)) >=
-                view.last_index()) {
-              close = true;
-              break;
-            }
-          }
-          SleepMs(100);
-        }
-        if (!close) {
-          *why = "learner " + std::to_string(W) + " not caught up: " + last;
-          return false;
-        }
-        const long long catch_up_ms = ElapsedMs(t0);
-        const std::string caught = last;
-        // Promote; the leader refuses while the learner lags (or another
-        // change is pending): retry, bounded by the step's budget.
-        int attempts = 0;
-        grpc::Status s;
-        for (;;) {
-          ++attempts;
-          MemberChangeResponse resp;
-          s = Admin()->PromoteMember(W, &resp);
-          if (s.ok()) {
-            Count("member-promote");
-            CycleLog("learner " + std::to_string(W) + " close after " + std::to_string(catch_up_ms) +
-                     " ms (" + caught + "); PromoteMember committed at index " +
-                     std::to_string(resp.index()) + " after " + std::to_string(attempts) +
-                     " attempt(s); it holds " +
-                     std::to_string(cluster_->SnapshotFiles(cycle_.new_id).size()) +
-                     " snapshot file(s)");
-            cycle_.phase = cycle_.add_first ? Phase::kRemove : Phase::kDone;
-            return true;
-          }
-          if ((s.error_code() != grpc::StatusCode::FAILED_PRECONDITION &&
-               s.error_code() != grpc::StatusCode::UNAVAILABLE) ||
-              Steady::now() >= until) {
-            break;
-          }
-          SleepMs(200);
-        }
-        *why = "PromoteMember(" + std::to_string(W) + ") after " + std::to_string(attempts) +
-               " attempt(s): " + Describe(s);
-        return false;
-      }
+      case Phase::kRemove:
+        return RemoveOld(why);
+      case Phase::kStopOld:
+        return StopOld();
+      case Phase::kStartNew:
+        return StartNew(why);
+      case Phase::kAdd:
+        return AddNew(why);
+      case Phase::kPromote:
+        return PromoteNew(until, why);
       case Phase::kDone:
         return true;
     }
+    return false;
+  }
+
+  // kRemove: the old member leaves the configuration (leadership moved away
+  // from it first).
+  bool RemoveOld(std::string* why) {
+    const uint64_t V = static_cast<uint64_t>(cycle_.old_id);
+    ListMembersResponse view;
+    if (!LeaderView(&view, why)) return false;
+    if (FindIn(view, V) == nullptr) {
+      if (!view.config_committed()) {
+        *why = "removal of " + std::to_string(V) + " not committed yet: " + DescribeMembers(view);
+        return false;
+      }
+      cycle_.phase = Phase::kStopOld;
+      return true;
+    }
+    if (Voters(view) < 4) {
+      *why = "only " + std::to_string(Voters(view)) + " voters, not removing: " +
+             DescribeMembers(view);
+      return false;
+    }
+    if (view.leader_id() == V) {
+      // V became leader since: move leadership away first.
+      uint64_t to = 0;
+      for (const MemberStatus& m : view.members()) {
+        if (m.voter() && m.id() != V && (to == 0 || rng_() % 2 == 0)) to = m.id();
+      }
+      TransferLeaderResponse tr;
+      grpc::Status s = Admin()->TransferLeader(to, &tr);
+      CycleLog("member " + std::to_string(V) + " is leader; transfer to " + std::to_string(to) +
+               ": " + (s.ok() ? std::string("ok") : Describe(s)));
+      if (!s.ok()) {
+        *why = "transfer away from " + std::to_string(V) + " failed";
+        return false;
+      }
+      if (!LeaderView(&view, why)) return false;
+      if (view.leader_id() == V) {
+        *why = "member " + std::to_string(V) + " still leads";
+        return false;
+      }
+    }
+    MemberChangeResponse resp;
+    const auto t0 = Steady::now();
+    grpc::Status s = Admin()->RemoveMember(V, &resp);
+    if (!s.ok()) {
+      *why = "RemoveMember(" + std::to_string(V) + "): " + Describe(s);
+      return false;
+    }
+    Count("member-remove");
+    CycleLog("RemoveMember(" + std::to_string(V) + ") committed at index " +
+             std::to_string(resp.index()) + " in " + std::to_string(ElapsedMs(t0)) + " ms");
+    cycle_.phase = Phase::kStopOld;
+    return true;
+  }
+
+  // kStopOld: the removed server stops and its data directory is wiped.
+  bool StopOld() {
+    const uint64_t V = static_cast<uint64_t>(cycle_.old_id);
+    cluster_->Kill(cycle_.old_id);
+    cluster_->MarkRemoved(cycle_.old_id);
+    std::error_code ec;
+    std::filesystem::remove_all(cluster_->DataDir(cycle_.old_id), ec);
+    PublishEndpoints();
+    CycleLog("member " + std::to_string(V) + " stopped, data directory wiped" +
+             (ec ? " (error: " + ec.message() + ")" : std::string()));
+    cycle_.phase = cycle_.add_first ? Phase::kDone : Phase::kStartNew;
+    return true;
+  }
+
+  // kStartNew: a new, empty server starts with --join.
+  bool StartNew(std::string* why) {
+    if (cycle_.new_id == 0) cycle_.new_id = cluster_->AddNode();
+    const int W = cycle_.new_id;
+    if (!cluster_->IsRunning(W) && !cluster_->Start(W)) {
+      *why = "cannot start server " + std::to_string(W);
+      return false;
+    }
+    const bool answers = integration::WaitUntil(
+        [&] {
+          StatusResponse st;
+          return cluster_->StatusOf(W, &st, 300).ok();
+        },
+        5000, 50);
+    if (!answers) {
+      *why = "new server " + std::to_string(W) + " does not answer";
+      return false;
+    }
+    CycleLog("server " + std::to_string(W) + " started empty with --join at " +
+             cluster_->Endpoint(W));
+    cycle_.phase = Phase::kAdd;
+    return true;
+  }
+
+  // kAdd: the new server joins as a learner.
+  bool AddNew(std::string* why) {
+    const uint64_t W = static_cast<uint64_t>(cycle_.new_id);
+    ListMembersResponse view;
+    if (!LeaderView(&view, why)) return false;
+    if (FindIn(view, W) == nullptr) {
+      MemberChangeResponse resp;
+      const auto t0 = Steady::now();
+      grpc::Status s = Admin()->AddMember(W, cluster_->Endpoint(cycle_.new_id), &resp);
+      if (!s.ok()) {
+        *why = "AddMember(" + std::to_string(W) + "): " + Describe(s);
+        return false;
+      }
+      Count("member-add");
+      CycleLog("AddMember(" + std::to_string(W) + ") as learner committed at index " +
+               std::to_string(resp.index()) + " in " + std::to_string(ElapsedMs(t0)) + " ms");
+    }
+    PublishEndpoints();
+    cycle_.phase = Phase::kPromote;
+    return true;
+  }
+
+  // kPromote: the learner becomes a voter once it has caught up.
+  bool PromoteNew(Steady::time_point until, std::string* why) {
+    const uint64_t W = static_cast<uint64_t>(cycle_.new_id);
+    const auto t0 = Steady::now();
+    // Wait until its match index is close to the leader's log.
+    ListMembersResponse view;
+    bool close = false;
+    std::string last;
+    while (Steady::now() < until) {
+      if (LeaderView(&view, why)) {
+        const MemberStatus* m = FindIn(view, W);
+        if (m == nullptr) {
+          *why = "server " + std::to_string(W) + " is not a member: " + DescribeMembers(view);
+          cycle_.phase = Phase::kAdd;
+          return false;
+        }
+        if (m->voter()) {
+          cycle_.phase = cycle_.add_first ? Phase::kRemove : Phase::kDone;
+          return true;
+        }
+        last = DescribeMembers(view);
+        if (m->match_index() + static_cast<uint64_t>(std::max(0, FLAGS_promote_lag)) >=
+            view.last_index()) {
+          close = true;
+          break;
+        }
+      }
+      SleepMs(100);
+    }
+    if (!close) {
+      *why = "learner " + std::to_string(W) + " not caught up: " + last;
+      return false;
+    }
+    const long long catch_up_ms = ElapsedMs(t0);
+    const std::string caught = last;
+    // Promote; the leader refuses while the learner lags (or another
+    // change is pending): retry, bounded by the step's budget.
+    int attempts = 0;
+    grpc::Status s;
+    for (;;) {
+      ++attempts;
+      MemberChangeResponse resp;
+      s = Admin()->PromoteMember(W, &resp);
+      if (s.ok()) {
+        Count("member-promote");
+        CycleLog("learner " + std::to_string(W) + " close after " + std::to_string(catch_up_ms) +
+                 " ms (" + caught + "); PromoteMember committed at index " +
+                 std::to_string(resp.index()) + " after " + std::to_string(attempts) +
+                 " attempt(s); it holds " +
+                 std::to_string(cluster_->SnapshotFiles(cycle_.new_id).size()) +
+                 " snapshot file(s)");
+        cycle_.phase = cycle_.add_first ? Phase::kRemove : Phase::kDone;
+        return true;
+      }
+      if ((s.error_code() != grpc::StatusCode::FAILED_PRECONDITION &&
+           s.error_code() != grpc::StatusCode::UNAVAILABLE) ||
+          Steady::now() >= until) {
+        break;
+      }
+      SleepMs(200);
+    }
+    *why = "PromoteMember(" + std::to_string(W) + ") after " + std::to_string(attempts) +
+           " attempt(s): " + Describe(s);
     return false;
   }
   void PublishEndpoints() {
@@ -1399,8 +1501,509 @@ class Nemesis {
 
 // ---- the run ----
 
-int Run() {
-  std::set<std::string> kinds;
+// One run once its cluster is up: the load (watchers, clients, nemesis),
+// then the healing and the final checks, each a step below. The members are
+// the run's state, declared in the order the steps create them (and so
+// destroyed in reverse: the clients before the nemesis, the nemesis before
+// the cluster's book).
+struct ChaosRun {
+  ChaosRun(ProcessCluster* c, uint64_t seed) : cluster(*c), book(c->Endpoints()), seeder(seed) {}
+
+
+  // The watchers start at the revision after the empty store's.
+  bool ReadStartRevision() {
+    auto first = cluster.NewClient(10000, 2000);
+    RangeRequest all;
+    all.set_key(std::string(1, '\0'));
+    all.set_range_end(std::string(1, '\0'));
+    all.set_count_only(true);
+    RangeResponse resp;
+    const grpc::Status s = first->Range(all, &resp);
+    if (!s.ok()) {
+      std::cerr << "raftkv-chaos: cannot read the start revision: " << s.error_message() << "\n";
+      cluster.KeepDir();
+      return false;
+    }
+    start_revision = resp.header().revision() + 1;
+    return true;
+  }
+
+  // The watchers, then the clients, then the nemesis (seeded in that order).
+  void StartLoad(const std::set<std::string>& kinds) {
+    for (int w = 0; w < FLAGS_watchers; ++w) {
+      watch_cancels.push_back(std::make_unique<WatchCancel>());
+      watch_threads.emplace_back(RunWatcher, w, &book, start_revision, &watch_stop_at,
+                                 watch_cancels.back().get(), &watch_results[static_cast<size_t>(w)]);
+    }
+    for (int c = 0; c < FLAGS_clients; ++c) {
+      threads.emplace_back(RunClient, c, &book, seeder(), &stop, &results[c]);
+    }
+    nemesis = std::make_unique<Nemesis>(&cluster, &book, seeder(), kinds);
+  }
+
+  // Faults at random quiet intervals until --duration is over; then the
+  // clients stop.
+  void InjectFaults() {
+    std::mt19937_64 rng(seeder());
+    const auto end = Steady::now() + std::chrono::seconds(FLAGS_duration);
+    while (Steady::now() < end) {
+      const int quiet = FLAGS_quiet_min_ms +
+                        static_cast<int>(rng() % static_cast<uint64_t>(
+                                                     std::max(1, FLAGS_quiet_max_ms - FLAGS_quiet_min_ms + 1)));
+      SleepMs(quiet);
+      if (Steady::now() >= end) break;
+      nemesis->InjectOne();
+    }
+    stop = true;
+    for (auto& t : threads) t.join();
+  }
+
+  void Heal() {
+    // Heal: links, paused and dead members; finish a pending membership cycle.
+    nemesis->HealLinks();
+    for (int i : nemesis->Live()) {
+      if (cluster.Pid(i) > 0) ::kill(cluster.Pid(i), SIGCONT);
+      if (!cluster.IsRunning(i)) cluster.Restart(i);
+    }
+    // (Before waiting for a leader all members agree on: a server started
+    // with --join but not added yet knows no leader.)
+    if (nemesis->cycle_pending()) {
+      nemesis->Log("end of run: finishing the pending membership cycle");
+      if (!nemesis->FinishCycle(120000)) {
+        std::printf("chaos: the pending membership cycle could not be finished\n");
+        ++config_errors;
+      }
+    }
+    leader = cluster.WaitForLeader(30000, &error);
+    if (leader == 0) {
+      std::printf("chaos: no leader after healing: %s\n", error.c_str());
+      exit_code = 1;
+    }
+  }
+
+  void CheckFinalConfiguration() {
+    // The final configuration, as the leader sees it: it must be the servers
+    // the runner believes are members, all voters, at least 3 of them.
+    ListMembersResponse final_view;
+    std::string view_error;
+    bool have_view = false;
+    for (int attempt = 0; attempt < 5 && !have_view; ++attempt) {
+      have_view = nemesis->LeaderView(&final_view, &view_error);
+      if (!have_view) SleepMs(1000);
+    }
+    if (!have_view) {
+      std::printf("chaos: no final member list from a leader: %s\n", view_error.c_str());
+      ++config_errors;
+      final_members = nemesis->Live();
+    } else {
+      std::set<int> listed;
+      int voters = 0, learners = 0;
+      for (const MemberStatus& m : final_view.members()) {
+        listed.insert(static_cast<int>(m.id()));
+        (m.voter() ? voters : learners)++;
+      }
+      final_members.assign(listed.begin(), listed.end());
+      const std::vector<int> live = nemesis->Live();
+      const std::set<int> expected(live.begin(), live.end());
+      std::printf("chaos: final configuration: %s\n", Nemesis::DescribeMembers(final_view).c_str());
+      if (listed != expected || voters < 3 || learners > 0 || !final_view.config_committed()) {
+        std::printf("chaos: FINAL CONFIGURATION differs from the runner's members {%s} (or has "
+                    "fewer than 3 voters, a learner, or is uncommitted)\n",
+                    [&] {
+                      std::string t;
+                      for (int i : live) t += (t.empty() ? "" : ",") + std::to_string(i);
+                      return t;
+                    }()
+                        .c_str());
+        ++config_errors;
+      }
+      for (int i : final_members) {
+        if (i < 1 || i > cluster.size() || cluster.IsRemoved(i)) {
+          std::printf("chaos: member %d of the final configuration is not a server of this run\n", i);
+          ++config_errors;
+        }
+      }
+      final_members.erase(std::remove_if(final_members.begin(), final_members.end(),
+                                         [&](int i) { return i < 1 || i > cluster.size(); }),
+                          final_members.end());
+    }
+  }
+
+  void WaitForLeasesGone() {
+    // Every lease expires (none is renewed for long): wait for that, so that
+    // nothing changes the store during the final comparisons.
+    reader = cluster.NewClient(10000, 2000);
+    {
+      std::string left;
+      const bool gone = integration::WaitUntil(
+          [&] {
+            LeaseLeasesResponse resp;
+            if (!reader->LeaseLeases(&resp).ok()) return false;
+            live_leases.clear();
+            left.clear();
+            for (const LeaseStatus& l : resp.leases()) {
+              live_leases.insert(l.id());
+              left += " " + std::to_string(l.id());
+            }
+            return live_leases.empty();
+          },
+          30000, 200);
+      if (!gone) {
+        std::printf("chaos: LEASES STILL ALIVE 30 s after the run:%s\n", left.c_str());
+        ++config_errors;
+      }
+    }
+  }
+
+  void FinalReads() {
+    // Final reads: part of the history (client id = clients), so the checker
+    // also verifies the end state.
+    for (auto& r : results) {
+      history.insert(history.end(), r.history.begin(), r.history.end());
+      unexpected += r.unexpected_errors;
+      if (!r.first_unexpected.empty()) std::printf("chaos: unexpected error: %s\n", r.first_unexpected.c_str());
+    }
+    for (int k = 0; k < FLAGS_keys; ++k) {
+      Operation op;
+      op.client = FLAGS_clients;
+      op.key = "k" + std::to_string(k);
+      op.type = OpType::kGet;
+      op.invoke_ns = NowNs();
+      std::string value;
+      bool found = false;
+      grpc::Status s = reader->Get(op.key, &value, &found);
+      op.return_ns = NowNs();
+      op.outcome = s.ok() ? Outcome::kOk : Outcome::kFail;
+      op.found = found;
+      op.result = value;
+      if (s.ok()) {
+        final_values[op.key] = found ? std::optional<std::string>(value) : std::nullopt;
+      } else {
+        std::printf("chaos: final read of %s failed: %s\n", op.key.c_str(), s.error_message().c_str());
+        exit_code = 1;
+      }
+      history.push_back(op);
+    }
+  }
+
+  void CheckLedger() {
+    // Lost acknowledged writes: every acknowledged ledger Put must be there.
+    for (auto& r : results) {
+      ledger_unknown += r.ledger_unknown;
+      for (auto& [key, value] : r.ledger_acked) {
+        ++ledger_acked;
+        std::string got;
+        bool found = false;
+        grpc::Status s = reader->Get(key, &got, &found);
+        if (!s.ok()) {
+          std::printf("chaos: ledger read of %s failed: %s\n", key.c_str(), s.error_message().c_str());
+          exit_code = 1;
+        } else if (!found || got != value) {
+          if (lost < 10) std::printf("chaos: LOST acknowledged write %s=%s (found=%d value=%s)\n",
+                                     key.c_str(), value.c_str(), found, got.c_str());
+          ++lost;
+        }
+      }
+    }
+  }
+
+  void StopWatchers() {
+    // The watchers stop at a marker put after everything else; more markers
+    // wake up a watcher that is waiting for its next event.
+    for (auto& r : results) {
+      acked_puts.insert(acked_puts.end(), r.acked_puts.begin(), r.acked_puts.end());
+      leases.insert(leases.end(), r.leases.begin(), r.leases.end());
+      lease_violations += r.lease_violations;
+      if (!r.first_lease_violation.empty()) {
+        std::printf("chaos: LEASE VIOLATION: %s\n", r.first_lease_violation.c_str());
+      }
+      for (auto& [k, v] : r.counts) op_counts[k] += v;
+    }
+    {
+      // A watcher stops once it has delivered an event beyond the first
+      // marker's revision; later markers wake up the ones still waiting.
+      const auto deadline = Steady::now() + std::chrono::seconds(60);
+      while (watch_stop_at.load() == 0 && Steady::now() < deadline) {
+        PutResponse resp;
+        if (reader->Put("zz/watch-end", "end", ClientPutOptions(), &resp).ok()) {
+          watch_stop_at.store(resp.revision());
+        } else {
+          SleepMs(500);
+        }
+      }
+      std::vector<std::atomic<bool>> joined(watch_threads.size());
+      std::thread waker([&] {
+        for (int marker = 1;; ++marker) {
+          bool all = true;
+          for (auto& j : joined) all = all && j.load();
+          if (all) return;
+          if (Steady::now() >= deadline || watch_stop_at.load() == 0) break;
+          SleepMs(1000);
+          PutResponse resp;
+          (void)reader->Put("zz/watch-wake/" + std::to_string(marker), "wake", ClientPutOptions(),
+                            &resp);
+        }
+        for (auto& c : watch_cancels) c->Cancel();
+      });
+      for (size_t w = 0; w < watch_threads.size(); ++w) {
+        watch_threads[w].join();
+        joined[w].store(true);
+      }
+      waker.join();
+    }
+    watch = CheckWatchers(watch_results, start_revision, watch_stop_at.load(),
+                          acked_puts, leases, live_leases);
+    for (const std::string& line : watch.samples) std::printf("chaos: watch: %s\n", line.c_str());
+  }
+
+  void CheckReplicas() {
+    // Replica convergence: once every member of the final configuration
+    // applied the leader's commit index, stale reads from each must match the
+    // final linearizable reads.
+    StatusResponse lst;
+    leader = cluster.WaitForLeader(10000, &error);
+    // The whole store as the leader has it (nothing writes any more): each
+    // member's must be the same, revisions and versions included.
+    all_keys.set_key(std::string(1, '\0'));
+    all_keys.set_range_end(std::string(1, '\0'));
+    store_status = reader->Range(all_keys, &leader_store);
+    if (!store_status.ok()) {
+      std::printf("chaos: final range of every key failed: %s\n", store_status.error_message().c_str());
+      exit_code = 1;
+    }
+    for (const KeyValue& kv : leader_store.kvs()) {
+      if (kv.key().rfind("lease/", 0) == 0 && live_leases.empty()) {
+        if (lease_keys_left < 5) {
+          std::printf("chaos: LEASE KEY LEFT: %s (lease %lld) though every lease is gone\n",
+                      kv.key().c_str(), static_cast<long long>(kv.lease()));
+        }
+        ++lease_keys_left;
+      }
+    }
+    if (leader != 0 && cluster.StatusOf(static_cast<int>(leader), &lst, 2000).ok()) {
+      const uint64_t target = lst.commit_index();
+      for (int i : final_members) {
+        CompareMember(i, target);
+      }
+    } else {
+      std::printf("chaos: no leader status for the replica comparison: %s\n", error.c_str());
+      exit_code = 1;
+    }
+  }
+
+  // Member i, once it has applied the leader's commit index `target`: its
+  // store and its stale reads must be the leader's.
+  void CompareMember(int i, uint64_t target) {
+    StatusResponse last;
+    const bool caught_up = integration::WaitUntil([&] {
+      StatusResponse st;
+      if (!cluster.StatusOf(i, &st, 500).ok()) return false;
+      last = st;
+      return st.applied_index() >= target;
+    }, 20000, 50);
+    if (!caught_up) {
+      // Liveness, not safety: its (stale) values are not compared, but the
+      // run fails.
+      std::printf("chaos: MEMBER %d DID NOT CATCH UP within 20 s after healing: applied %llu "
+                  "of the leader's (%llu) commit index %llu\n",
+                  i, static_cast<unsigned long long>(last.applied_index()),
+                  static_cast<unsigned long long>(leader),
+                  static_cast<unsigned long long>(target));
+      ++lagging;
+      return;
+    }
+    auto local = cluster.NewClientFor(i);
+    if (store_status.ok()) {
+      RangeRequest serializable = all_keys;
+      serializable.set_serializable(true);
+      RangeResponse mine;
+      const grpc::Status ms = local->Range(serializable, &mine);
+      std::string difference;
+      if (!ms.ok()) {
+        difference = "range failed: " + ms.error_message();
+      } else if (mine.header().revision() != leader_store.header().revision()) {
+        difference = "revision " + std::to_string(mine.header().revision()) + " vs the leader's " +
+                     std::to_string(leader_store.header().revision());
+      } else if (mine.kvs_size() != leader_store.kvs_size()) {
+        difference = std::to_string(mine.kvs_size()) + " keys vs the leader's " +
+                     std::to_string(leader_store.kvs_size());
+      } else {
+        for (int k = 0; k < mine.kvs_size() && difference.empty(); ++k) {
+          const KeyValue& a = mine.kvs(k);
+          const KeyValue& b = leader_store.kvs(k);
+          if (a.key() != b.key() || a.value() != b.value() ||
+              a.create_revision() != b.create_revision() ||
+              a.mod_revision() != b.mod_revision() || a.version() != b.version() ||
+              a.lease() != b.lease()) {
+            difference = "key " + a.key() + " / " + b.key() + " differs (value, revisions, "
+                         "version or lease)";
+          }
+        }
+      }
+      if (!difference.empty()) {
+        ++divergent;
+        std::printf("chaos: member %d's store diverges from the leader's: %s\n", i,
+                    difference.c_str());
+      }
+    }
+    for (auto& [key, expected] : final_values) {
+      std::string got;
+      bool found = false;
+      grpc::Status s = local->Get(key, &got, &found, /*allow_stale=*/true);
+      const bool same = s.ok() && found == expected.has_value() && (!found || got == *expected);
+      if (!same) {
+        ++divergent;
+        std::printf("chaos: member %d diverges on %s: %s\n", i, key.c_str(),
+                    s.ok() ? (found ? got.c_str() : "<absent>") : s.error_message().c_str());
+      }
+    }
+  }
+
+  void CheckAndReport() {
+    // Linearizability.
+    const auto check_start = Steady::now();
+    check::CheckResult result =
+        check::CheckHistory(history, std::chrono::milliseconds(FLAGS_check_budget_ms));
+    const double check_s = std::chrono::duration<double>(Steady::now() - check_start).count();
+    int64_t ok = 0, unknown = 0, failed = 0;
+    for (const Operation& op : history) {
+      if (op.outcome == Outcome::kOk) ++ok;
+      else if (op.outcome == Outcome::kUnknown) ++unknown;
+      else ++failed;
+    }
+    for (const auto& rep : result.reports) {
+      if (!rep.linearizable || rep.timed_out) {
+        std::printf("chaos: key %s (%zu ops): %s%s\n", rep.key.c_str(), rep.ops,
+                    rep.timed_out ? "CHECK TIMED OUT " : "NOT LINEARIZABLE ", rep.explanation.c_str());
+      }
+    }
+    std::string fault_counts;
+    for (auto& [k, v] : nemesis->counts()) fault_counts += " " + k + "=" + std::to_string(v);
+    // What the servers did with snapshots (from their logs, removed members
+    // included): taken (automatic or Admin.TakeSnapshot) and installed from a
+    // leader (InstallSnapshot: a lagging or new member caught up that way).
+    auto count_in_logs = [&](const std::string& needle) {
+      int64_t total = 0;
+      for (int i = 1; i <= cluster.size(); ++i) {
+        const std::string text = cluster.LogText(i);
+        for (size_t pos = text.find(needle); pos != std::string::npos;
+             pos = text.find(needle, pos + needle.size())) {
+          ++total;
+        }
+      }
+      return total;
+    };
+    const int64_t snapshots_taken = count_in_logs(" took snapshot ");
+    const int64_t snapshots_installed = count_in_logs(" installed the leader's snapshot ");
+    std::printf("chaos: history ok=%lld unknown=%lld failed-reads=%lld; ledger acked=%lld unknown=%lld; "
+                "faults:%s; snapshots taken=%lld installed=%lld; divergent=%lld lagging=%lld "
+                "unexpected-errors=%lld config-errors=%lld; final members %zu; checked %zu keys in "
+                "%.2fs%s\n",
+                static_cast<long long>(ok), static_cast<long long>(unknown),
+                static_cast<long long>(failed), static_cast<long long>(ledger_acked),
+                static_cast<long long>(ledger_unknown), fault_counts.c_str(),
+                static_cast<long long>(snapshots_taken), static_cast<long long>(snapshots_installed),
+                static_cast<long long>(divergent), static_cast<long long>(lagging),
+                static_cast<long long>(unexpected), static_cast<long long>(config_errors), final_members.size(), result.keys,
+                check_s, result.timed_out ? " (SOME KEYS TIMED OUT)" : "");
+    std::string op_text;
+    for (auto& [k, v] : op_counts) op_text += " " + k + "=" + std::to_string(v);
+    std::printf("chaos: operations:%s; leases granted=%zu, violations=%lld, keys left=%lld\n",
+                op_text.c_str(), leases.size(), static_cast<long long>(lease_violations),
+                static_cast<long long>(lease_keys_left));
+    std::printf("chaos: watch: watchers=%d from revision %lld to %lld: events=%lld delivered=%lld "
+                "missed=%lld duplicated=%lld out-of-order=%lld divergent=%lld errors=%lld; "
+                "leases: split=%lld early=%lld never-deleted=%lld\n",
+                FLAGS_watchers, static_cast<long long>(start_revision),
+                static_cast<long long>(watch_stop_at.load()), static_cast<long long>(watch.events),
+                static_cast<long long>(watch.delivered), static_cast<long long>(watch.missed),
+                static_cast<long long>(watch.duplicated), static_cast<long long>(watch.out_of_order),
+                static_cast<long long>(watch.divergent), static_cast<long long>(watch.errors),
+                static_cast<long long>(watch.lease_split), static_cast<long long>(watch.lease_early),
+                static_cast<long long>(watch.lease_stuck));
+    violations = static_cast<int64_t>(result.violations) + divergent +
+                 watch.violations() + lease_violations + lease_keys_left;
+    watch_missed = watch.missed + watch.errors;
+    if (violations > 0 || lost > 0 || result.timed_out || unexpected > 0 || config_errors > 0 ||
+        lagging > 0 || watch_missed > 0 || watch.duplicated > 0) {
+      exit_code = 1;
+    }
+  }
+
+  int Finish() {
+    // Graceful stop (sanitized servers run their leak check at exit); any
+    // sanitizer report (ASan, UBSan, TSan) of any server fails the run.
+    const std::string sanitizer_reports = cluster.StopAllAndCollectSanitizerReports();
+    if (!sanitizer_reports.empty()) {
+      std::printf("chaos: SANITIZER REPORTS in server output:\n%s", sanitizer_reports.c_str());
+      exit_code = 1;
+    }
+
+    std::string history_path = FLAGS_history_out;
+    if (exit_code != 0 || FLAGS_keep_dir) {
+      cluster.KeepDir();
+      if (history_path.empty()) history_path = cluster.dir() + "/history.jsonl";
+      std::printf("chaos: cluster directory kept: %s\n", cluster.dir().c_str());
+    }
+    if (!history_path.empty()) {
+      if (const Status s = check::WriteHistory(history_path, history); s.ok()) {
+        std::printf("chaos: history written to %s\n", history_path.c_str());
+      } else {
+        std::printf("chaos: cannot write history: %s\n", s.message().c_str());
+      }
+    }
+    std::printf("chaos: ops=%zu faults=%d violations=%lld lost=%lld watch_missed=%lld "
+                "watch_duplicated=%lld\n",
+                history.size(), nemesis->faults(), static_cast<long long>(violations),
+                static_cast<long long>(lost), static_cast<long long>(watch_missed),
+                static_cast<long long>(watch.duplicated));
+    std::fflush(stdout);
+    return exit_code;
+  }
+
+  ProcessCluster& cluster;
+  std::string error;
+  EndpointBook book;
+  int64_t start_revision = 0;
+  std::atomic<int64_t> watch_stop_at{0};
+  std::vector<WatcherResult> watch_results =
+      std::vector<WatcherResult>(static_cast<size_t>(std::max(0, FLAGS_watchers)));
+  std::vector<std::unique_ptr<WatchCancel>> watch_cancels;
+  std::vector<std::thread> watch_threads;
+  std::atomic<bool> stop{false};
+  std::vector<ClientResult> results = std::vector<ClientResult>(FLAGS_clients);
+  std::vector<std::thread> threads;
+  std::mt19937_64 seeder;
+  std::unique_ptr<Nemesis> nemesis;
+  int exit_code = 0;
+  int64_t config_errors = 0;
+  uint64_t leader = 0;
+  std::vector<int> final_members;
+  std::unique_ptr<KvClient> reader;
+  std::set<int64_t> live_leases;
+  std::vector<Operation> history;
+  int64_t unexpected = 0;
+  std::map<std::string, std::optional<std::string>> final_values;
+  int64_t lost = 0, ledger_acked = 0, ledger_unknown = 0;
+  std::vector<AckedPut> acked_puts;
+  std::vector<LeaseRecord> leases;
+  int64_t lease_violations = 0;
+  std::map<std::string, int64_t> op_counts;
+  WatchCheck watch;
+  int64_t divergent = 0, lagging = 0;
+  RangeRequest all_keys;
+  RangeResponse leader_store;
+  grpc::Status store_status;
+  int64_t lease_keys_left = 0;
+  int64_t violations = 0;
+  int64_t watch_missed = 0;
+};
+
+
+// The fault kinds of --faults, and the other flags' bounds: 0 if they hold,
+// else 2 (reported).
+int CheckFlags(std::set<std::string>* kinds) {
+
   for (std::string k : SplitSpaces([] {
          std::string s = FLAGS_faults;
          for (char& c : s) if (c == ',') c = ' ';
@@ -1413,9 +2016,9 @@ int Run() {
                 << "' in --faults (kill, pause, partition, transfer, membership, snapshot)\n";
       return 2;
     }
-    kinds.insert(k);
+    kinds->insert(k);
   }
-  if (kinds.empty()) {
+  if (kinds->empty()) {
     std::cerr << "raftkv-chaos: --faults names no fault kind\n";
     return 2;
   }
@@ -1427,6 +2030,24 @@ int Run() {
     std::cerr << "raftkv-chaos: --duration, --clients and --keys must be >= 1\n";
     return 2;
   }
+  return 0;
+}
+
+// The servers' flags: fast timeouts, the test faults, --snapshot_entries and
+// --server_flags.
+std::vector<std::string> ServerFlags() {
+  std::vector<std::string> flags = integration::FastTimeoutFlags();
+  flags.push_back("--enable_test_faults");
+  if (FLAGS_snapshot_entries > 0) {
+    flags.push_back("--snapshot_entries=" + std::to_string(FLAGS_snapshot_entries));
+  }
+  for (const std::string& f : SplitSpaces(FLAGS_server_flags)) flags.push_back(f);
+  return flags;
+}
+
+int Run() {
+  std::set<std::string> kinds;
+  if (const int code = CheckFlags(&kinds); code != 0) return code;
   uint64_t seed = FLAGS_seed;
   if (seed == 0) seed = static_cast<uint64_t>(Steady::now().time_since_epoch().count()) | 1;
   std::printf("chaos: seed=%llu nodes=%d duration=%ds clients=%d keys=%d faults=%s\n",
@@ -1434,13 +2055,7 @@ int Run() {
               FLAGS_keys, FLAGS_faults.c_str());
   std::fflush(stdout);
 
-  std::vector<std::string> flags = integration::FastTimeoutFlags();
-  flags.push_back("--enable_test_faults");
-  if (FLAGS_snapshot_entries > 0) {
-    flags.push_back("--snapshot_entries=" + std::to_string(FLAGS_snapshot_entries));
-  }
-  for (const std::string& f : SplitSpaces(FLAGS_server_flags)) flags.push_back(f);
-  ProcessCluster cluster(FLAGS_nodes, flags);
+  ProcessCluster cluster(FLAGS_nodes, ServerFlags());
   std::string error;
   if (!cluster.StartAll(&error) || cluster.WaitForLeader(20000, &error) == 0) {
     std::cerr << "raftkv-chaos: cluster did not start: " << error << "\n" << cluster.Describe();
@@ -1449,448 +2064,19 @@ int Run() {
   }
   std::printf("chaos: cluster in %s\n", cluster.dir().c_str());
 
-  EndpointBook book(cluster.Endpoints());
-  // The watchers start at the revision after the empty store's.
-  int64_t start_revision = 0;
-  {
-    auto first = cluster.NewClient(10000, 2000);
-    RangeRequest all;
-    all.set_key(std::string(1, '\0'));
-    all.set_range_end(std::string(1, '\0'));
-    all.set_count_only(true);
-    RangeResponse resp;
-    const grpc::Status s = first->Range(all, &resp);
-    if (!s.ok()) {
-      std::cerr << "raftkv-chaos: cannot read the start revision: " << s.error_message() << "\n";
-      cluster.KeepDir();
-      return 2;
-    }
-    start_revision = resp.header().revision() + 1;
-  }
-  std::atomic<int64_t> watch_stop_at{0};
-  std::vector<WatcherResult> watch_results(static_cast<size_t>(std::max(0, FLAGS_watchers)));
-  std::vector<std::unique_ptr<WatchCancel>> watch_cancels;
-  std::vector<std::thread> watch_threads;
-  for (int w = 0; w < FLAGS_watchers; ++w) {
-    watch_cancels.push_back(std::make_unique<WatchCancel>());
-    watch_threads.emplace_back(RunWatcher, w, &book, start_revision, &watch_stop_at,
-                               watch_cancels.back().get(), &watch_results[static_cast<size_t>(w)]);
-  }
-  std::atomic<bool> stop{false};
-  std::vector<ClientResult> results(FLAGS_clients);
-  std::vector<std::thread> threads;
-  std::mt19937_64 seeder(seed);
-  for (int c = 0; c < FLAGS_clients; ++c) {
-    threads.emplace_back(RunClient, c, &book, seeder(), &stop, &results[c]);
-  }
-
-  Nemesis nemesis(&cluster, &book, seeder(), kinds);
-  std::mt19937_64 rng(seeder());
-  const auto end = Steady::now() + std::chrono::seconds(FLAGS_duration);
-  while (Steady::now() < end) {
-    const int quiet = FLAGS_quiet_min_ms +
-                      static_cast<int>(rng() % static_cast<uint64_t>(
-                                                   std::max(1, FLAGS_quiet_max_ms - FLAGS_quiet_min_ms + 1)));
-    SleepMs(quiet);
-    if (Steady::now() >= end) break;
-    nemesis.InjectOne();
-  }
-  stop = true;
-  for (auto& t : threads) t.join();
-
-  // Heal: links, paused and dead members; finish a pending membership cycle.
-  nemesis.HealLinks();
-  for (int i : nemesis.Live()) {
-    if (cluster.Pid(i) > 0) ::kill(cluster.Pid(i), SIGCONT);
-    if (!cluster.IsRunning(i)) cluster.Restart(i);
-  }
-  int exit_code = 0;
-  int64_t config_errors = 0;
-  // (Before waiting for a leader all members agree on: a server started
-  // with --join but not added yet knows no leader.)
-  if (nemesis.cycle_pending()) {
-    nemesis.Log("end of run: finishing the pending membership cycle");
-    if (!nemesis.FinishCycle(120000)) {
-      std::printf("chaos: the pending membership cycle could not be finished\n");
-      ++config_errors;
-    }
-  }
-  uint64_t leader = cluster.WaitForLeader(30000, &error);
-  if (leader == 0) {
-    std::printf("chaos: no leader after healing: %s\n", error.c_str());
-    exit_code = 1;
-  }
-  // The final configuration, as the leader sees it: it must be the servers
-  // the runner believes are members, all voters, at least 3 of them.
-  ListMembersResponse final_view;
-  std::string view_error;
-  bool have_view = false;
-  for (int attempt = 0; attempt < 5 && !have_view; ++attempt) {
-    have_view = nemesis.LeaderView(&final_view, &view_error);
-    if (!have_view) SleepMs(1000);
-  }
-  std::vector<int> final_members;
-  if (!have_view) {
-    std::printf("chaos: no final member list from a leader: %s\n", view_error.c_str());
-    ++config_errors;
-    final_members = nemesis.Live();
-  } else {
-    std::set<int> listed;
-    int voters = 0, learners = 0;
-    for (const MemberStatus& m : final_view.members()) {
-      listed.insert(static_cast<int>(m.id()));
-      (m.voter() ? voters : learners)++;
-    }
-    final_members.assign(listed.begin(), listed.end());
-    const std::vector<int> live = nemesis.Live();
-    const std::set<int> expected(live.begin(), live.end());
-    std::printf("chaos: final configuration: %s\n", Nemesis::DescribeMembers(final_view).c_str());
-    if (listed != expected || voters < 3 || learners > 0 || !final_view.config_committed()) {
-      std::printf("chaos: FINAL CONFIGURATION differs from the runner's members {%s} (or has "
-                  "fewer than 3 voters, a learner, or is uncommitted)\n",
-                  [&] {
-                    std::string t;
-                    for (int i : live) t += (t.empty() ? "" : ",") + std::to_string(i);
-                    return t;
-                  }()
-                      .c_str());
-      ++config_errors;
-    }
-    for (int i : final_members) {
-      if (i < 1 || i > cluster.size() || cluster.IsRemoved(i)) {
-        std::printf("chaos: member %d of the final configuration is not a server of this run\n", i);
-        ++config_errors;
-      }
-    }
-    final_members.erase(std::remove_if(final_members.begin(), final_members.end(),
-                                       [&](int i) { return i < 1 || i > cluster.size(); }),
-                        final_members.end());
-  }
-
-  // Every lease expires (none is renewed for long): wait for that, so that
-  // nothing changes the store during the final comparisons.
-  auto reader = cluster.NewClient(10000, 2000);
-  std::set<int64_t> live_leases;
-  {
-    std::string left;
-    const bool gone = integration::WaitUntil(
-        [&] {
-          LeaseLeasesResponse resp;
-          if (!reader->LeaseLeases(&resp).ok()) return false;
-          live_leases.clear();
-          left.clear();
-          for (const LeaseStatus& l : resp.leases()) {
-            live_leases.insert(l.id());
-            left += " " + std::to_string(l.id());
-          }
-          return live_leases.empty();
-        },
-        30000, 200);
-    if (!gone) {
-      std::printf("chaos: LEASES STILL ALIVE 30 s after the run:%s\n", left.c_str());
-      ++config_errors;
-    }
-  }
-
-  // Final reads: part of the history (client id = clients), so the checker
-  // also verifies the end state.
-  std::vector<Operation> history;
-  int64_t unexpected = 0;
-  for (auto& r : results) {
-    history.insert(history.end(), r.history.begin(), r.history.end());
-    unexpected += r.unexpected_errors;
-    if (!r.first_unexpected.empty()) std::printf("chaos: unexpected error: %s\n", r.first_unexpected.c_str());
-  }
-  std::map<std::string, std::optional<std::string>> final_values;
-  for (int k = 0; k < FLAGS_keys; ++k) {
-    Operation op;
-    op.client = FLAGS_clients;
-    op.key = "k" + std::to_string(k);
-    op.type = OpType::kGet;
-    op.invoke_ns = NowNs();
-    std::string value;
-    bool found = false;
-    grpc::Status s = reader->Get(op.key, &value, &found);
-    op.return_ns = NowNs();
-    op.outcome = s.ok() ? Outcome::kOk : Outcome::kFail;
-    op.found = found;
-    op.result = value;
-    if (s.ok()) {
-      final_values[op.key] = found ? std::optional<std::string>(value) : std::nullopt;
-    } else {
-      std::printf("chaos: final read of %s failed: %s\n", op.key.c_str(), s.error_message().c_str());
-      exit_code = 1;
-    }
-    history.push_back(op);
-  }
-
-  // Lost acknowledged writes: every acknowledged ledger Put must be there.
-  int64_t lost = 0, ledger_acked = 0, ledger_unknown = 0;
-  for (auto& r : results) {
-    ledger_unknown += r.ledger_unknown;
-    for (auto& [key, value] : r.ledger_acked) {
-      ++ledger_acked;
-      std::string got;
-      bool found = false;
-      grpc::Status s = reader->Get(key, &got, &found);
-      if (!s.ok()) {
-        std::printf("chaos: ledger read of %s failed: %s\n", key.c_str(), s.error_message().c_str());
-        exit_code = 1;
-      } else if (!found || got != value) {
-        if (lost < 10) std::printf("chaos: LOST acknowledged write %s=%s (found=%d value=%s)\n",
-                                   key.c_str(), value.c_str(), found, got.c_str());
-        ++lost;
-      }
-    }
-  }
-
-  // The watchers stop at a marker put after everything else; more markers
-  // wake up a watcher that is waiting for its next event.
-  std::vector<AckedPut> acked_puts;
-  std::vector<LeaseRecord> leases;
-  int64_t lease_violations = 0;
-  std::map<std::string, int64_t> op_counts;
-  for (auto& r : results) {
-    acked_puts.insert(acked_puts.end(), r.acked_puts.begin(), r.acked_puts.end());
-    leases.insert(leases.end(), r.leases.begin(), r.leases.end());
-    lease_violations += r.lease_violations;
-    if (!r.first_lease_violation.empty()) {
-      std::printf("chaos: LEASE VIOLATION: %s\n", r.first_lease_violation.c_str());
-    }
-    for (auto& [k, v] : r.counts) op_counts[k] += v;
-  }
-  {
-    // A watcher stops once it has delivered an event beyond the first
-    // marker's revision; later markers wake up the ones still waiting.
-    const auto deadline = Steady::now() + std::chrono::seconds(60);
-    while (watch_stop_at.load() == 0 && Steady::now() < deadline) {
-      PutResponse resp;
-      if (reader->Put("zz/watch-end", "end", ClientPutOptions(), &resp).ok()) {
-        watch_stop_at.store(resp.revision());
-      } else {
-        SleepMs(500);
-      }
-    }
-    std::vector<std::atomic<bool>> joined(watch_threads.size());
-    std::thread waker([&] {
-      for (int marker = 1;; ++marker) {
-        bool all = true;
-        for (auto& j : joined) all = all && j.load();
-        if (all) return;
-        if (Steady::now() >= deadline || watch_stop_at.load() == 0) break;
-        SleepMs(1000);
-        PutResponse resp;
-        (void)reader->Put("zz/watch-wake/" + std::to_string(marker), "wake", ClientPutOptions(),
-                          &resp);
-      }
-      for (auto& c : watch_cancels) c->Cancel();
-    });
-    for (size_t w = 0; w < watch_threads.size(); ++w) {
-      watch_threads[w].join();
-      joined[w].store(true);
-    }
-    waker.join();
-  }
-  const WatchCheck watch = CheckWatchers(watch_results, start_revision, watch_stop_at.load(),
-                                         acked_puts, leases, live_leases);
-  for (const std::string& line : watch.samples) std::printf("chaos: watch: %s\n", line.c_str());
-
-  // Replica convergence: once every member of the final configuration
-  // applied the leader's commit index, stale reads from each must match the
-  // final linearizable reads.
-  int64_t divergent = 0, lagging = 0;
-  StatusResponse lst;
-  leader = cluster.WaitForLeader(10000, &error);
-  // The whole store as the leader has it (nothing writes any more): each
-  // member's must be the same, revisions and versions included.
-  RangeRequest all_keys;
-  all_keys.set_key(std::string(1, '\0'));
-  all_keys.set_range_end(std::string(1, '\0'));
-  RangeResponse leader_store;
-  const grpc::Status store_status = reader->Range(all_keys, &leader_store);
-  if (!store_status.ok()) {
-    std::printf("chaos: final range of every key failed: %s\n", store_status.error_message().c_str());
-    exit_code = 1;
-  }
-  int64_t lease_keys_left = 0;
-  for (const KeyValue& kv : leader_store.kvs()) {
-    if (kv.key().rfind("lease/", 0) == 0 && live_leases.empty()) {
-      if (lease_keys_left < 5) {
-        std::printf("chaos: LEASE KEY LEFT: %s (lease %lld) though every lease is gone\n",
-                    kv.key().c_str(), static_cast<long long>(kv.lease()));
-      }
-      ++lease_keys_left;
-    }
-  }
-  if (leader != 0 && cluster.StatusOf(static_cast<int>(leader), &lst, 2000).ok()) {
-    const uint64_t target = lst.commit_index();
-    for (int i : final_members) {
-      StatusResponse last;
-      const bool caught_up = integration::WaitUntil([&] {
-        StatusResponse st;
-        if (!cluster.StatusOf(i, &st, 500).ok()) return false;
-        last = st;
-        return st.applied_index() >= target;
-      }, 20000, 50);
-      if (!caught_up) {
-        // Liveness, not safety: its (stale) values are not compared, but the
-        // run fails.
-        std::printf("chaos: MEMBER %d DID NOT CATCH UP within 20 s after healing: applied %llu "
-                    "of the leader's (%llu) commit index %llu\n",
-                    i, static_cast<unsigned long long>(last.applied_index()),
-                    static_cast<unsigned long long>(leader),
-                    static_cast<unsigned long long>(target));
-        ++lagging;
-        continue;
-      }
-      auto local = cluster.NewClientFor(i);
-      if (store_status.ok()) {
-        RangeRequest serializable = all_keys;
-        serializable.set_serializable(true);
-        RangeResponse mine;
-        const grpc::Status ms = local->Range(serializable, &mine);
-        std::string difference;
-        if (!ms.ok()) {
-          difference = "range failed: " + ms.error_message();
-        } else if (mine.header().revision() != leader_store.header().revision()) {
-          difference = "revision " + std::to_string(mine.header().revision()) + " vs the leader's " +
-                       std::to_string(leader_store.header().revision());
-        } else if (mine.kvs_size() != leader_store.kvs_size()) {
-          difference = std::to_string(mine.kvs_size()) + " keys vs the leader's " +
-                       std::to_string(leader_store.kvs_size());
-        } else {
-          for (int k = 0; k < mine.kvs_size() && difference.empty(); ++k) {
-            const KeyValue& a = mine.kvs(k);
-            const KeyValue& b = leader_store.kvs(k);
-            if (a.key() != b.key() || a.value() != b.value() ||
-                a.create_revision() != b.create_revision() ||
-                a.mod_revision() != b.mod_revision() || a.version() != b.version() ||
-                a.lease() != b.lease()) {
-              difference = "key " + a.key() + " / " + b.key() + " differs (value, revisions, "
-                           "version or lease)";
-            }
-          }
-        }
-        if (!difference.empty()) {
-          ++divergent;
-          std::printf("chaos: member %d's store diverges from the leader's: %s\n", i,
-                      difference.c_str());
-        }
-      }
-      for (auto& [key, expected] : final_values) {
-        std::string got;
-        bool found = false;
-        grpc::Status s = local->Get(key, &got, &found, /*allow_stale=*/true);
-        const bool same = s.ok() && found == expected.has_value() && (!found || got == *expected);
-        if (!same) {
-          ++divergent;
-          std::printf("chaos: member %d diverges on %s: %s\n", i, key.c_str(),
-                      s.ok() ? (found ? got.c_str() : "<absent>") : s.error_message().c_str());
-        }
-      }
-    }
-  } else {
-    std::printf("chaos: no leader status for the replica comparison: %s\n", error.c_str());
-    exit_code = 1;
-  }
-
-  // Linearizability.
-  const auto check_start = Steady::now();
-  check::CheckResult result =
-      check::CheckHistory(history, std::chrono::milliseconds(FLAGS_check_budget_ms));
-  const double check_s = std::chrono::duration<double>(Steady::now() - check_start).count();
-  int64_t ok = 0, unknown = 0, failed = 0;
-  for (const Operation& op : history) {
-    if (op.outcome == Outcome::kOk) ++ok;
-    else if (op.outcome == Outcome::kUnknown) ++unknown;
-    else ++failed;
-  }
-  for (const auto& rep : result.reports) {
-    if (!rep.linearizable || rep.timed_out) {
-      std::printf("chaos: key %s (%zu ops): %s%s\n", rep.key.c_str(), rep.ops,
-                  rep.timed_out ? "CHECK TIMED OUT " : "NOT LINEARIZABLE ", rep.explanation.c_str());
-    }
-  }
-  std::string fault_counts;
-  for (auto& [k, v] : nemesis.counts()) fault_counts += " " + k + "=" + std::to_string(v);
-  // What the servers did with snapshots (from their logs, removed members
-  // included): taken (automatic or Admin.TakeSnapshot) and installed from a
-  // leader (InstallSnapshot: a lagging or new member caught up that way).
-  auto count_in_logs = [&](const std::string& needle) {
-    int64_t total = 0;
-    for (int i = 1; i <= cluster.size(); ++i) {
-      const std::string text = cluster.LogText(i);
-      for (size_t pos = text.find(needle); pos != std::string::npos;
-           pos = text.find(needle, pos + needle.size())) {
-        ++total;
-      }
-    }
-    return total;
-  };
-  const int64_t snapshots_taken = count_in_logs(" took snapshot ");
-  const int64_t snapshots_installed = count_in_logs(" installed the leader's snapshot ");
-  std::printf("chaos: history ok=%lld unknown=%lld failed-reads=%lld; ledger acked=%lld unknown=%lld; "
-              "faults:%s; snapshots taken=%lld installed=%lld; divergent=%lld lagging=%lld "
-              "unexpected-errors=%lld config-errors=%lld; final members %zu; checked %zu keys in "
-              "%.2fs%s\n",
-              static_cast<long long>(ok), static_cast<long long>(unknown),
-              static_cast<long long>(failed), static_cast<long long>(ledger_acked),
-              static_cast<long long>(ledger_unknown), fault_counts.c_str(),
-              static_cast<long long>(snapshots_taken), static_cast<long long>(snapshots_installed),
-              static_cast<long long>(divergent), static_cast<long long>(lagging),
-              static_cast<long long>(unexpected), static_cast<long long>(config_errors), final_members.size(), result.keys,
-              check_s, result.timed_out ? " (SOME KEYS TIMED OUT)" : "");
-  std::string op_text;
-  for (auto& [k, v] : op_counts) op_text += " " + k + "=" + std::to_string(v);
-  std::printf("chaos: operations:%s; leases granted=%zu, violations=%lld, keys left=%lld\n",
-              op_text.c_str(), leases.size(), static_cast<long long>(lease_violations),
-              static_cast<long long>(lease_keys_left));
-  std::printf("chaos: watch: watchers=%d from revision %lld to %lld: events=%lld delivered=%lld "
-              "missed=%lld duplicated=%lld out-of-order=%lld divergent=%lld errors=%lld; "
-              "leases: split=%lld early=%lld never-deleted=%lld\n",
-              FLAGS_watchers, static_cast<long long>(start_revision),
-              static_cast<long long>(watch_stop_at.load()), static_cast<long long>(watch.events),
-              static_cast<long long>(watch.delivered), static_cast<long long>(watch.missed),
-              static_cast<long long>(watch.duplicated), static_cast<long long>(watch.out_of_order),
-              static_cast<long long>(watch.divergent), static_cast<long long>(watch.errors),
-              static_cast<long long>(watch.lease_split), static_cast<long long>(watch.lease_early),
-              static_cast<long long>(watch.lease_stuck));
-  const int64_t violations = static_cast<int64_t>(result.violations) + divergent +
-                             watch.violations() + lease_violations + lease_keys_left;
-  const int64_t watch_missed = watch.missed + watch.errors;
-  if (violations > 0 || lost > 0 || result.timed_out || unexpected > 0 || config_errors > 0 ||
-      lagging > 0 || watch_missed > 0 || watch.duplicated > 0) {
-    exit_code = 1;
-  }
-
-  // Graceful stop (sanitized servers run their leak check at exit); any
-  // sanitizer report (ASan, UBSan, TSan) of any server fails the run.
-  const std::string sanitizer_reports = cluster.StopAllAndCollectSanitizerReports();
-  if (!sanitizer_reports.empty()) {
-    std::printf("chaos: SANITIZER REPORTS in server output:\n%s", sanitizer_reports.c_str());
-    exit_code = 1;
-  }
-
-  std::string history_path = FLAGS_history_out;
-  if (exit_code != 0 || FLAGS_keep_dir) {
-    cluster.KeepDir();
-    if (history_path.empty()) history_path = cluster.dir() + "/history.jsonl";
-    std::printf("chaos: cluster directory kept: %s\n", cluster.dir().c_str());
-  }
-  if (!history_path.empty()) {
-    if (const Status s = check::WriteHistory(history_path, history); s.ok()) {
-      std::printf("chaos: history written to %s\n", history_path.c_str());
-    } else {
-      std::printf("chaos: cannot write history: %s\n", s.message().c_str());
-    }
-  }
-  std::printf("chaos: ops=%zu faults=%d violations=%lld lost=%lld watch_missed=%lld "
-              "watch_duplicated=%lld\n",
-              history.size(), nemesis.faults(), static_cast<long long>(violations),
-              static_cast<long long>(lost), static_cast<long long>(watch_missed),
-              static_cast<long long>(watch.duplicated));
-  std::fflush(stdout);
-  return exit_code;
+  ChaosRun run(&cluster, seed);
+  if (!run.ReadStartRevision()) return 2;
+  run.StartLoad(kinds);
+  run.InjectFaults();
+  run.Heal();
+  run.CheckFinalConfiguration();
+  run.WaitForLeasesGone();
+  run.FinalReads();
+  run.CheckLedger();
+  run.StopWatchers();
+  run.CheckReplicas();
+  run.CheckAndReport();
+  return run.Finish();
 }
 
 }  // namespace

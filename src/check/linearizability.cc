@@ -292,6 +292,35 @@ class KeyChecker {
     int64_t cache_entry;
     bool forced;  // a read-only op taken as the only move (see Search)
   };
+  enum class Phase {
+    kEnter,      // a configuration just reached: look for a legal read-only op
+    kOk,         // trying the ok candidates, at `cursor`
+    kUnknown,    // trying the unknown candidates, at `unknown_cursor`
+    kBacktrack,  // no candidate left: undo the last op
+  };
+  // Where the search stands: the configuration (ops linearized, register
+  // state, after_unknown), the ops linearized in order, and the candidate
+  // being tried.
+  struct Walk {
+    Walk(int num_ok, int num_unknown)
+        : ok_bits((num_ok + 63) / 64, 0),
+          unknown_bits((num_unknown + 63) / 64, 0),
+          cache(ok_bits.size(), unknown_bits.size()) {}
+
+    std::vector<uint64_t> ok_bits;
+    std::vector<uint64_t> unknown_bits;
+    uint64_t ok_hash = 0;
+    ConfigCache cache;
+    std::vector<Frame> stack;
+    int state = kAbsent;
+    bool after_unknown = false;  // the last op linearized had an unknown outcome
+    size_t done_ok = 0;
+    size_t low_water = 0;  // lowest stack depth since best_prefix_ was recorded
+    Phase phase = Phase::kEnter;
+    int cursor = -1;
+    int unknown_cursor = -1;
+    int64_t min_return = 0;  // time of the first remaining return
+  };
 
   int Intern(const std::string& s) {
     auto [it, inserted] = value_ids_.try_emplace(s, static_cast<int>(values_.size()));
@@ -418,168 +447,172 @@ class KeyChecker {
   //    ok op reads (sole_supplier) is never used that way: its value would be
   //    gone before that op.
   Result Search(std::chrono::steady_clock::time_point deadline) {
-    std::vector<uint64_t> ok_bits((num_ok_ + 63) / 64, 0);
-    std::vector<uint64_t> unknown_bits((num_unknown_ + 63) / 64, 0);
-    uint64_t ok_hash = 0;
-    ConfigCache cache(ok_bits.size(), unknown_bits.size());
-    cache.Insert(ok_hash, ok_bits, kAbsent, false, unknown_bits);
-
-    std::vector<Frame> stack;
-    int state = kAbsent;
-    bool after_unknown = false;  // the last op linearized had an unknown outcome
-    size_t done_ok = 0;
-    size_t low_water = 0;  // lowest stack depth since best_prefix_ was recorded
-    enum class Phase {
-      kEnter,      // a configuration just reached: look for a legal read-only op
-      kOk,         // trying the ok candidates, at `cursor`
-      kUnknown,    // trying the unknown candidates, at `unknown_cursor`
-      kBacktrack,  // no candidate left: undo the last op
-    } phase = Phase::kEnter;
-    int cursor = -1;
-    int unknown_cursor = -1;
-    int64_t min_return = 0;  // time of the first remaining return
+    Walk w(num_ok_, num_unknown_);
+    w.cache.Insert(w.ok_hash, w.ok_bits, kAbsent, false, w.unknown_bits);
     uint64_t next_clock_check = 0;
-
-    // Linearizes the ok op whose call node is `call`, unless the resulting
-    // configuration is pruned by the cache.
-    auto push_ok = [&](int call, int next_state, bool forced) {
-      const int op = nodes_[call].op;
-      const KeyOp& k = ops_[op];
-      SetBit(&ok_bits, k.slot);
-      ok_hash ^= zobrist_[op];
-      const int64_t entry = cache.Insert(ok_hash, ok_bits, next_state, false, unknown_bits);
-      if (entry < 0) {
-        ClearBit(&ok_bits, k.slot);
-        ok_hash ^= zobrist_[op];
-        return false;
-      }
-      stack.push_back({op, state, 0, entry, forced});
-      state = next_state;
-      after_unknown = false;
-      Lift(call);
-      ++done_ok;
-      if (done_ok > best_done_ok_) {
-        best_done_ok_ = done_ok;
-        best_prefix_.resize(low_water);
-        for (size_t i = low_water; i < stack.size(); ++i) best_prefix_.push_back(stack[i].op);
-        low_water = stack.size();
-        best_state_ = state;
-      }
-      return true;
-    };
-
     while (true) {
-      if (done_ok == static_cast<size_t>(num_ok_)) return Result::kLinearizable;
+      if (w.done_ok == static_cast<size_t>(num_ok_)) return Result::kLinearizable;
       if (steps_ >= next_clock_check) {
         if (std::chrono::steady_clock::now() > deadline) return Result::kTimedOut;
         next_clock_check = steps_ + kClockCheckInterval;
       }
-      switch (phase) {
-        case Phase::kEnter: {
-          phase = Phase::kOk;
-          cursor = nodes_[0].next;
-          for (int n = cursor; nodes_[n].call; n = nodes_[n].next) {
-            ++steps_;
-            const KeyOp& k = ops_[nodes_[n].op];
-            if (ReadOnly(*k.op) && Step(k, state).legal) {
-              phase = push_ok(n, state, /*forced=*/true) ? Phase::kEnter : Phase::kBacktrack;
-              break;
-            }
-          }
+      switch (w.phase) {
+        case Phase::kEnter:
+          Enter(&w);
           break;
-        }
-
-        case Phase::kOk: {
-          ++steps_;
-          const Node& node = nodes_[cursor];
-          if (!node.call) {
-            // The first remaining return: the ok candidates are exhausted;
-            // now the unknown ops invoked no later than it.
-            min_return = node.time;
-            unknown_cursor = unknown_nodes_[0].next;
-            ComputeObservable(min_return);
-            phase = Phase::kUnknown;
-            break;
-          }
-          // Read-only candidates are all illegal here (see kEnter).
-          const KeyOp& k = ops_[node.op];
-          if (!ReadOnly(*k.op) && !(after_unknown && k.op->type == OpType::kPut)) {
-            const StepResult step = Step(k, state);
-            if (step.legal && push_ok(cursor, step.next, /*forced=*/false)) {
-              phase = Phase::kEnter;
-              break;
-            }
-          }
-          cursor = node.next;
+        case Phase::kOk:
+          TryOk(&w);
           break;
-        }
-
-        case Phase::kUnknown: {
-          ++steps_;
-          if (unknown_cursor < 0 || ops_[unknown_nodes_[unknown_cursor].op].invoke > min_return) {
-            phase = Phase::kBacktrack;
-            break;
-          }
-          const int op = unknown_nodes_[unknown_cursor].op;
-          const KeyOp& k = ops_[op];
-          const StepResult step = Step(k, state);  // always legal: outputs unconstrained
-          const bool blind = k.op->type != OpType::kCas;
-          const bool value_seen = ValueObservable(step.next);
-          const bool redundant =
-              k.op->type == OpType::kDelete
-                  ? unknown_cursor != first_unknown_delete_
-                  : !value_seen &&
-                        (state != kAbsent || k.sole_supplier ||
-                         (first_presence_only_ >= 0 && unknown_cursor != first_presence_only_));
-          if (!redundant && step.next != state && !(after_unknown && blind) &&
-              Observable(step.next)) {
-            SetBit(&unknown_bits, k.slot);
-            const int64_t entry = cache.Insert(ok_hash, ok_bits, step.next, true, unknown_bits);
-            if (entry >= 0) {
-              stack.push_back({op, state, min_return, entry, false});
-              state = step.next;
-              after_unknown = true;
-              LiftUnknown(unknown_cursor);
-              phase = Phase::kEnter;
-              break;
-            }
-            ClearBit(&unknown_bits, k.slot);
-          }
-          unknown_cursor = unknown_nodes_[unknown_cursor].next;
+        case Phase::kUnknown:
+          TryUnknown(&w);
           break;
-        }
-
-        case Phase::kBacktrack: {
-          if (stack.empty()) return Result::kViolation;
-          const Frame frame = stack.back();
-          stack.pop_back();
-          low_water = std::min(low_water, stack.size());
-          cache.MarkFinished(frame.cache_entry);
-          state = frame.prev_state;
-          after_unknown = !stack.empty() && ops_[stack.back().op].unknown;
-          const KeyOp& k = ops_[frame.op];
-          if (k.unknown) {
-            const int n = unknown_node_[frame.op];
-            UnliftUnknown(n);
-            ClearBit(&unknown_bits, k.slot);
-            unknown_cursor = unknown_nodes_[n].next;
-            min_return = frame.min_return;
-            ComputeObservable(min_return);
-            phase = Phase::kUnknown;
-          } else {
-            const int call = call_node_[frame.op];
-            Unlift(call);
-            ClearBit(&ok_bits, k.slot);
-            ok_hash ^= zobrist_[frame.op];
-            --done_ok;
-            cursor = nodes_[call].next;
-            // A forced op was the only move tried: its configuration failed too.
-            phase = frame.forced ? Phase::kBacktrack : Phase::kOk;
-          }
+        case Phase::kBacktrack:
+          if (!Backtrack(&w)) return Result::kViolation;
           break;
-        }
       }
     }
+  }
+
+  // kEnter: a configuration was just reached. Linearizes the first legal
+  // read-only candidate as the only move, else tries the ok candidates.
+  void Enter(Walk* w) {
+    w->phase = Phase::kOk;
+    w->cursor = nodes_[0].next;
+    for (int n = w->cursor; nodes_[n].call; n = nodes_[n].next) {
+      ++steps_;
+      const KeyOp& k = ops_[nodes_[n].op];
+      if (ReadOnly(*k.op) && Step(k, w->state).legal) {
+        w->phase = PushOk(w, n, w->state, /*forced=*/true) ? Phase::kEnter : Phase::kBacktrack;
+        break;
+      }
+    }
+  }
+
+  // kOk: tries the ok candidate at `cursor`, or moves on to the unknown ops
+  // once the first remaining return is reached.
+  void TryOk(Walk* w) {
+    ++steps_;
+    const Node& node = nodes_[w->cursor];
+    if (!node.call) {
+      // The first remaining return: the ok candidates are exhausted;
+      // now the unknown ops invoked no later than it.
+      w->min_return = node.time;
+      w->unknown_cursor = unknown_nodes_[0].next;
+      ComputeObservable(w->min_return);
+      w->phase = Phase::kUnknown;
+      return;
+    }
+    // Read-only candidates are all illegal here (see kEnter).
+    const KeyOp& k = ops_[node.op];
+    if (!ReadOnly(*k.op) && !(w->after_unknown && k.op->type == OpType::kPut)) {
+      const StepResult step = Step(k, w->state);
+      if (step.legal && PushOk(w, w->cursor, step.next, /*forced=*/false)) {
+        w->phase = Phase::kEnter;
+        return;
+      }
+    }
+    w->cursor = node.next;
+  }
+
+  // kUnknown: tries the unknown candidate at `unknown_cursor` (see the rules
+  // above Search), or backtracks when none invoked by min_return is left.
+  void TryUnknown(Walk* w) {
+    ++steps_;
+    if (w->unknown_cursor < 0 ||
+        ops_[unknown_nodes_[w->unknown_cursor].op].invoke > w->min_return) {
+      w->phase = Phase::kBacktrack;
+      return;
+    }
+    const int op = unknown_nodes_[w->unknown_cursor].op;
+    const KeyOp& k = ops_[op];
+    const StepResult step = Step(k, w->state);  // always legal: outputs unconstrained
+    const bool blind = k.op->type != OpType::kCas;
+    const bool value_seen = ValueObservable(step.next);
+    const bool redundant =
+        k.op->type == OpType::kDelete
+            ? w->unknown_cursor != first_unknown_delete_
+            : !value_seen &&
+                  (w->state != kAbsent || k.sole_supplier ||
+                   (first_presence_only_ >= 0 && w->unknown_cursor != first_presence_only_));
+    if (!redundant && step.next != w->state && !(w->after_unknown && blind) &&
+        Observable(step.next)) {
+      SetBit(&w->unknown_bits, k.slot);
+      const int64_t entry =
+          w->cache.Insert(w->ok_hash, w->ok_bits, step.next, true, w->unknown_bits);
+      if (entry >= 0) {
+        w->stack.push_back({op, w->state, w->min_return, entry, false});
+        w->state = step.next;
+        w->after_unknown = true;
+        LiftUnknown(w->unknown_cursor);
+        w->phase = Phase::kEnter;
+        return;
+      }
+      ClearBit(&w->unknown_bits, k.slot);
+    }
+    w->unknown_cursor = unknown_nodes_[w->unknown_cursor].next;
+  }
+
+  // kBacktrack: undoes the last op linearized and resumes after it among its
+  // candidates. Returns false when there is none to undo.
+  bool Backtrack(Walk* w) {
+    if (w->stack.empty()) return false;
+    const Frame frame = w->stack.back();
+    w->stack.pop_back();
+    w->low_water = std::min(w->low_water, w->stack.size());
+    w->cache.MarkFinished(frame.cache_entry);
+    w->state = frame.prev_state;
+    w->after_unknown = !w->stack.empty() && ops_[w->stack.back().op].unknown;
+    const KeyOp& k = ops_[frame.op];
+    if (k.unknown) {
+      const int n = unknown_node_[frame.op];
+      UnliftUnknown(n);
+      ClearBit(&w->unknown_bits, k.slot);
+      w->unknown_cursor = unknown_nodes_[n].next;
+      w->min_return = frame.min_return;
+      ComputeObservable(w->min_return);
+      w->phase = Phase::kUnknown;
+    } else {
+      const int call = call_node_[frame.op];
+      Unlift(call);
+      ClearBit(&w->ok_bits, k.slot);
+      w->ok_hash ^= zobrist_[frame.op];
+      --w->done_ok;
+      w->cursor = nodes_[call].next;
+      // A forced op was the only move tried: its configuration failed too.
+      w->phase = frame.forced ? Phase::kBacktrack : Phase::kOk;
+    }
+    return true;
+  }
+
+  // Linearizes the ok op whose call node is `call`, unless the resulting
+  // configuration is pruned by the cache; records a new longest prefix.
+  bool PushOk(Walk* w, int call, int next_state, bool forced) {
+    const int op = nodes_[call].op;
+    const KeyOp& k = ops_[op];
+    SetBit(&w->ok_bits, k.slot);
+    w->ok_hash ^= zobrist_[op];
+    const int64_t entry =
+        w->cache.Insert(w->ok_hash, w->ok_bits, next_state, false, w->unknown_bits);
+    if (entry < 0) {
+      ClearBit(&w->ok_bits, k.slot);
+      w->ok_hash ^= zobrist_[op];
+      return false;
+    }
+    w->stack.push_back({op, w->state, 0, entry, forced});
+    w->state = next_state;
+    w->after_unknown = false;
+    Lift(call);
+    ++w->done_ok;
+    if (w->done_ok > best_done_ok_) {
+      best_done_ok_ = w->done_ok;
+      best_prefix_.resize(w->low_water);
+      for (size_t i = w->low_water; i < w->stack.size(); ++i) {
+        best_prefix_.push_back(w->stack[i].op);
+      }
+      w->low_water = w->stack.size();
+      best_state_ = w->state;
+    }
+    return true;
   }
 
   // Fills observable_ for the current candidates (min_return: the first

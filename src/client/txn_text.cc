@@ -340,6 +340,140 @@ Status ParseTxnCompare(const std::string& raw_line, int line_number, Compare* ou
   return Status::OK();
 }
 
+namespace {
+
+// The flags a txn request takes, and whether they take a value.
+struct KnownFlag {
+  const char* name;
+  bool takes_value;
+};
+
+// The flag values of one txn request (defaults when absent).
+struct RequestFlags {
+  bool prefix = false, prev_kv = false, keys_only = false, count_only = false;
+  int64_t lease = 0, limit = 0;
+};
+
+// Splits the arguments of request `cmd` (tokens[1..]) into positional ones
+// and flags (those of `cmd` only; "--" ends the flags). The error says why
+// (without the line).
+Status SplitRequestArgs(const std::string& cmd, const std::vector<std::string>& tokens,
+                        const std::vector<bool>& quoted, std::vector<std::string>* positional,
+                        std::vector<Flag>* flags) {
+  static const KnownFlag kPut[] = {{"lease", true}, {"prev-kv", false}};
+  static const KnownFlag kGet[] = {
+      {"prefix", false}, {"limit", true}, {"keys-only", false}, {"count-only", false}};
+  static const KnownFlag kDel[] = {{"prefix", false}, {"prev-kv", false}};
+  const KnownFlag* known = cmd == "put" ? kPut : cmd == "get" ? kGet : kDel;
+  const size_t known_count = cmd == "put" ? 2 : cmd == "get" ? 4 : 2;
+
+  bool flags_done = false;
+  for (size_t i = 1; i < tokens.size(); ++i) {
+    const std::string& t = tokens[i];
+    if (flags_done || quoted[i] || t.size() < 2 || t[0] != '-') {
+      positional->push_back(t);
+      continue;
+    }
+    if (t == "--") {
+      flags_done = true;
+      continue;
+    }
+    Flag f;
+    const std::string body = t.substr(t[1] == '-' ? 2 : 1);
+    const size_t eq = body.find('=');
+    f.name = body.substr(0, eq);
+    for (char& c : f.name) {
+      if (c == '_') c = '-';
+    }
+    const KnownFlag* k = nullptr;
+    for (size_t j = 0; j < known_count; ++j) {
+      if (f.name == known[j].name) k = &known[j];
+    }
+    if (k == nullptr) return Status::InvalidArgument(cmd + " does not take the flag " + t);
+    if (eq != std::string::npos) {
+      f.has_value = true;
+      f.value = body.substr(eq + 1);
+    } else if (k->takes_value) {
+      if (i + 1 >= tokens.size()) return Status::InvalidArgument("--" + f.name + " needs a value");
+      f.has_value = true;
+      f.value = tokens[++i];
+    }
+    flags->push_back(std::move(f));
+  }
+  return Status::OK();
+}
+
+// The values of `flags` (names already checked). The error says why.
+Status ReadRequestFlags(const std::vector<Flag>& flags, RequestFlags* out) {
+  for (const Flag& f : flags) {
+    if (f.name == "lease") {
+      if (!ParseLeaseIdHex(f.value, &out->lease)) {
+        return Status::InvalidArgument("--lease \"" + f.value + "\" is not a hexadecimal lease id");
+      }
+    } else if (f.name == "limit") {
+      if (!ParseDecimal(f.value, &out->limit) || out->limit < 0) {
+        return Status::InvalidArgument("--limit \"" + f.value + "\" is not a number >= 0");
+      }
+    } else {
+      bool v = true;
+      if (f.has_value && !ParseBoolValue(f.value, &v)) {
+        return Status::InvalidArgument("--" + f.name + " takes true or false, not \"" + f.value +
+                                       "\"");
+      }
+      if (f.name == "prefix") out->prefix = v;
+      if (f.name == "prev-kv") out->prev_kv = v;
+      if (f.name == "keys-only") out->keys_only = v;
+      if (f.name == "count-only") out->count_only = v;
+    }
+  }
+  return Status::OK();
+}
+
+// The request `cmd` of `positional` arguments and `flags` into `out`
+// (cleared first). The error says why.
+Status BuildRequestOp(const std::string& cmd, const std::vector<std::string>& positional,
+                      const RequestFlags& flags, RequestOp* out) {
+  *out = RequestOp();
+  if (cmd == "put") {
+    if (positional.size() != 2) {
+      return Status::InvalidArgument("put takes KEY VALUE, got " +
+                                     std::to_string(positional.size()) + " argument" +
+                                     (positional.size() == 1 ? "" : "s"));
+    }
+    PutRequest* put = out->mutable_request_put();
+    put->set_key(positional[0]);
+    put->set_value(positional[1]);
+    put->set_lease(flags.lease);
+    put->set_prev_kv(flags.prev_kv);
+    return Status::OK();
+  }
+  if (positional.empty() || positional.size() > 2) {
+    return Status::InvalidArgument(cmd + " takes KEY [RANGE_END], got " +
+                                   std::to_string(positional.size()) + " arguments");
+  }
+  if (flags.prefix && positional.size() == 2) {
+    return Status::InvalidArgument(cmd + " takes no RANGE_END with --prefix");
+  }
+  std::string key = positional[0], range_end = positional.size() == 2 ? positional[1] : "";
+  if (flags.prefix) PrefixRange(positional[0], &key, &range_end);
+  if (cmd == "get") {
+    RangeRequest* get = out->mutable_request_range();
+    get->set_key(key);
+    get->set_range_end(range_end);
+    get->set_limit(flags.limit);
+    get->set_keys_only(flags.keys_only);
+    get->set_count_only(flags.count_only);
+  } else {
+    DeleteRangeRequest* del = out->mutable_request_delete_range();
+    del->set_key(key);
+    del->set_range_end(range_end);
+    del->set_prev_kv(flags.prev_kv);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Status ParseTxnRequest(const std::string& raw_line, int line_number, RequestOp* out) {
   const std::string line = TrimSpace(raw_line);
   auto fail = [&](const std::string& why) {
@@ -354,113 +488,14 @@ Status ParseTxnRequest(const std::string& raw_line, int line_number, RequestOp* 
   if (quoted[0] || (cmd != "put" && cmd != "get" && cmd != "del")) {
     return fail("unknown request \"" + cmd + "\" (one of put, get, del)");
   }
-
-  // The flags each request takes, and whether they take a value.
-  struct Known {
-    const char* name;
-    bool takes_value;
-  };
-  static const Known kPut[] = {{"lease", true}, {"prev-kv", false}};
-  static const Known kGet[] = {
-      {"prefix", false}, {"limit", true}, {"keys-only", false}, {"count-only", false}};
-  static const Known kDel[] = {{"prefix", false}, {"prev-kv", false}};
-  const Known* known = cmd == "put" ? kPut : cmd == "get" ? kGet : kDel;
-  const size_t known_count = cmd == "put" ? 2 : cmd == "get" ? 4 : 2;
-
   std::vector<std::string> positional;
   std::vector<Flag> flags;
-  bool flags_done = false;
-  for (size_t i = 1; i < tokens.size(); ++i) {
-    const std::string& t = tokens[i];
-    if (flags_done || quoted[i] || t.size() < 2 || t[0] != '-') {
-      positional.push_back(t);
-      continue;
-    }
-    if (t == "--") {
-      flags_done = true;
-      continue;
-    }
-    Flag f;
-    const std::string body = t.substr(t[1] == '-' ? 2 : 1);
-    const size_t eq = body.find('=');
-    f.name = body.substr(0, eq);
-    for (char& c : f.name) {
-      if (c == '_') c = '-';
-    }
-    const Known* k = nullptr;
-    for (size_t j = 0; j < known_count; ++j) {
-      if (f.name == known[j].name) k = &known[j];
-    }
-    if (k == nullptr) return fail(cmd + " does not take the flag " + t);
-    if (eq != std::string::npos) {
-      f.has_value = true;
-      f.value = body.substr(eq + 1);
-    } else if (k->takes_value) {
-      if (i + 1 >= tokens.size()) return fail("--" + f.name + " needs a value");
-      f.has_value = true;
-      f.value = tokens[++i];
-    }
-    flags.push_back(std::move(f));
+  if (Status s = SplitRequestArgs(cmd, tokens, quoted, &positional, &flags); !s.ok()) {
+    return fail(s.message());
   }
-
-  bool prefix = false, prev_kv = false, keys_only = false, count_only = false;
-  int64_t lease = 0, limit = 0;
-  for (const Flag& f : flags) {
-    if (f.name == "lease") {
-      if (!ParseLeaseIdHex(f.value, &lease)) {
-        return fail("--lease \"" + f.value + "\" is not a hexadecimal lease id");
-      }
-    } else if (f.name == "limit") {
-      if (!ParseDecimal(f.value, &limit) || limit < 0) {
-        return fail("--limit \"" + f.value + "\" is not a number >= 0");
-      }
-    } else {
-      bool v = true;
-      if (f.has_value && !ParseBoolValue(f.value, &v)) {
-        return fail("--" + f.name + " takes true or false, not \"" + f.value + "\"");
-      }
-      if (f.name == "prefix") prefix = v;
-      if (f.name == "prev-kv") prev_kv = v;
-      if (f.name == "keys-only") keys_only = v;
-      if (f.name == "count-only") count_only = v;
-    }
-  }
-
-  *out = RequestOp();
-  if (cmd == "put") {
-    if (positional.size() != 2) {
-      return fail("put takes KEY VALUE, got " + std::to_string(positional.size()) + " argument" +
-                  (positional.size() == 1 ? "" : "s"));
-    }
-    PutRequest* put = out->mutable_request_put();
-    put->set_key(positional[0]);
-    put->set_value(positional[1]);
-    put->set_lease(lease);
-    put->set_prev_kv(prev_kv);
-    return Status::OK();
-  }
-  if (positional.empty() || positional.size() > 2) {
-    return fail(cmd + " takes KEY [RANGE_END], got " + std::to_string(positional.size()) +
-                " arguments");
-  }
-  if (prefix && positional.size() == 2) {
-    return fail(cmd + " takes no RANGE_END with --prefix");
-  }
-  std::string key = positional[0], range_end = positional.size() == 2 ? positional[1] : "";
-  if (prefix) PrefixRange(positional[0], &key, &range_end);
-  if (cmd == "get") {
-    RangeRequest* get = out->mutable_request_range();
-    get->set_key(key);
-    get->set_range_end(range_end);
-    get->set_limit(limit);
-    get->set_keys_only(keys_only);
-    get->set_count_only(count_only);
-  } else {
-    DeleteRangeRequest* del = out->mutable_request_delete_range();
-    del->set_key(key);
-    del->set_range_end(range_end);
-    del->set_prev_kv(prev_kv);
-  }
+  RequestFlags values;
+  if (Status s = ReadRequestFlags(flags, &values); !s.ok()) return fail(s.message());
+  if (Status s = BuildRequestOp(cmd, positional, values, out); !s.ok()) return fail(s.message());
   return Status::OK();
 }
 

@@ -16,6 +16,20 @@
 #include <condition_variable>
 #include <mutex>
 #include <shared_mutex>
+#include <utility>
+
+// Abseil (under gRPC) may define some of the same unprefixed names
+// (GUARDED_BY, NO_THREAD_SAFETY_ANALYSIS, ...) with the same meaning: its
+// header is included first, so that the definitions below replace its own
+// whichever of the two a file includes first.
+#if __has_include(<absl/base/thread_annotations.h>)
+#include <absl/base/thread_annotations.h>
+#endif
+#undef GUARDED_BY
+#undef PT_GUARDED_BY
+#undef ACQUIRED_BEFORE
+#undef ACQUIRED_AFTER
+#undef NO_THREAD_SAFETY_ANALYSIS
 
 #if defined(__clang__)
 #define RAFTKV_THREAD_ANNOTATION(x) __attribute__((x))
@@ -146,6 +160,11 @@ class CondVar {
     const bool result = cv_.wait_until(lock, deadline, done);
     lock.release();
     return result;
+  }
+  // False when `timeout` passed first.
+  template <class Rep, class Period>
+  bool WaitFor(Mutex* mu, const std::chrono::duration<Rep, Period>& timeout) REQUIRES(mu) {
+    return WaitUntil(mu, std::chrono::steady_clock::now() + timeout);
   }
   template <class Rep, class Period, class Predicate>
   bool WaitFor(Mutex* mu, const std::chrono::duration<Rep, Period>& timeout, Predicate done)

@@ -43,13 +43,8 @@ void Follower::HandleAppendEntries(const Message& m) {
   core_->election_elapsed = 0;
   core_->ticks_since_leader = 0;
 
-  Message out;
-  out.type = MessageType::kAppendResp;
-  out.to = m.from;
-  out.rpc_id = m.rpc_id;
+  Message out = core_->ReplyTo(m, MessageType::kAppendResp);
   AppendEntriesResponse& resp = out.append_resp;
-  resp.set_term(core_->term);
-  resp.set_from(core_->id());
   resp.set_read_round(req.read_round());
 
   const uint64_t prev = req.prev_log_index();
@@ -109,13 +104,8 @@ void Follower::HandleInstallSnapshot(const Message& m) {
   core_->leader_id = m.from;
   core_->election_elapsed = 0;
   core_->ticks_since_leader = 0;
-  Message out;
-  out.type = MessageType::kSnapshotResp;
-  out.to = m.from;
-  out.rpc_id = m.rpc_id;
+  Message out = core_->ReplyTo(m, MessageType::kSnapshotResp);
   InstallSnapshotResponse& resp = out.snapshot_resp;
-  resp.set_term(core_->term);
-  resp.set_from(core_->id());
   resp.set_success(true);
   const uint64_t index = req.last_index();
   if (index <= core_->log.commit()) {

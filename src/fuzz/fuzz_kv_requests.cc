@@ -1,5 +1,5 @@
 // Fuzz target: the client request checks and their translation into Commands
-// (kv/kv_requests.h, the functions the KV handlers in grpc_server.cc use).
+// (kv/kv_requests.h, the functions the KV handlers in server/client_handlers.cc use).
 //
 // Input: [max_key_bytes:u8] [max_value_bytes:u8], then records [kind:u8]
 // [length:u16le] [serialized request]: kind % 8 picks Put, Get, Delete,
@@ -66,13 +66,13 @@ void CheckAndDropSession(const Req& orig, raftkv::Command* cmd) {
   cmd->clear_first_outstanding();
 }
 
-void ExpectVerdict(const grpc::Status& s, bool acceptable, const char* what) {
+void ExpectVerdict(const Status& s, bool acceptable, const char* what) {
   FUZZ_ASSERT(s.ok() == acceptable, "%s: got '%s', acceptable=%d", what,
-              s.error_message().c_str(), acceptable);
+              s.message().c_str(), acceptable);
   if (!s.ok()) {
-    FUZZ_ASSERT(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT, "%s: code %d", what,
-                static_cast<int>(s.error_code()));
-    FUZZ_ASSERT(!s.error_message().empty(), "%s: refusal without a message", what);
+    FUZZ_ASSERT(s.code() == Status::Code::kInvalidArgument, "%s: code %d", what,
+                static_cast<int>(s.code()));
+    FUZZ_ASSERT(!s.message().empty(), "%s: refusal without a message", what);
   }
 }
 
@@ -109,7 +109,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         PutRequest req;
         if (!req.ParseFromString(bytes)) break;
         const PutRequest orig = req;
-        grpc::Status s = PutCommand(&req, limits, &cmd);
+        Status s = PutCommand(&req, limits, &cmd);
         ExpectVerdict(s, KeyOk(orig.key(), limits) && ValueOk(orig.value(), limits) && SessionOk(orig) &&
                              orig.lease() >= 0,
                       "Put");
@@ -140,7 +140,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         DeleteRequest req;
         if (!req.ParseFromString(bytes)) break;
         const DeleteRequest orig = req;
-        grpc::Status s = DeleteCommand(&req, limits, &cmd);
+        Status s = DeleteCommand(&req, limits, &cmd);
         ExpectVerdict(s, KeyOk(orig.key(), limits) && SessionOk(orig), "Delete");
         if (!s.ok()) break;
         CheckAndDropSession(orig, &cmd);
@@ -156,7 +156,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         CompareAndSwapRequest req;
         if (!req.ParseFromString(bytes)) break;
         const CompareAndSwapRequest orig = req;
-        grpc::Status s = CompareAndSwapCommand(&req, limits, &cmd);
+        Status s = CompareAndSwapCommand(&req, limits, &cmd);
         ExpectVerdict(s,
                       KeyOk(orig.key(), limits) && ValueOk(orig.value(), limits) &&
                           ValueOk(orig.expected(), limits) && SessionOk(orig),
@@ -193,7 +193,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           total += op.key().size() + op.value().size();
         }
         acceptable = acceptable && total <= limits.max_batch_bytes;
-        grpc::Status s = BatchCommand(&req, limits, &cmd);
+        Status s = BatchCommand(&req, limits, &cmd);
         ExpectVerdict(s, acceptable, "Batch");
         if (!s.ok()) break;
         CheckAndDropSession(orig, &cmd);
@@ -264,7 +264,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         DeleteRangeRequest req;
         if (!req.ParseFromString(bytes)) break;
         const DeleteRangeRequest orig = req;
-        grpc::Status s = DeleteRangeCommand(&req, limits, &cmd);
+        Status s = DeleteRangeCommand(&req, limits, &cmd);
         ExpectVerdict(s, RangeOk(orig.key(), orig.range_end(), limits) && SessionOk(orig),
                       "DeleteRange");
         if (!s.ok()) break;
@@ -292,7 +292,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         TxnRequest req;
         if (!req.ParseFromString(bytes)) break;
         const TxnRequest orig = req;
-        grpc::Status s = TxnCommand(&req, limits, &cmd);
+        Status s = TxnCommand(&req, limits, &cmd);
         ExpectVerdict(s, s.ok(), "Txn");  // a refusal: INVALID_ARGUMENT with a message
         if (!s.ok()) break;
         FUZZ_ASSERT(SessionOk(orig), "Txn with a malformed session accepted");

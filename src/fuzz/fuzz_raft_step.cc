@@ -40,9 +40,15 @@
 //    exactly one reply of the matching type carrying its rpc_id, in the next
 //    Ready; TimeoutNow gets none; a successful InstallSnapshot reply covers
 //    the snapshot;
-//  * the term never decreases, snapshot index <= commit <= last index, the
-//    log is contiguous after the snapshot with non-decreasing terms from the
-//    snapshot's, none above the current term; TermAt is 0 below the snapshot;
+//  * the invariants of one member that raft::MemberInvariants checks
+//    (raft/invariants.h), after every operation: the term and the commit
+//    index never decrease, snapshot index <= commit <= last index, durable
+//    index <= last index, the log is contiguous after the snapshot with
+//    non-decreasing terms from the snapshot's, none above the current term;
+//    TermAt is 0 below the snapshot; a committed entry never changes;
+//    candidates and leaders voted for themselves; the configuration entry is
+//    within the log; a leader's Progress has match < next; and those below
+//    marked (shared);
 //  * the core's snapshot changes only by Compact (to what the harness
 //    recorded) or by an InstallSnapshot (to that message's metadata), and a
 //    Ready::snapshot hands out exactly the last one installed, above the
@@ -51,14 +57,16 @@
 //    entries are applied exactly once, in order (a snapshot jumps the
 //    applied index); the log store holds what the core counts as durable;
 //  * the configuration in effect is the last valid ENTRY_CONFIG in the log,
-//    else the snapshot's; every change is reported in a Ready::config, and
+//    else the snapshot's (shared); every change is reported in a Ready::config, and
 //    every request in a Ready goes to a member of the configuration the
 //    service knows after that Ready;
-//  * a leader's commit index, when it advances, is of its term and covered
-//    by the durable indexes of a quorum of the voters in effect (its own
-//    durable index and its followers' match); a leader tracks progress of
-//    exactly the other members; candidates are voters; a leader that is not
-//    a voter has an uncommitted configuration removing it;
+//  * (shared) a leader's commit index, when it advances, is of its term and
+//    covered by the durable indexes of a quorum of the voters in effect (its
+//    own durable index and its followers' match); a leader tracks progress
+//    of exactly the other members; candidates are voters; a leader that is
+//    not a voter has an uncommitted configuration removing it;
+//  * this member never votes for two candidates in one term
+//    (raft::ClusterInvariants, across restarts);
 //  * Propose / ProposeMembershipChange / TransferLeadership / Compact accept
 //    or refuse exactly as their contracts say (an oracle recomputes each
 //    rule), and an accepted change is the configuration in effect;
@@ -83,6 +91,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "raft/core/membership.h"
+#include "raft/invariants.h"
 #include "raft/raft.h"
 #include "kv/kv_state_machine.h"
 #include "storage/log_store.h"
@@ -179,19 +188,9 @@ uint64_t PickIndex(Reader& in, uint64_t last) {
   }
 }
 
-bool SameConfig(const MembershipConfig& a, const MembershipConfig& b) {
-  if (a.members_size() != b.members_size()) return false;
-  for (int i = 0; i < a.members_size(); ++i) {
-    const MemberConfig& x = a.members(i);
-    const MemberConfig& y = b.members(i);
-    if (x.id() != y.id() || x.voter() != y.voter() || x.address() != y.address()) return false;
-  }
-  return true;
-}
-
 bool SameRef(const SnapshotRef& a, const SnapshotRef& b) {
   return a.index == b.index && a.term == b.term && a.cluster_time_ms == b.cluster_time_ms &&
-         SameConfig(a.config, b.config);
+         SameMembership(a.config, b.config);
 }
 
 std::string Describe(const SnapshotRef& s) {
@@ -269,6 +268,9 @@ class Harness {
     FUZZ_ASSERT(s.ok(), "%s", s.ToString().c_str());
     hard_state_.term = (log.empty() ? 0 : log.back().term()) + ((flags >> 5) & 3);
     snap_ = bootstrap_;
+    // The leader must track none of the ids messages are made from but the
+    // other members.
+    checks_.set_probe_ids({0, 1, 2, 3, 4, 5, 6, 7});
     Start();
   }
 
@@ -346,7 +348,7 @@ class Harness {
     unanswered_.clear();
     pending_install_.reset();
     reported_config_.reset();
-    last_term_ = raft_->term();
+    checks_.Reset();
     FUZZ_ASSERT(raft_->commit_index() == snap_.index && raft_->snapshot().index == snap_.index &&
                     raft_->last_index() == std::max(snap_.index, store_.LastIndex()),
                 "restarted core: commit %" PRIu64 " snapshot %" PRIu64 " last %" PRIu64,
@@ -477,195 +479,188 @@ class Harness {
         for (int i = 0; i < n; ++i) raft_->Tick();
         break;
       }
-      case kOpPropose: {
-        const bool leader = raft_->role() == raft::Role::kLeader;
-        const bool transferring = raft_->transfer_target() != 0;
-        const raft::ProposeResult r = raft_->Propose(in_.Chunk());
-        FUZZ_ASSERT(r.accepted == (leader && !transferring), "propose accepted=%d", r.accepted);
-        FUZZ_ASSERT(r.error.ok() == (r.accepted || !leader), "propose error '%s'",
-                    r.error.message().c_str());
-        if (r.accepted) {
-          FUZZ_ASSERT(r.index == raft_->last_index() && r.term == raft_->term(),
-                      "proposal at %" PRIu64 "/%" PRIu64, r.index, r.term);
-        }
-        break;
-      }
-      case kOpReadIndex:
-        raft_->ReadIndex(in_.U8());
-        break;
-      case kOpUnreachable: {
-        const uint64_t peer = in_.U8() % 4;
-        raft_->ReportUnreachable(peer);
-        break;
-      }
-      case kOpReady:
-        Ready();
-        break;
-      case kOpAppend:
-        Append(false);
-        break;
-      case kOpAppendConfig:
-        Append(true);
-        break;
-      case kOpAppendResp: {
-        AppendEntriesResponse resp;
-        const uint64_t from = Peer(in_.U8());
-        resp.set_term(PickTerm(in_, raft_->term()));
-        resp.set_from(from);
-        resp.set_success(in_.Bool());
-        resp.set_match_index(PickIndex(in_, raft_->last_index()));
-        resp.set_rejected_index(PickIndex(in_, raft_->last_index()));
-        const uint64_t conflict_term = PickTerm(in_, raft_->term());
-        resp.set_conflict_term(in_.Bool() ? 0 : conflict_term);
-        resp.set_conflict_index(PickIndex(in_, raft_->last_index()));
-        resp.set_last_log_index(PickIndex(in_, raft_->last_index()));
-        resp.set_read_round(in_.U8() % 8);
-        StepResponse(raft::AppendResponseMessage(from, kSelf, &resp));
-        break;
-      }
-      case kOpVote: {
-        RequestVoteRequest req;
-        req.set_candidate_id(Peer(in_.U8()));
-        req.set_to(kSelf);
-        req.set_term(PickTerm(in_, raft_->term()));
-        req.set_last_log_index(PickIndex(in_, raft_->last_index()));
-        req.set_last_log_term(PickTerm(in_, raft_->last_term()));
-        req.set_pre_vote(in_.Bool());
-        StepRequest(raft::VoteRequestMessage(&req));
-        break;
-      }
-      case kOpVoteResp: {
-        RequestVoteResponse resp;
-        const uint64_t from = Peer(in_.U8());
-        resp.set_term(PickTerm(in_, raft_->term()));
-        resp.set_from(from);
-        resp.set_granted(in_.Bool());
-        resp.set_pre_vote(in_.Bool());
-        StepResponse(raft::VoteResponseMessage(from, kSelf, &resp));
-        break;
-      }
-      case kOpReply:
-        Reply();
-        break;
-      case kOpRawProto: {
-        const uint8_t kind = in_.U8();
-        const uint64_t peer = Peer(in_.U8());
-        const std::string bytes = in_.Chunk();
-        switch (kind % 4) {
-          case 0: {
-            AppendEntriesRequest req;
-            if (!req.ParseFromString(bytes)) break;
-            if (kind & 4) {  // make it pass the sender/recipient check
-              req.set_leader_id(peer);
-              req.set_to(kSelf);
-            }
-            StepRequest(raft::AppendRequestMessage(&req));
-            break;
-          }
-          case 1: {
-            RequestVoteRequest req;
-            if (!req.ParseFromString(bytes)) break;
-            if (kind & 4) {
-              req.set_candidate_id(peer);
-              req.set_to(kSelf);
-            }
-            StepRequest(raft::VoteRequestMessage(&req));
-            break;
-          }
-          case 2: {
-            AppendEntriesResponse resp;
-            if (resp.ParseFromString(bytes)) {
-              StepResponse(raft::AppendResponseMessage(peer, kSelf, &resp));
-            }
-            break;
-          }
-          case 3: {
-            RequestVoteResponse resp;
-            if (resp.ParseFromString(bytes)) {
-              StepResponse(raft::VoteResponseMessage(peer, kSelf, &resp));
-            }
-            break;
-          }
-        }
-        break;
-      }
+      case kOpPropose: Propose(); break;
+      case kOpReadIndex: raft_->ReadIndex(in_.U8()); break;
+      case kOpUnreachable: raft_->ReportUnreachable(in_.U8() % 4); break;
+      case kOpReady: Ready(); break;
+      case kOpAppend: Append(false); break;
+      case kOpAppendConfig: Append(true); break;
+      case kOpAppendResp: AppendResponse(); break;
+      case kOpVote: VoteRequest(); break;
+      case kOpVoteResp: VoteResponse(); break;
+      case kOpReply: Reply(); break;
+      case kOpRawProto: RawProto(); break;
       case kOpRestart:
         // Whatever was not handed to storage is lost; the core recovers from
         // the persisted snapshot, hard state and log (its constructor CHECKs
         // them).
         Start();
         break;
-      case kOpSnapshot:
-        SnapshotRequest();
-        break;
-      case kOpSnapshotResp: {
-        InstallSnapshotResponse resp;
-        const uint64_t from = Peer(in_.U8());
-        resp.set_term(PickTerm(in_, raft_->term()));
-        resp.set_from(from);
-        resp.set_success(in_.Bool());
-        resp.set_match_index(PickIndex(in_, raft_->last_index()));
-        resp.set_last_log_index(PickIndex(in_, raft_->last_index()));
-        StepResponse(raft::SnapshotResponseMessage(from, kSelf, resp));
+      case kOpSnapshot: SnapshotRequest(); break;
+      case kOpSnapshotResp: SnapshotResponse(); break;
+      case kOpTimeoutNow: TimeoutNow(); break;
+      case kOpProposeChange: ProposeChange(); break;
+      case kOpTransfer: Transfer(in_.U8() % 6); break;
+      case kOpCompact: Compact(); break;
+      case kOpRawProto2: RawProto2(); break;
+      case kOpCrashInReady: CrashInReady(in_.U8() % 4); break;
+      default: break;
+    }
+  }
+
+  // kOpPropose: accepted exactly by a leader not transferring leadership.
+  void Propose() {
+    const bool leader = raft_->role() == raft::Role::kLeader;
+    const bool transferring = raft_->transfer_target() != 0;
+    const raft::ProposeResult r = raft_->Propose(in_.Chunk());
+    FUZZ_ASSERT(r.accepted == (leader && !transferring), "propose accepted=%d", r.accepted);
+    FUZZ_ASSERT(r.error.ok() == (r.accepted || !leader), "propose error '%s'",
+                r.error.message().c_str());
+    if (r.accepted) {
+      FUZZ_ASSERT(r.index == raft_->last_index() && r.term == raft_->term(),
+                  "proposal at %" PRIu64 "/%" PRIu64, r.index, r.term);
+    }
+  }
+
+  // kOpAppendResp: a structured AppendEntriesResponse.
+  void AppendResponse() {
+    AppendEntriesResponse resp;
+    const uint64_t from = Peer(in_.U8());
+    resp.set_term(PickTerm(in_, raft_->term()));
+    resp.set_from(from);
+    resp.set_success(in_.Bool());
+    resp.set_match_index(PickIndex(in_, raft_->last_index()));
+    resp.set_rejected_index(PickIndex(in_, raft_->last_index()));
+    const uint64_t conflict_term = PickTerm(in_, raft_->term());
+    resp.set_conflict_term(in_.Bool() ? 0 : conflict_term);
+    resp.set_conflict_index(PickIndex(in_, raft_->last_index()));
+    resp.set_last_log_index(PickIndex(in_, raft_->last_index()));
+    resp.set_read_round(in_.U8() % 8);
+    StepResponse(raft::AppendResponseMessage(from, kSelf, &resp));
+  }
+
+  // kOpVote: a structured RequestVoteRequest.
+  void VoteRequest() {
+    RequestVoteRequest req;
+    req.set_candidate_id(Peer(in_.U8()));
+    req.set_to(kSelf);
+    req.set_term(PickTerm(in_, raft_->term()));
+    req.set_last_log_index(PickIndex(in_, raft_->last_index()));
+    req.set_last_log_term(PickTerm(in_, raft_->last_term()));
+    req.set_pre_vote(in_.Bool());
+    StepRequest(raft::VoteRequestMessage(&req));
+  }
+
+  // kOpVoteResp: a structured RequestVoteResponse.
+  void VoteResponse() {
+    RequestVoteResponse resp;
+    const uint64_t from = Peer(in_.U8());
+    resp.set_term(PickTerm(in_, raft_->term()));
+    resp.set_from(from);
+    resp.set_granted(in_.Bool());
+    resp.set_pre_vote(in_.Bool());
+    StepResponse(raft::VoteResponseMessage(from, kSelf, &resp));
+  }
+
+  // kOpRawProto: AppendEntries / RequestVote requests and responses parsed
+  // from arbitrary bytes.
+  void RawProto() {
+    const uint8_t kind = in_.U8();
+    const uint64_t peer = Peer(in_.U8());
+    const std::string bytes = in_.Chunk();
+    switch (kind % 4) {
+      case 0: {
+        AppendEntriesRequest req;
+        if (!req.ParseFromString(bytes)) break;
+        if (kind & 4) {  // make it pass the sender/recipient check
+          req.set_leader_id(peer);
+          req.set_to(kSelf);
+        }
+        StepRequest(raft::AppendRequestMessage(&req));
         break;
       }
-      case kOpTimeoutNow: {
-        TimeoutNowRequest req;
-        req.set_leader_id(Peer(in_.U8()));
-        req.set_term(PickTerm(in_, raft_->term()));
-        req.set_to(in_.U8() % 8 == 0 ? 3 : kSelf);
-        StepRequest(raft::TimeoutNowMessage(req));
+      case 1: {
+        RequestVoteRequest req;
+        if (!req.ParseFromString(bytes)) break;
+        if (kind & 4) {
+          req.set_candidate_id(peer);
+          req.set_to(kSelf);
+        }
+        StepRequest(raft::VoteRequestMessage(&req));
         break;
       }
-      case kOpProposeChange:
-        ProposeChange();
-        break;
-      case kOpTransfer:
-        Transfer(in_.U8() % 6);
-        break;
-      case kOpCompact:
-        Compact();
-        break;
-      case kOpRawProto2: {
-        const uint8_t kind = in_.U8();
-        const uint64_t peer = Peer(in_.U8());
-        const std::string bytes = in_.Chunk();
-        switch (kind % 3) {
-          case 0: {
-            InstallSnapshotRequest req;
-            if (!req.ParseFromString(bytes)) break;
-            if (kind & 4) {
-              req.set_leader_id(peer);
-              req.set_to(kSelf);
-            }
-            StepSnapshotRequest(req);
-            break;
-          }
-          case 1: {
-            InstallSnapshotResponse resp;
-            if (resp.ParseFromString(bytes)) {
-              StepResponse(raft::SnapshotResponseMessage(peer, kSelf, resp));
-            }
-            break;
-          }
-          case 2: {
-            TimeoutNowRequest req;
-            if (!req.ParseFromString(bytes)) break;
-            if (kind & 4) {
-              req.set_leader_id(peer);
-              req.set_to(kSelf);
-            }
-            StepRequest(raft::TimeoutNowMessage(req));
-            break;
-          }
+      case 2: {
+        AppendEntriesResponse resp;
+        if (resp.ParseFromString(bytes)) {
+          StepResponse(raft::AppendResponseMessage(peer, kSelf, &resp));
         }
         break;
       }
-      case kOpCrashInReady:
-        CrashInReady(in_.U8() % 4);
+      case 3: {
+        RequestVoteResponse resp;
+        if (resp.ParseFromString(bytes)) {
+          StepResponse(raft::VoteResponseMessage(peer, kSelf, &resp));
+        }
         break;
-      default:
+      }
+    }
+  }
+
+  // kOpSnapshotResp: a structured InstallSnapshotResponse.
+  void SnapshotResponse() {
+    InstallSnapshotResponse resp;
+    const uint64_t from = Peer(in_.U8());
+    resp.set_term(PickTerm(in_, raft_->term()));
+    resp.set_from(from);
+    resp.set_success(in_.Bool());
+    resp.set_match_index(PickIndex(in_, raft_->last_index()));
+    resp.set_last_log_index(PickIndex(in_, raft_->last_index()));
+    StepResponse(raft::SnapshotResponseMessage(from, kSelf, resp));
+  }
+
+  // kOpTimeoutNow: a structured TimeoutNow request.
+  void TimeoutNow() {
+    TimeoutNowRequest req;
+    req.set_leader_id(Peer(in_.U8()));
+    req.set_term(PickTerm(in_, raft_->term()));
+    req.set_to(in_.U8() % 8 == 0 ? 3 : kSelf);
+    StepRequest(raft::TimeoutNowMessage(req));
+  }
+
+  // kOpRawProto2: InstallSnapshot requests and responses and TimeoutNow
+  // requests parsed from arbitrary bytes.
+  void RawProto2() {
+    const uint8_t kind = in_.U8();
+    const uint64_t peer = Peer(in_.U8());
+    const std::string bytes = in_.Chunk();
+    switch (kind % 3) {
+      case 0: {
+        InstallSnapshotRequest req;
+        if (!req.ParseFromString(bytes)) break;
+        if (kind & 4) {
+          req.set_leader_id(peer);
+          req.set_to(kSelf);
+        }
+        StepSnapshotRequest(req);
         break;
+      }
+      case 1: {
+        InstallSnapshotResponse resp;
+        if (resp.ParseFromString(bytes)) {
+          StepResponse(raft::SnapshotResponseMessage(peer, kSelf, resp));
+        }
+        break;
+      }
+      case 2: {
+        TimeoutNowRequest req;
+        if (!req.ParseFromString(bytes)) break;
+        if (kind & 4) {
+          req.set_leader_id(peer);
+          req.set_to(kSelf);
+        }
+        StepRequest(raft::TimeoutNowMessage(req));
+        break;
+      }
     }
   }
 
@@ -780,7 +775,7 @@ class Harness {
     FUZZ_ASSERT(p.index == last + 1 && p.index == raft_->last_index() && p.term == raft_->term(),
                 "configuration proposed at %" PRIu64 "/%" PRIu64, p.index, p.term);
     const std::optional<MembershipConfig> logged = ConfigOf(raft_->EntryAt(p.index));
-    FUZZ_ASSERT(logged && SameConfig(*logged, next) && SameConfig(raft_->membership(), next) &&
+    FUZZ_ASSERT(logged && SameMembership(*logged, next) && SameMembership(raft_->membership(), next) &&
                     raft_->membership_index() == p.index,
                 "accepted change not in effect: %s", raft::DescribeMembership(raft_->membership()).c_str());
   }
@@ -833,7 +828,7 @@ class Harness {
       ref.index = index;
       ref.term = r.TermAt(index);
       ref.config = ExpectedConfigAt(index);
-      FUZZ_ASSERT(SameConfig(ref.config, r.MembershipAt(index)), "MembershipAt(%" PRIu64 ") = %s",
+      FUZZ_ASSERT(SameMembership(ref.config, r.MembershipAt(index)), "MembershipAt(%" PRIu64 ") = %s",
                   index, raft::DescribeMembership(r.MembershipAt(index)).c_str());
       ref.cluster_time_ms = r.EntryAt(index).cluster_time_ms();
     }
@@ -988,6 +983,17 @@ class Harness {
     for (const Message& m : rd.messages) {
       if (rd.SendBeforePersist(m)) CheckSendable(m, hard_state_, /*ahead_of_write=*/true);
     }
+    PersistReady(rd);
+    for (const Message& m : rd.messages) SendReadyMessage(rd, m);
+    FUZZ_ASSERT(unanswered_.empty(), "%zu request(s) got no reply", unanswered_.size());
+    no_answer_.clear();
+    raft_->Advance(rd);
+    ApplyReady(rd);
+  }
+
+  // Persists a Ready in the documented order: its snapshot, hard state and
+  // entries (checking the snapshot and configuration it reports).
+  void PersistReady(const raft::Ready& rd) {
     if (rd.snapshot) {
       TRACE("ready: snapshot %s", Describe(*rd.snapshot).c_str());
       FUZZ_ASSERT(pending_install_ && SameRef(*rd.snapshot, *pending_install_),
@@ -1004,12 +1010,12 @@ class Harness {
     pending_install_.reset();
     if (rd.config) {
       TRACE("ready: config %s", raft::DescribeMembership(*rd.config).c_str());
-      FUZZ_ASSERT(SameConfig(*rd.config, raft_->membership()), "Ready::config %s, in effect %s",
+      FUZZ_ASSERT(SameMembership(*rd.config, raft_->membership()), "Ready::config %s, in effect %s",
                   raft::DescribeMembership(*rd.config).c_str(),
                   raft::DescribeMembership(raft_->membership()).c_str());
       reported_config_ = *rd.config;
     }
-    FUZZ_ASSERT(reported_config_ && SameConfig(*reported_config_, raft_->membership()),
+    FUZZ_ASSERT(reported_config_ && SameMembership(*reported_config_, raft_->membership()),
                 "configuration %s in effect was not reported",
                 raft::DescribeMembership(raft_->membership()).c_str());
     if (rd.hard_state) {
@@ -1028,77 +1034,86 @@ class Harness {
       Status s = store_.Append(rd.entries);
       FUZZ_ASSERT(s.ok(), "log store refused the Ready's entries: %s", s.ToString().c_str());
     }
-    for (const Message& m : rd.messages) {
-      TRACE("ready: send %s rpc %" PRIu64, m.DebugString().c_str(), m.rpc_id);
-      FUZZ_ASSERT(m.from == kSelf, "message from %" PRIu64, m.from);
-      if (!rd.SendBeforePersist(m)) CheckSendable(m, hard_state_, /*ahead_of_write=*/false);
-      FUZZ_ASSERT(no_answer_.count(m.rpc_id) == 0, "reply to a TimeoutNow: %s",
-                  m.DebugString().c_str());
-      if (m.IsResponse()) {
-        auto it = unanswered_.find(m.rpc_id);
-        FUZZ_ASSERT(it != unanswered_.end(),
-                    "reply to rpc %" PRIu64 " that is not waiting for one: %s", m.rpc_id,
-                    m.DebugString().c_str());
-        FUZZ_ASSERT(m.type == it->second.response && m.to == it->second.from,
-                    "%s answers a request from %" PRIu64 " expecting %s",
-                    m.DebugString().c_str(), it->second.from,
-                    ExpectedResponseName(it->second.response));
-        if (m.type == MessageType::kVoteResp && m.vote_resp.granted() && !m.vote_resp.pre_vote()) {
-          RecordVote(m.vote_resp.term(), m.to);
-        }
-        if (m.type == MessageType::kSnapshotResp && m.snapshot_resp.success()) {
-          FUZZ_ASSERT(m.snapshot_resp.match_index() >= it->second.snapshot_index,
-                      "snapshot %" PRIu64 " accepted with match %" PRIu64,
-                      it->second.snapshot_index, m.snapshot_resp.match_index());
-        }
-        unanswered_.erase(it);
-        continue;
-      }
-      FUZZ_ASSERT(m.to != kSelf, "request to self");
-      // The service dials members of the configuration it knows.
-      FUZZ_ASSERT(IsMember(*reported_config_, m.to),
-                  "%s goes to a member the service no longer knows (configuration %s)",
-                  m.DebugString().c_str(), raft::DescribeMembership(*reported_config_).c_str());
-      if (m.type == MessageType::kAppend && raft_->role() == raft::Role::kLeader &&
-          m.append.term() == raft_->term()) {
-        // What this leader sends is its log.
-        const AppendEntriesRequest& a = m.append;
-        const raft::Raft& r = *raft_;
-        FUZZ_ASSERT(a.leader_commit() <= r.commit_index(), "%s: commit above the leader's %" PRIu64,
-                    m.DebugString().c_str(), r.commit_index());
-        // (A heartbeat to a follower whose match is below the snapshot has
-        // prev 0; the log may also have been compacted since the message.)
-        if (a.prev_log_index() >= r.snapshot().index) {
-          FUZZ_ASSERT(a.prev_log_term() == r.TermAt(a.prev_log_index()),
-                      "%s: prev term, the log has %" PRIu64, m.DebugString().c_str(),
-                      r.TermAt(a.prev_log_index()));
-        }
-        for (const Entry& e : a.entries()) {
-          if (e.index() < r.first_index()) continue;
-          FUZZ_ASSERT(e.index() <= r.last_index() &&
-                          e.SerializeAsString() == r.EntryAt(e.index()).SerializeAsString(),
-                      "%s: entry %" PRIu64 " is not the leader's", m.DebugString().c_str(),
-                      e.index());
-        }
-      }
-      if (m.type == MessageType::kSnapshot) {
-        auto it = snapshots_.find({m.snapshot.last_index(), m.snapshot.last_term()});
-        FUZZ_ASSERT(it != snapshots_.end(), "%s names a snapshot the node does not have",
-                    m.DebugString().c_str());
-        FUZZ_ASSERT(SameConfig(it->second.config, m.snapshot.config()) &&
-                        it->second.cluster_time_ms == m.snapshot.cluster_time_ms(),
-                    "%s: not the metadata of snapshot %s", m.DebugString().c_str(),
-                    Describe(it->second).c_str());
-      } else if (m.type == MessageType::kTimeoutNow) {
-        FUZZ_ASSERT(IsVoterIn(raft_->membership(), m.to), "%s to a non-voter",
-                    m.DebugString().c_str());
-      }
-      outbox_.push_back(m);
-      if (outbox_.size() > 64) outbox_.erase(outbox_.begin());
+  }
+
+  // A Ready's message leaves: a reply answers a request stepped since the
+  // last Ready; a request goes to a member the service knows.
+  void SendReadyMessage(const raft::Ready& rd, const Message& m) {
+    TRACE("ready: send %s rpc %" PRIu64, m.DebugString().c_str(), m.rpc_id);
+    FUZZ_ASSERT(m.from == kSelf, "message from %" PRIu64, m.from);
+    if (!rd.SendBeforePersist(m)) CheckSendable(m, hard_state_, /*ahead_of_write=*/false);
+    FUZZ_ASSERT(no_answer_.count(m.rpc_id) == 0, "reply to a TimeoutNow: %s",
+                m.DebugString().c_str());
+    if (m.IsResponse()) {
+      AnswerRequest(m);
+      return;
     }
-    FUZZ_ASSERT(unanswered_.empty(), "%zu request(s) got no reply", unanswered_.size());
-    no_answer_.clear();
-    raft_->Advance(rd);
+    FUZZ_ASSERT(m.to != kSelf, "request to self");
+    // The service dials members of the configuration it knows.
+    FUZZ_ASSERT(IsMember(*reported_config_, m.to),
+                "%s goes to a member the service no longer knows (configuration %s)",
+                m.DebugString().c_str(), raft::DescribeMembership(*reported_config_).c_str());
+    if (m.type == MessageType::kAppend && raft_->role() == raft::Role::kLeader &&
+        m.append.term() == raft_->term()) {
+      // What this leader sends is its log.
+      const AppendEntriesRequest& a = m.append;
+      const raft::Raft& r = *raft_;
+      FUZZ_ASSERT(a.leader_commit() <= r.commit_index(), "%s: commit above the leader's %" PRIu64,
+                  m.DebugString().c_str(), r.commit_index());
+      // (A heartbeat to a follower whose match is below the snapshot has
+      // prev 0; the log may also have been compacted since the message.)
+      if (a.prev_log_index() >= r.snapshot().index) {
+        FUZZ_ASSERT(a.prev_log_term() == r.TermAt(a.prev_log_index()),
+                    "%s: prev term, the log has %" PRIu64, m.DebugString().c_str(),
+                    r.TermAt(a.prev_log_index()));
+      }
+      for (const Entry& e : a.entries()) {
+        if (e.index() < r.first_index()) continue;
+        FUZZ_ASSERT(e.index() <= r.last_index() &&
+                        e.SerializeAsString() == r.EntryAt(e.index()).SerializeAsString(),
+                    "%s: entry %" PRIu64 " is not the leader's", m.DebugString().c_str(),
+                    e.index());
+      }
+    }
+    if (m.type == MessageType::kSnapshot) {
+      auto it = snapshots_.find({m.snapshot.last_index(), m.snapshot.last_term()});
+      FUZZ_ASSERT(it != snapshots_.end(), "%s names a snapshot the node does not have",
+                  m.DebugString().c_str());
+      FUZZ_ASSERT(SameMembership(it->second.config, m.snapshot.config()) &&
+                      it->second.cluster_time_ms == m.snapshot.cluster_time_ms(),
+                  "%s: not the metadata of snapshot %s", m.DebugString().c_str(),
+                  Describe(it->second).c_str());
+    } else if (m.type == MessageType::kTimeoutNow) {
+      FUZZ_ASSERT(IsVoterIn(raft_->membership(), m.to), "%s to a non-voter",
+                  m.DebugString().c_str());
+    }
+    outbox_.push_back(m);
+    if (outbox_.size() > 64) outbox_.erase(outbox_.begin());
+  }
+
+  // A reply of a Ready: exactly one per request, of the matching type.
+  void AnswerRequest(const Message& m) {
+    auto it = unanswered_.find(m.rpc_id);
+    FUZZ_ASSERT(it != unanswered_.end(),
+                "reply to rpc %" PRIu64 " that is not waiting for one: %s", m.rpc_id,
+                m.DebugString().c_str());
+    FUZZ_ASSERT(m.type == it->second.response && m.to == it->second.from,
+                "%s answers a request from %" PRIu64 " expecting %s",
+                m.DebugString().c_str(), it->second.from,
+                ExpectedResponseName(it->second.response));
+    if (m.type == MessageType::kVoteResp && m.vote_resp.granted() && !m.vote_resp.pre_vote()) {
+      RecordVote(m.vote_resp.term(), m.to);
+    }
+    if (m.type == MessageType::kSnapshotResp && m.snapshot_resp.success()) {
+      FUZZ_ASSERT(m.snapshot_resp.match_index() >= it->second.snapshot_index,
+                  "snapshot %" PRIu64 " accepted with match %" PRIu64,
+                  it->second.snapshot_index, m.snapshot_resp.match_index());
+    }
+    unanswered_.erase(it);
+  }
+
+  // Applies a Ready's committed entries (after Advance) and checks its reads.
+  void ApplyReady(const raft::Ready& rd) {
     for (const Entry& e : rd.committed) {
       FUZZ_ASSERT(e.index() == applied_index_ + 1, "entry %" PRIu64 " applied after %" PRIu64,
                   e.index(), applied_index_);
@@ -1120,10 +1135,8 @@ class Harness {
   // This member granted its vote in `term` to `candidate` (a granted vote
   // sent, or a vote persisted): never to another one (election safety).
   void RecordVote(uint64_t term, uint64_t candidate) {
-    auto [it, inserted] = votes_.emplace(term, candidate);
-    FUZZ_ASSERT(inserted || it->second == candidate,
-                "voted for %" PRIu64 " and for %" PRIu64 " in term %" PRIu64, it->second,
-                candidate, term);
+    history_.RecordVote(kSelf, term, candidate);
+    FUZZ_ASSERT(history_.violations().empty(), "%s", history_.violations()[0].c_str());
   }
 
   // A crash while persisting a Ready, in the documented order (snapshot,
@@ -1148,38 +1161,20 @@ class Harness {
     Start();
   }
 
+  // After every operation: the shared invariants of the core (indexes,
+  // terms, log, configuration in effect, roles, a leader's progress and
+  // commit quorum; term and commit never going back, committed entries never
+  // changing), then what the harness knows of its storage.
   void CheckInvariants() {
     const raft::Raft& r = *raft_;
-    FUZZ_ASSERT(r.term() >= last_term_, "term went back from %" PRIu64 " to %" PRIu64,
-                last_term_, r.term());
-    last_term_ = r.term();
-    // The core computes last_index() + 1 and snapshot().index + 1.
-    FUZZ_ASSERT(r.last_index() < UINT64_MAX && r.first_index() > r.snapshot().index,
-                "log indexes wrap: snapshot %" PRIu64 ", last %" PRIu64, r.snapshot().index,
-                r.last_index());
+    std::vector<std::string> violations;
+    checks_.Check(r, /*full=*/true, &violations);
+    if (r.role() == raft::Role::kLeader) history_.RecordLeader(kSelf, r.term());
+    FUZZ_ASSERT(violations.empty(), "%s", violations.empty() ? "" : violations[0].c_str());
+    FUZZ_ASSERT(history_.violations().empty(), "%s", history_.violations()[0].c_str());
     FUZZ_ASSERT(SameRef(r.snapshot(), core_base_), "core snapshot %s, expected %s",
                 Describe(r.snapshot()).c_str(), Describe(core_base_).c_str());
-    FUZZ_ASSERT(r.snapshot().index <= r.commit_index() && r.commit_index() <= r.last_index(),
-                "snapshot %" PRIu64 " commit %" PRIu64 " last %" PRIu64, r.snapshot().index,
-                r.commit_index(), r.last_index());
-    FUZZ_ASSERT(r.first_index() == r.snapshot().index + 1, "first index %" PRIu64,
-                r.first_index());
-    FUZZ_ASSERT(r.last_term() <= r.term(), "last log term %" PRIu64 " > term %" PRIu64,
-                r.last_term(), r.term());
-    if (r.snapshot().index > 0) {
-      FUZZ_ASSERT(r.TermAt(r.snapshot().index - 1) == 0, "TermAt below the snapshot");
-      FUZZ_ASSERT(r.TermAt(r.snapshot().index) == r.snapshot().term, "TermAt the snapshot");
-    }
-    uint64_t previous = r.snapshot().term;
-    for (uint64_t i = r.first_index(); i <= r.last_index(); ++i) {
-      const Entry& e = r.EntryAt(i);
-      FUZZ_ASSERT(e.index() == i, "log position %" PRIu64 " holds index %" PRIu64, i, e.index());
-      FUZZ_ASSERT(e.term() >= previous,
-                  "log terms decrease at %" PRIu64 " (%" PRIu64 " after %" PRIu64 ")", i,
-                  e.term(), previous);
-      previous = e.term();
-    }
-    // Committed entries never change.
+    // Applied entries never change.
     for (const auto& [index, bytes] : committed_) {
       if (index < r.first_index()) continue;
       FUZZ_ASSERT(index <= r.commit_index() && index <= r.last_index(),
@@ -1196,66 +1191,6 @@ class Harness {
       FUZZ_ASSERT(store_.entries()[i - store_.FirstIndex()].SerializeAsString() ==
                       r.EntryAt(i).SerializeAsString(),
                   "durable entry %" PRIu64 " differs from the stored one", i);
-    }
-    // The configuration in effect.
-    uint64_t config_index = r.snapshot().index;
-    MembershipConfig expected = r.snapshot().config;
-    for (uint64_t i = r.last_index(); i >= r.first_index() && i > 0; --i) {
-      if (std::optional<MembershipConfig> c = ConfigOf(r.EntryAt(i))) {
-        expected = *c;
-        config_index = i;
-        break;
-      }
-    }
-    FUZZ_ASSERT(SameConfig(expected, r.membership()) && config_index == r.membership_index(),
-                "configuration in effect %s at %" PRIu64 ", the log says %s at %" PRIu64,
-                raft::DescribeMembership(r.membership()).c_str(), r.membership_index(),
-                raft::DescribeMembership(expected).c_str(), config_index);
-    // Roles.
-    if (r.role() == raft::Role::kCandidate || r.role() == raft::Role::kPreCandidate) {
-      FUZZ_ASSERT(r.IsVoter(kSelf), "%s without a vote", raft::RoleName(r.role()));
-    }
-    if (r.transfer_target() != 0) {
-      FUZZ_ASSERT(r.role() == raft::Role::kLeader && r.IsVoter(r.transfer_target()),
-                  "transfer to %" PRIu64 " as %s", r.transfer_target(), raft::RoleName(r.role()));
-    }
-    if (r.role() == raft::Role::kLeader) {
-      FUZZ_ASSERT(r.leader_id() == kSelf, "leader with leader_id %" PRIu64, r.leader_id());
-      FUZZ_ASSERT(r.IsVoter(kSelf) || r.commit_index() < r.membership_index(),
-                  "leader not a voter of the committed configuration %s at %" PRIu64,
-                  raft::DescribeMembership(r.membership()).c_str(), r.membership_index());
-      std::set<uint64_t> ids = {0, 1, 2, 3, 4, 5, 6, 7};
-      for (const MemberConfig& m : r.membership().members()) ids.insert(m.id());
-      for (uint64_t id : ids) {
-        const bool tracked = r.ProgressOf(id) != nullptr;
-        FUZZ_ASSERT(tracked == (id != kSelf && IsMember(r.membership(), id)),
-                    "leader progress of %" PRIu64 ": %d in %s", id, tracked,
-                    raft::DescribeMembership(r.membership()).c_str());
-      }
-      if (r.term() == leader_term_ && r.commit_index() > leader_commit_) {
-        // Commit advanced while leading: an entry of this term, durable on a
-        // quorum of the voters in effect.
-        FUZZ_ASSERT(r.TermAt(r.commit_index()) == r.term(), "leader committed %" PRIu64
-                    " of term %" PRIu64 " in term %" PRIu64, r.commit_index(),
-                    r.TermAt(r.commit_index()), r.term());
-        std::vector<uint64_t> durable;
-        for (uint64_t v : r.voters()) {
-          if (v == kSelf) {
-            durable.push_back(r.durable_index());
-          } else {
-            durable.push_back(r.ProgressOf(v)->match());
-          }
-        }
-        std::sort(durable.begin(), durable.end(), std::greater<uint64_t>());
-        const size_t quorum = durable.size() / 2 + 1;
-        FUZZ_ASSERT(durable.size() >= quorum && r.commit_index() <= durable[quorum - 1],
-                    "leader commit %" PRIu64 " beyond what a quorum of %s holds",
-                    r.commit_index(), raft::DescribeMembership(r.membership()).c_str());
-      }
-      leader_term_ = r.term();
-      leader_commit_ = r.commit_index();
-    } else {
-      leader_term_ = 0;
     }
   }
 
@@ -1277,11 +1212,12 @@ class Harness {
   std::vector<Message> outbox_;                // requests the core sent, not answered yet
   std::map<uint64_t, Pending> unanswered_;     // requests stepped since the last Ready
   std::set<uint64_t> no_answer_;               // TimeoutNow rpc_ids since the last Ready
-  std::map<uint64_t, uint64_t> votes_;         // term -> the candidate this member voted for
+  // This member's votes and leaderships (all incarnations): the shared
+  // checker of election safety.
+  raft::ClusterInvariants history_;
+  // The shared invariants of this member's core (this incarnation).
+  raft::MemberInvariants checks_;
   uint64_t next_rpc_id_ = 1;
-  uint64_t last_term_ = 0;
-  uint64_t leader_term_ = 0;    // term of the leadership seen after the last op (0: none)
-  uint64_t leader_commit_ = 0;  // its commit index then
 };
 
 // ---- seeds of the operations of ExtOp ----
@@ -1323,8 +1259,8 @@ SeedBuilder ElectedLeader() {
   return b;
 }
 
-std::map<std::string, std::string> ExtSeeds() {
-  std::map<std::string, std::string> seeds;
+// Seeds of snapshot transfer, installation and compaction.
+void SnapshotSeeds(std::map<std::string, std::string>& seeds) {
   {
     // Leader: compacts, member 3 (never heard from) gets the snapshot and
     // installs it; a proposal replicates after it; restart from the
@@ -1374,6 +1310,10 @@ std::map<std::string, std::string> ExtSeeds() {
     b.Raw({3, 0}).Op(kOpReady);
     seeds["snap-follower"] = b.bytes();
   }
+}
+
+// Seeds of membership change, leadership transfer and TimeoutNow.
+void MembershipSeeds(std::map<std::string, std::string>& seeds) {
   {
     // A single voter adds learner 2, promotes it, transfers leadership to
     // it: TimeoutNow, and 2 campaigns with transfer set.
@@ -1411,6 +1351,10 @@ std::map<std::string, std::string> ExtSeeds() {
         .Chunk(raw.SerializeAsString()).Op(kOpReady);
     seeds["timeout-now"] = b.bytes();
   }
+}
+
+// Seeds of raw snapshot protos and of members outside the voters.
+void OtherSeeds(std::map<std::string, std::string>& seeds) {
   {
     // Raw InstallSnapshot request and response protos.
     SeedBuilder b(0, 0);
@@ -1453,6 +1397,13 @@ std::map<std::string, std::string> ExtSeeds() {
     b.Op(kOpReady);
     seeds["joining"] = b.bytes();
   }
+}
+
+std::map<std::string, std::string> ExtSeeds() {
+  std::map<std::string, std::string> seeds;
+  SnapshotSeeds(seeds);
+  MembershipSeeds(seeds);
+  OtherSeeds(seeds);
   return seeds;
 }
 

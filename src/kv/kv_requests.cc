@@ -7,40 +7,36 @@
 
 namespace raftkv {
 
-grpc::Status CheckKey(const std::string& key, const RequestLimits& limits) {
-  if (key.empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "key must not be empty");
+Status CheckKey(const std::string& key, const RequestLimits& limits) {
+  if (key.empty()) return Status::InvalidArgument("key must not be empty");
   if (key.size() > limits.max_key_bytes) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "key is " + std::to_string(key.size()) + " bytes; the limit is " +
+    return Status::InvalidArgument("key is " + std::to_string(key.size()) + " bytes; the limit is " +
                             std::to_string(limits.max_key_bytes) + " (--max_key_bytes)");
   }
-  return grpc::Status::OK;
+  return Status::OK();
 }
 
-grpc::Status CheckValue(const std::string& value, const RequestLimits& limits, const char* what) {
+Status CheckValue(const std::string& value, const RequestLimits& limits, const char* what) {
   if (value.size() > limits.max_value_bytes) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        std::string(what) + " is " + std::to_string(value.size()) +
+    return Status::InvalidArgument(std::string(what) + " is " + std::to_string(value.size()) +
                             " bytes; the limit is " + std::to_string(limits.max_value_bytes) +
                             " (--max_value_bytes)");
   }
-  return grpc::Status::OK;
+  return Status::OK();
 }
 
-grpc::Status CheckSession(bool has_session, const Session& s) {
-  if (!has_session) return grpc::Status::OK;
+Status CheckSession(bool has_session, const Session& s) {
+  if (!has_session) return Status::OK();
   if (s.client_id() == 0 || s.sequence() == 0) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "session.client_id and session.sequence must be > 0 (open a session "
+    return Status::InvalidArgument("session.client_id and session.sequence must be > 0 (open a session "
                         "with OpenSession; sequences start at 1)");
   }
   if (s.first_outstanding() > s.sequence()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "session.first_outstanding (" + std::to_string(s.first_outstanding()) +
+    return Status::InvalidArgument("session.first_outstanding (" + std::to_string(s.first_outstanding()) +
                             ") must not exceed session.sequence (" + std::to_string(s.sequence()) +
                             ")");
   }
-  return grpc::Status::OK;
+  return Status::OK();
 }
 
 namespace {
@@ -58,13 +54,12 @@ void CopySession(bool has_session, const Session& session, const RequestLimits& 
 
 }  // namespace
 
-grpc::Status PutCommand(PutRequest* req, const RequestLimits& limits, Command* cmd) {
-  grpc::Status bad = CheckKey(req->key(), limits);
+Status PutCommand(PutRequest* req, const RequestLimits& limits, Command* cmd) {
+  Status bad = CheckKey(req->key(), limits);
   if (bad.ok()) bad = CheckValue(req->value(), limits);
   if (bad.ok()) bad = CheckSession(req->has_session(), req->session());
   if (bad.ok() && req->lease() < 0) {
-    bad = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                       "lease must be >= 0 (0: none), got " + std::to_string(req->lease()));
+    bad = Status::InvalidArgument("lease must be >= 0 (0: none), got " + std::to_string(req->lease()));
   }
   if (!bad.ok()) return bad;
   cmd->Clear();
@@ -74,23 +69,23 @@ grpc::Status PutCommand(PutRequest* req, const RequestLimits& limits, Command* c
   cmd->set_value(std::move(*req->mutable_value()));
   cmd->set_lease(req->lease());
   cmd->set_prev_kv(req->prev_kv());
-  return grpc::Status::OK;
+  return Status::OK();
 }
 
-grpc::Status DeleteCommand(DeleteRequest* req, const RequestLimits& limits, Command* cmd) {
-  grpc::Status bad = CheckKey(req->key(), limits);
+Status DeleteCommand(DeleteRequest* req, const RequestLimits& limits, Command* cmd) {
+  Status bad = CheckKey(req->key(), limits);
   if (bad.ok()) bad = CheckSession(req->has_session(), req->session());
   if (!bad.ok()) return bad;
   cmd->Clear();
   CopySession(req->has_session(), req->session(), limits, cmd);
   cmd->set_op(Command::DELETE);
   cmd->set_key(std::move(*req->mutable_key()));
-  return grpc::Status::OK;
+  return Status::OK();
 }
 
-grpc::Status CompareAndSwapCommand(CompareAndSwapRequest* req, const RequestLimits& limits,
+Status CompareAndSwapCommand(CompareAndSwapRequest* req, const RequestLimits& limits,
                                    Command* cmd) {
-  grpc::Status bad = CheckKey(req->key(), limits);
+  Status bad = CheckKey(req->key(), limits);
   if (bad.ok()) bad = CheckValue(req->value(), limits);
   if (bad.ok()) bad = CheckValue(req->expected(), limits, "expected");
   if (bad.ok()) bad = CheckSession(req->has_session(), req->session());
@@ -102,41 +97,38 @@ grpc::Status CompareAndSwapCommand(CompareAndSwapRequest* req, const RequestLimi
   cmd->set_value(std::move(*req->mutable_value()));
   cmd->set_has_expected(req->has_expected());
   if (req->has_expected()) cmd->set_expected(std::move(*req->mutable_expected()));
-  return grpc::Status::OK;
+  return Status::OK();
 }
 
-grpc::Status BatchCommand(BatchRequest* req, const RequestLimits& limits, Command* cmd) {
+Status BatchCommand(BatchRequest* req, const RequestLimits& limits, Command* cmd) {
   const size_t n = static_cast<size_t>(req->ops_size());
-  if (n == 0) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "batch has no operations");
+  if (n == 0) return Status::InvalidArgument("batch has no operations");
   if (n > limits.max_batch_ops) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "batch has " + std::to_string(n) + " operations; the limit is " +
+    return Status::InvalidArgument("batch has " + std::to_string(n) + " operations; the limit is " +
                             std::to_string(limits.max_batch_ops) + " (--max_batch_ops)");
   }
   size_t bytes = 0;
   for (size_t i = 0; i < n; ++i) {
     const BatchOp& op = req->ops(static_cast<int>(i));
-    auto at = [i](const grpc::Status& s) {
-      return grpc::Status(s.error_code(), "ops[" + std::to_string(i) + "]: " + s.error_message());
+    auto at = [i](const Status& s) {
+      return Status(s.code(), "ops[" + std::to_string(i) + "]: " + s.message());
     };
     if (op.op() != BatchOp::PUT && op.op() != BatchOp::DELETE) {
-      return at(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                             "unknown op " + std::to_string(op.op())));
+      return at(Status::InvalidArgument("unknown op " + std::to_string(op.op())));
     }
-    if (grpc::Status bad = CheckKey(op.key(), limits); !bad.ok()) return at(bad);
-    if (grpc::Status bad = CheckValue(op.value(), limits); !bad.ok()) return at(bad);
+    if (Status bad = CheckKey(op.key(), limits); !bad.ok()) return at(bad);
+    if (Status bad = CheckValue(op.value(), limits); !bad.ok()) return at(bad);
     if (op.op() == BatchOp::DELETE && !op.value().empty()) {
-      return at(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a DELETE carries no value"));
+      return at(Status::InvalidArgument("a DELETE carries no value"));
     }
     bytes += op.key().size() + op.value().size();
   }
   if (bytes > limits.max_batch_bytes) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "batch holds " + std::to_string(bytes) +
+    return Status::InvalidArgument("batch holds " + std::to_string(bytes) +
                             " bytes of keys and values; the limit is " +
                             std::to_string(limits.max_batch_bytes) + " (--max_batch_bytes)");
   }
-  if (grpc::Status bad = CheckSession(req->has_session(), req->session()); !bad.ok()) return bad;
+  if (Status bad = CheckSession(req->has_session(), req->session()); !bad.ok()) return bad;
   cmd->Clear();
   CopySession(req->has_session(), req->session(), limits, cmd);
   cmd->set_op(Command::BATCH);
@@ -147,17 +139,17 @@ grpc::Status BatchCommand(BatchRequest* req, const RequestLimits& limits, Comman
     c->set_key(std::move(*op.mutable_key()));
     if (op.op() == BatchOp::PUT) c->set_value(std::move(*op.mutable_value()));
   }
-  return grpc::Status::OK;
+  return Status::OK();
 }
 
-grpc::Status CheckGetRequest(const GetRequest& req, const RequestLimits& limits) {
+Status CheckGetRequest(const GetRequest& req, const RequestLimits& limits) {
   return CheckKey(req.key(), limits);
 }
 
 namespace {
 
-grpc::Status Invalid(const std::string& message) {
-  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
+Status Invalid(const std::string& message) {
+  return Status::InvalidArgument(message);
 }
 
 bool IsAllKeysEnd(const std::string& end) { return end.size() == 1 && end[0] == '\0'; }
@@ -180,10 +172,10 @@ std::string Printable(const std::string& bytes) {
 
 }  // namespace
 
-grpc::Status CheckKeyRange(const std::string& key, const std::string& range_end,
+Status CheckKeyRange(const std::string& key, const std::string& range_end,
                            const RequestLimits& limits) {
   if (key.empty()) return Invalid("key must not be empty (use key \"\\0\" with range_end \"\\0\" for every key)");
-  if (grpc::Status bad = CheckKey(key, limits); !bad.ok()) return bad;
+  if (Status bad = CheckKey(key, limits); !bad.ok()) return bad;
   if (range_end.size() > limits.max_key_bytes) {
     return Invalid("range_end is " + std::to_string(range_end.size()) + " bytes; the limit is " +
                    std::to_string(limits.max_key_bytes) + " (--max_key_bytes)");
@@ -192,18 +184,18 @@ grpc::Status CheckKeyRange(const std::string& key, const std::string& range_end,
     return Invalid("range_end \"" + Printable(range_end) + "\" is not after key \"" +
                    Printable(key) + "\": the range [key, range_end) is empty");
   }
-  return grpc::Status::OK;
+  return Status::OK();
 }
 
-grpc::Status CheckRangeRequest(const RangeRequest& req, const RequestLimits& limits) {
-  if (grpc::Status bad = CheckKeyRange(req.key(), req.range_end(), limits); !bad.ok()) return bad;
+Status CheckRangeRequest(const RangeRequest& req, const RequestLimits& limits) {
+  if (Status bad = CheckKeyRange(req.key(), req.range_end(), limits); !bad.ok()) return bad;
   if (req.limit() < 0) return Invalid("limit must be >= 0 (0: no limit), got " + std::to_string(req.limit()));
   if (req.revision() < 0) return Invalid("revision must be >= 0 (0: now), got " + std::to_string(req.revision()));
-  return grpc::Status::OK;
+  return Status::OK();
 }
 
-grpc::Status DeleteRangeCommand(DeleteRangeRequest* req, const RequestLimits& limits, Command* cmd) {
-  grpc::Status bad = CheckKeyRange(req->key(), req->range_end(), limits);
+Status DeleteRangeCommand(DeleteRangeRequest* req, const RequestLimits& limits, Command* cmd) {
+  Status bad = CheckKeyRange(req->key(), req->range_end(), limits);
   if (bad.ok()) bad = CheckSession(req->has_session(), req->session());
   if (!bad.ok()) return bad;
   cmd->Clear();
@@ -213,38 +205,38 @@ grpc::Status DeleteRangeCommand(DeleteRangeRequest* req, const RequestLimits& li
   cmd->set_range_end(std::move(*req->mutable_range_end()));
   cmd->set_prev_kv(req->prev_kv());
   if (req->prev_kv()) cmd->set_max_result_bytes(limits.max_txn_result_bytes);
-  return grpc::Status::OK;
+  return Status::OK();
 }
 
 namespace {
 
 // Checks one list of a transaction; adds its bytes and counts its writes.
-grpc::Status CheckTxnOps(const google::protobuf::RepeatedPtrField<RequestOp>& ops, const char* list,
+Status CheckTxnOps(const google::protobuf::RepeatedPtrField<RequestOp>& ops, const char* list,
                          const RequestLimits& limits, size_t* bytes) {
   std::vector<std::pair<std::string, std::string>> deletes;  // [key, end)
   std::vector<std::string> puts;
   for (int i = 0; i < ops.size(); ++i) {
     const RequestOp& op = ops[i];
-    auto at = [&](const grpc::Status& s) {
-      return Invalid(std::string(list) + "[" + std::to_string(i) + "]: " + s.error_message());
+    auto at = [&](const Status& s) {
+      return Invalid(std::string(list) + "[" + std::to_string(i) + "]: " + s.message());
     };
     if (op.has_request_range()) {
       const RangeRequest& r = op.request_range();
-      if (grpc::Status bad = CheckRangeRequest(r, limits); !bad.ok()) return at(bad);
+      if (Status bad = CheckRangeRequest(r, limits); !bad.ok()) return at(bad);
       if (r.revision() != 0) {
         return at(Invalid("a range inside a transaction reads the current revision (revision must be 0)"));
       }
       *bytes += r.key().size() + r.range_end().size();
     } else if (op.has_request_put()) {
       const PutRequest& p = op.request_put();
-      if (grpc::Status bad = CheckKey(p.key(), limits); !bad.ok()) return at(bad);
-      if (grpc::Status bad = CheckValue(p.value(), limits); !bad.ok()) return at(bad);
+      if (Status bad = CheckKey(p.key(), limits); !bad.ok()) return at(bad);
+      if (Status bad = CheckValue(p.value(), limits); !bad.ok()) return at(bad);
       if (p.lease() < 0) return at(Invalid("lease must be >= 0"));
       *bytes += p.key().size() + p.value().size();
       puts.push_back(p.key());
     } else if (op.has_request_delete_range()) {
       const DeleteRangeRequest& d = op.request_delete_range();
-      if (grpc::Status bad = CheckKeyRange(d.key(), d.range_end(), limits); !bad.ok()) return at(bad);
+      if (Status bad = CheckKeyRange(d.key(), d.range_end(), limits); !bad.ok()) return at(bad);
       *bytes += d.key().size() + d.range_end().size();
       deletes.emplace_back(d.key(), d.range_end());
     } else {
@@ -267,7 +259,7 @@ grpc::Status CheckTxnOps(const google::protobuf::RepeatedPtrField<RequestOp>& op
       }
     }
   }
-  return grpc::Status::OK;
+  return Status::OK();
 }
 
 }  // namespace
@@ -300,7 +292,7 @@ const char* CompareField(Compare::TargetUnionCase field) {
 
 }  // namespace
 
-grpc::Status TxnCommand(TxnRequest* req, const RequestLimits& limits, Command* cmd) {
+Status TxnCommand(TxnRequest* req, const RequestLimits& limits, Command* cmd) {
   const size_t n = static_cast<size_t>(req->compare_size() + req->success_size() + req->failure_size());
   if (n > limits.max_txn_ops) {
     return Invalid("transaction has " + std::to_string(n) +
@@ -310,10 +302,10 @@ grpc::Status TxnCommand(TxnRequest* req, const RequestLimits& limits, Command* c
   size_t bytes = 0;
   for (int i = 0; i < req->compare_size(); ++i) {
     const Compare& c = req->compare(i);
-    auto at = [&](const grpc::Status& s) {
-      return Invalid("compare[" + std::to_string(i) + "]: " + s.error_message());
+    auto at = [&](const Status& s) {
+      return Invalid("compare[" + std::to_string(i) + "]: " + s.message());
     };
-    if (grpc::Status bad = CheckKey(c.key(), limits); !bad.ok()) return at(bad);
+    if (Status bad = CheckKey(c.key(), limits); !bad.ok()) return at(bad);
     if (!Compare::CompareResult_IsValid(c.result())) return at(Invalid("unknown result " + std::to_string(c.result())));
     if (!Compare::CompareTarget_IsValid(c.target())) return at(Invalid("unknown target " + std::to_string(c.target())));
     if (const char* field = CompareField(c.target_union_case());
@@ -323,18 +315,18 @@ grpc::Status TxnCommand(TxnRequest* req, const RequestLimits& limits, Command* c
                         " is set (set the field the target names)"));
     }
     if (c.target() == Compare::VALUE) {
-      if (grpc::Status bad = CheckValue(c.value(), limits); !bad.ok()) return at(bad);
+      if (Status bad = CheckValue(c.value(), limits); !bad.ok()) return at(bad);
     }
     bytes += c.key().size() + c.value().size();
   }
-  if (grpc::Status bad = CheckTxnOps(req->success(), "success", limits, &bytes); !bad.ok()) return bad;
-  if (grpc::Status bad = CheckTxnOps(req->failure(), "failure", limits, &bytes); !bad.ok()) return bad;
+  if (Status bad = CheckTxnOps(req->success(), "success", limits, &bytes); !bad.ok()) return bad;
+  if (Status bad = CheckTxnOps(req->failure(), "failure", limits, &bytes); !bad.ok()) return bad;
   if (bytes > limits.max_batch_bytes) {
     return Invalid("transaction holds " + std::to_string(bytes) +
                    " bytes of keys and values; the limit is " +
                    std::to_string(limits.max_batch_bytes) + " (--max_batch_bytes)");
   }
-  if (grpc::Status bad = CheckSession(req->has_session(), req->session()); !bad.ok()) return bad;
+  if (Status bad = CheckSession(req->has_session(), req->session()); !bad.ok()) return bad;
   cmd->Clear();
   CopySession(req->has_session(), req->session(), limits, cmd);
   cmd->set_op(Command::TXN);
@@ -343,7 +335,7 @@ grpc::Status TxnCommand(TxnRequest* req, const RequestLimits& limits, Command* c
   txn->mutable_compare()->Swap(req->mutable_compare());
   txn->mutable_success()->Swap(req->mutable_success());
   txn->mutable_failure()->Swap(req->mutable_failure());
-  return grpc::Status::OK;
+  return Status::OK();
 }
 
 bool TxnIsReadOnly(const TxnRequest& req) {
@@ -355,16 +347,16 @@ bool TxnIsReadOnly(const TxnRequest& req) {
   return true;
 }
 
-grpc::Status LeaseGrantCommand(const LeaseGrantRequest& req, int64_t ttl, const RequestLimits& limits,
+Status LeaseGrantCommand(const LeaseGrantRequest& req, int64_t ttl, const RequestLimits& limits,
                                Command* cmd) {
   if (req.id() < 0) return Invalid("lease ID must be >= 0 (0: the server picks one)");
-  if (grpc::Status bad = CheckSession(req.has_session(), req.session()); !bad.ok()) return bad;
+  if (Status bad = CheckSession(req.has_session(), req.session()); !bad.ok()) return bad;
   cmd->Clear();
   CopySession(req.has_session(), req.session(), limits, cmd);
   cmd->set_op(Command::LEASE_GRANT);
   cmd->set_lease(req.id());
   cmd->set_lease_ttl(ttl);
-  return grpc::Status::OK;
+  return Status::OK();
 }
 
 }  // namespace raftkv

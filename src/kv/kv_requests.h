@@ -1,13 +1,13 @@
 // Validation of the client requests and their translation into state-machine
-// Commands: pure functions, used by the KV handlers (grpc_server.cc) and by
+// Commands: pure functions, used by the KV handlers (server/client_handlers.cc) and by
 // the fuzz target src/fuzz/fuzz_kv_requests.cc.
 #pragma once
 
 #include <cstddef>
 #include <string>
 
-#include <grpcpp/support/status.h>
 
+#include "common/status.h"
 #include "proto/internal.h"
 
 namespace raftkv {
@@ -29,47 +29,47 @@ struct RequestLimits {
 };
 
 // INVALID_ARGUMENT for keys the service does not accept (empty, too long).
-grpc::Status CheckKey(const std::string& key, const RequestLimits& limits);
+Status CheckKey(const std::string& key, const RequestLimits& limits);
 // INVALID_ARGUMENT for a value over the limit; `what` names the field
 // ("value", "expected").
-grpc::Status CheckValue(const std::string& value, const RequestLimits& limits,
+Status CheckValue(const std::string& value, const RequestLimits& limits,
                         const char* what = "value");
 
 // INVALID_ARGUMENT for a malformed session header (ids and sequences start at
 // 1; first_outstanding <= sequence). OK when the request has none.
-grpc::Status CheckSession(bool has_session, const Session& session);
+Status CheckSession(bool has_session, const Session& session);
 
 // Each checks a request (key, values, session) and, when it is acceptable, fills *cmd with the
 // Command to propose, moving the request's bytes into it, with the bounds of
 // `limits` the command is to be applied under.
-grpc::Status PutCommand(PutRequest* req, const RequestLimits& limits, Command* cmd);
-grpc::Status DeleteCommand(DeleteRequest* req, const RequestLimits& limits, Command* cmd);
-grpc::Status CompareAndSwapCommand(CompareAndSwapRequest* req, const RequestLimits& limits,
+Status PutCommand(PutRequest* req, const RequestLimits& limits, Command* cmd);
+Status DeleteCommand(DeleteRequest* req, const RequestLimits& limits, Command* cmd);
+Status CompareAndSwapCommand(CompareAndSwapRequest* req, const RequestLimits& limits,
                                    Command* cmd);
 // A BATCH command (Command.ops) from a Batch request: at least one op and at
 // most max_batch_ops, max_batch_bytes of keys + values, every key and value
 // within its limit, no value on a DELETE. The error names the offending op.
-grpc::Status BatchCommand(BatchRequest* req, const RequestLimits& limits, Command* cmd);
-grpc::Status CheckGetRequest(const GetRequest& req, const RequestLimits& limits);
+Status BatchCommand(BatchRequest* req, const RequestLimits& limits, Command* cmd);
+Status CheckGetRequest(const GetRequest& req, const RequestLimits& limits);
 
 // A key range (RangeRequest's rules): a valid key; range_end empty, "\0", or
 // after the key. `what` names the request in the message.
-grpc::Status CheckKeyRange(const std::string& key, const std::string& range_end,
+Status CheckKeyRange(const std::string& key, const std::string& range_end,
                            const RequestLimits& limits);
-grpc::Status CheckRangeRequest(const RangeRequest& req, const RequestLimits& limits);
-grpc::Status DeleteRangeCommand(DeleteRangeRequest* req, const RequestLimits& limits, Command* cmd);
+Status CheckRangeRequest(const RangeRequest& req, const RequestLimits& limits);
+Status DeleteRangeCommand(DeleteRangeRequest* req, const RequestLimits& limits, Command* cmd);
 // A TXN command: at most max_txn_ops compares + operations and
 // max_batch_bytes of keys and values; each compare (its value field the one
 // its target names), range, put and delete valid; ranges at the current
 // revision only (revision 0: every replica must read alike); no key written
 // twice in one list (as etcd).
-grpc::Status TxnCommand(TxnRequest* req, const RequestLimits& limits, Command* cmd);
+Status TxnCommand(TxnRequest* req, const RequestLimits& limits, Command* cmd);
 // True when neither list of the transaction writes: it can be served as a
 // read (ReadIndex) rather than through the log.
 bool TxnIsReadOnly(const TxnRequest& req);
 // A LEASE_GRANT command of `ttl` seconds (already checked against the TTL
 // bounds) for the request's id, through its session when it has one.
-grpc::Status LeaseGrantCommand(const LeaseGrantRequest& req, int64_t ttl, const RequestLimits& limits,
+Status LeaseGrantCommand(const LeaseGrantRequest& req, int64_t ttl, const RequestLimits& limits,
                                Command* cmd);
 
 }  // namespace raftkv

@@ -132,7 +132,7 @@ ApplyResult KvStateMachine::Apply(const Entry& entry) {
   ApplyResult result;
   Command command;
   const bool have_command = Decode(entry, &command, &result);
-  std::unique_lock<std::shared_mutex> lock(mu_);
+  WriterLock lock(&mu_);
   if (apply_hook_) apply_hook_(entry);
   ApplyLocked(entry, command, have_command, &result);
   PublishLocked();
@@ -463,7 +463,7 @@ size_t KvStateMachine::EstimateAnswerLocked(const google::protobuf::RepeatedPtrF
 
 Status KvStateMachine::CheckTxnAnswer(const TxnRequest& req, size_t max_bytes) const {
   if (max_bytes == 0) return Status::OK();
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  ReaderLock lock(&mu_);
   const auto& ops = CompareAllLocked(req) ? req.success() : req.failure();
   if (EstimateAnswerLocked(ops, max_bytes) > max_bytes) {
     return Status::ResourceExhausted(TooLarge("this transaction", max_bytes));
@@ -474,7 +474,7 @@ Status KvStateMachine::CheckTxnAnswer(const TxnRequest& req, size_t max_bytes) c
 Status KvStateMachine::CheckDeleteAnswer(const std::string& key, const std::string& end,
                                          size_t max_bytes) const {
   if (max_bytes == 0) return Status::OK();
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  ReaderLock lock(&mu_);
   if (RangeCostLocked(key, end, false, false, 0, max_bytes) > max_bytes) {
     return Status::ResourceExhausted(TooLarge("this delete with prev_kv", max_bytes));
   }
@@ -573,7 +573,7 @@ void KvStateMachine::Snapshot(SnapshotWriter* out) const {
   SnapshotStoreState store;
   std::vector<KvEvent> history;  // the newest snapshot_history_revisions_ of it
   {
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    ReaderLock lock(&mu_);
     out->meta().last_index = applied_index_;
     out->meta().last_term = applied_term_;
     out->meta().cluster_time_ms = cluster_time_ms_;
@@ -646,8 +646,17 @@ void KvStateMachine::Snapshot(SnapshotWriter* out) const {
   }
 }
 
-Status KvStateMachine::Restore(SnapshotReader* in) {
-  // Built aside; swapped in only once the reader has verified the file.
+// What Restore() builds aside from the file's records, and where it is in
+// them (for the checks that span records and for the error messages).
+struct KvStateMachine::RestoreState {
+  explicit RestoreState(const std::string& path) : path(path) {}
+  // A corruption at the current record.
+  Status Bad(const std::string& what) const {
+    return Status::Corruption(path + ": record " + std::to_string(record) + ": " + what);
+  }
+
+  const std::string& path;
+  uint64_t record = 0;
   CowBTree<std::string, KvRecord> data;
   SessionTable sessions;
   std::map<int64_t, LeaseState> leases;
@@ -655,183 +664,223 @@ Status KvStateMachine::Restore(SnapshotReader* in) {
   bool have_store = false;  // files written before revisions have no store record
   int64_t history_compacted = 0;
   std::vector<std::deque<KvEvent>> history;  // one entry per revision, in order
-
-  uint64_t record = 0;
-  auto bad = [&](const std::string& what) {
-    return Status::Corruption(in->path() + ": record " + std::to_string(record) + ": " + what);
-  };
+  uint64_t session_id = 0;  // the session whose results are being read
+  uint64_t results_left = 0;
+  bool in_data = false;     // a KV record was seen: no more sessions
+  std::string last_key;     // of the previous KV record
+  // Parsed into again for each record of their kind.
   SnapshotSession session_msg;
   SnapshotSessionResult result_msg;
   SnapshotKv kv_msg;
   SnapshotStoreState store_msg;
   SnapshotEvent event_msg;
-  uint64_t session_id = 0;      // the session whose results are being read
-  uint64_t results_left = 0;
-  bool in_data = false;         // a KV record was seen: no more sessions
-  std::string last_key;         // of the previous KV record
-  for (;; ++record) {
+};
+
+Status KvStateMachine::Restore(SnapshotReader* in) {
+  // Built aside; swapped in only once the reader has verified the file.
+  RestoreState st(in->path());
+  for (;; ++st.record) {
     SnapshotRecordType type;
     std::string_view msg;
     bool done = false;
     Status s = in->Next(&type, &msg, &done);
     if (!s.ok()) return s;
     if (done) break;
-    const int size = static_cast<int>(msg.size());
-    if (type != SnapshotRecordType::kSessionResult && results_left > 0) {
-      return bad("session " + std::to_string(session_id) + " is missing " +
-                 std::to_string(results_left) + " saved results");
+    if (type != SnapshotRecordType::kSessionResult && st.results_left > 0) {
+      return st.Bad("session " + std::to_string(st.session_id) + " is missing " +
+                    std::to_string(st.results_left) + " saved results");
     }
-    switch (type) {
-      case SnapshotRecordType::kSession: {
-        if (in_data) return bad("session record after the key/value records");
-        if (!session_msg.ParseFromArray(msg.data(), size)) return bad("bad SnapshotSession");
-        const uint64_t id = session_msg.client_id();
-        SessionTable::Session fields;
-        fields.timeout_ms = session_msg.timeout_ms();
-        fields.expires_at_ms = session_msg.expires_at_ms();
-        fields.first_outstanding = session_msg.first_outstanding();
-        if (!sessions.AddRestored(id, fields)) {
-          return bad("session id " + std::to_string(id) + " out of order");
-        }
-        session_id = id;
-        results_left = session_msg.result_count();
-        break;
-      }
-      case SnapshotRecordType::kSessionResult: {
-        if (results_left == 0) return bad("saved result without a session expecting it");
-        if (!result_msg.ParseFromArray(msg.data(), size)) return bad("bad SnapshotSessionResult");
-        if (result_msg.client_id() != session_id) {
-          return bad("saved result of session " + std::to_string(result_msg.client_id()) +
-                     " inside session " + std::to_string(session_id));
-        }
-        const uint64_t sequence = result_msg.sequence();
-        if (result_msg.session_error() > kMaxSessionError) {
-          return bad("unknown session error " + std::to_string(result_msg.session_error()));
-        }
-        ApplyResult r;
-        r.ok = result_msg.ok();
-        r.existed = result_msg.existed();
-        r.swapped = result_msg.swapped();
-        r.found = result_msg.found();
-        r.current = std::move(*result_msg.mutable_current());
-        r.error = std::move(*result_msg.mutable_error());
-        r.session_error = static_cast<ApplyResult::SessionError>(result_msg.session_error());
-        r.duplicate = result_msg.duplicate();
-        r.index = result_msg.index();
-        r.term = result_msg.term();
-        r.client_id = result_msg.result_client_id();
-        r.batch_existed.assign(result_msg.batch_existed().begin(), result_msg.batch_existed().end());
-        if (!r.answer.ParseFromString(result_msg.answer())) return bad("bad saved answer");
-        if (!sessions.AddRestoredResult(session_id, sequence, std::move(r))) {
-          return bad("saved result sequence " + std::to_string(sequence) + " out of order");
-        }
-        --results_left;
-        break;
-      }
-      case SnapshotRecordType::kStore: {
-        if (in_data || have_store) return bad("store record after the key/value records");
-        if (!store_msg.ParseFromArray(msg.data(), size)) return bad("bad SnapshotStoreState");
-        if (store_msg.revision() < 0) return bad("negative revision");
-        revision = store_msg.revision();
-        for (const SnapshotStoreState::LeaseRecord& l : store_msg.leases()) {
-          if (l.id() <= 0 || (!leases.empty() && l.id() <= leases.rbegin()->first)) {
-            return bad("lease id " + std::to_string(l.id()) + " out of order");
-          }
-          leases.emplace_hint(leases.end(), l.id(), LeaseState{l.ttl(), l.granted_index(), {}});
-        }
-        // Used only when history records follow (older files have none).
-        history_compacted = store_msg.history_compacted();
-        have_store = true;
-        break;
-      }
-      case SnapshotRecordType::kHistory: {
-        if (!have_store || in_data) return bad("history record outside the store's records");
-        if (!event_msg.ParseFromArray(msg.data(), size)) return bad("bad SnapshotEvent");
-        const int64_t rev = event_msg.revision();
-        const int64_t last = history.empty() ? history_compacted : history.back().front().revision;
-        if (rev <= history_compacted || rev > revision || rev < last) {
-          return bad("history revision " + std::to_string(rev) + " out of order or bounds");
-        }
-        KvEvent e;
-        e.revision = rev;
-        e.is_delete = event_msg.is_delete();
-        e.key = event_msg.kv().key();
-        e.kv = KeyValueToRecord(event_msg.mutable_kv());
-        e.has_prev = event_msg.has_prev();  // the message is present
-        if (e.has_prev) e.prev = KeyValueToRecord(event_msg.mutable_prev());
-        if (history.empty() || rev != last) history.emplace_back();
-        history.back().push_back(std::move(e));
-        break;
-      }
-      case SnapshotRecordType::kKv: {
-        if (!kv_msg.ParseFromArray(msg.data(), size)) return bad("bad SnapshotKv");
-        if (!last_key.empty() && !(last_key < kv_msg.key())) return bad("key out of order");
-        last_key = kv_msg.key();
-        KvRecord r;
-        if (!have_store) {  // before revisions: every key as created at revision 1
-          revision = 1;
-          r.create_revision = r.mod_revision = r.version = 1;
-        } else {
-          r.create_revision = kv_msg.create_revision();
-          r.mod_revision = kv_msg.mod_revision();
-          r.version = kv_msg.version();
-          r.lease = kv_msg.lease();
-          if (r.create_revision <= 0 || r.mod_revision < r.create_revision ||
-              r.mod_revision > revision || r.version <= 0) {
-            return bad("key revisions out of bounds (create " + std::to_string(r.create_revision) +
-                       ", mod " + std::to_string(r.mod_revision) + ", version " +
-                       std::to_string(r.version) + ", store revision " +
-                       std::to_string(revision) + ")");
-          }
-          if (r.lease != 0) {
-            auto l = leases.find(r.lease);
-            if (l == leases.end()) return bad("key attached to unknown lease " + std::to_string(r.lease));
-            l->second.keys.insert(kv_msg.key());
-          }
-        }
-        r.value = std::move(*kv_msg.mutable_value());
-        if (!data.insert_or_assign(std::move(*kv_msg.mutable_key()), std::move(r))) {
-          return bad("key out of order");  // a repeated key (possible only for "")
-        }
-        in_data = true;
-        break;
-      }
-    }
+    s = RestoreRecord(type, msg, &st);
+    if (!s.ok()) return s;
   }
-  if (results_left > 0) {
-    return bad("session " + std::to_string(session_id) + " is missing " +
-               std::to_string(results_left) + " saved results");
+  if (st.results_left > 0) {
+    return st.Bad("session " + std::to_string(st.session_id) + " is missing " +
+                  std::to_string(st.results_left) + " saved results");
   }
-
-  const SnapshotMeta& meta = in->meta();
-  {
-    std::unique_lock<std::shared_mutex> lock(mu_);
-    data_.swap(data);
-    std::swap(sessions_, sessions);
-    leases_.swap(leases);
-    ++lease_generation_;
-    revision_ = revision;
-    if (history_compacted < 0 || history_compacted > revision) history_compacted = revision;
-    history_.Reset(history.empty() ? revision : history_compacted);
-    for (auto& events : history) history_.AppendRevision(&events);
-    applied_index_ = meta.last_index;
-    applied_term_ = meta.last_term;
-    cluster_time_ms_ = meta.cluster_time_ms;
-    PublishLocked();
-  }
-  // The old state is freed here, outside the lock.
+  SwapInRestored(in->meta(), &st);
+  // The old state (now in `st`) is freed here, outside the lock.
   return Status::OK();
 }
 
+Status KvStateMachine::RestoreRecord(SnapshotRecordType type, std::string_view msg,
+                                     RestoreState* st) {
+  switch (type) {
+    case SnapshotRecordType::kSession:
+      return RestoreSession(msg, st);
+    case SnapshotRecordType::kSessionResult:
+      return RestoreSessionResult(msg, st);
+    case SnapshotRecordType::kStore:
+      return RestoreStore(msg, st);
+    case SnapshotRecordType::kHistory:
+      return RestoreHistory(msg, st);
+    case SnapshotRecordType::kKv:
+      return RestoreKv(msg, st);
+  }
+  return Status::OK();
+}
+
+Status KvStateMachine::RestoreSession(std::string_view msg, RestoreState* st) {
+  if (st->in_data) return st->Bad("session record after the key/value records");
+  SnapshotSession& m = st->session_msg;
+  if (!m.ParseFromArray(msg.data(), static_cast<int>(msg.size()))) {
+    return st->Bad("bad SnapshotSession");
+  }
+  const uint64_t id = m.client_id();
+  SessionTable::Session fields;
+  fields.timeout_ms = m.timeout_ms();
+  fields.expires_at_ms = m.expires_at_ms();
+  fields.first_outstanding = m.first_outstanding();
+  if (!st->sessions.AddRestored(id, fields)) {
+    return st->Bad("session id " + std::to_string(id) + " out of order");
+  }
+  st->session_id = id;
+  st->results_left = m.result_count();
+  return Status::OK();
+}
+
+Status KvStateMachine::RestoreSessionResult(std::string_view msg, RestoreState* st) {
+  if (st->results_left == 0) return st->Bad("saved result without a session expecting it");
+  SnapshotSessionResult& m = st->result_msg;
+  if (!m.ParseFromArray(msg.data(), static_cast<int>(msg.size()))) {
+    return st->Bad("bad SnapshotSessionResult");
+  }
+  if (m.client_id() != st->session_id) {
+    return st->Bad("saved result of session " + std::to_string(m.client_id()) +
+                   " inside session " + std::to_string(st->session_id));
+  }
+  const uint64_t sequence = m.sequence();
+  if (m.session_error() > kMaxSessionError) {
+    return st->Bad("unknown session error " + std::to_string(m.session_error()));
+  }
+  ApplyResult r;
+  r.ok = m.ok();
+  r.existed = m.existed();
+  r.swapped = m.swapped();
+  r.found = m.found();
+  r.current = std::move(*m.mutable_current());
+  r.error = std::move(*m.mutable_error());
+  r.session_error = static_cast<ApplyResult::SessionError>(m.session_error());
+  r.duplicate = m.duplicate();
+  r.index = m.index();
+  r.term = m.term();
+  r.client_id = m.result_client_id();
+  r.batch_existed.assign(m.batch_existed().begin(), m.batch_existed().end());
+  if (!r.answer.ParseFromString(m.answer())) return st->Bad("bad saved answer");
+  if (!st->sessions.AddRestoredResult(st->session_id, sequence, std::move(r))) {
+    return st->Bad("saved result sequence " + std::to_string(sequence) + " out of order");
+  }
+  --st->results_left;
+  return Status::OK();
+}
+
+Status KvStateMachine::RestoreStore(std::string_view msg, RestoreState* st) {
+  if (st->in_data || st->have_store) return st->Bad("store record after the key/value records");
+  SnapshotStoreState& m = st->store_msg;
+  if (!m.ParseFromArray(msg.data(), static_cast<int>(msg.size()))) {
+    return st->Bad("bad SnapshotStoreState");
+  }
+  if (m.revision() < 0) return st->Bad("negative revision");
+  st->revision = m.revision();
+  std::map<int64_t, LeaseState>& leases = st->leases;
+  for (const SnapshotStoreState::LeaseRecord& l : m.leases()) {
+    if (l.id() <= 0 || (!leases.empty() && l.id() <= leases.rbegin()->first)) {
+      return st->Bad("lease id " + std::to_string(l.id()) + " out of order");
+    }
+    leases.emplace_hint(leases.end(), l.id(), LeaseState{l.ttl(), l.granted_index(), {}});
+  }
+  // Used only when history records follow (older files have none).
+  st->history_compacted = m.history_compacted();
+  st->have_store = true;
+  return Status::OK();
+}
+
+Status KvStateMachine::RestoreHistory(std::string_view msg, RestoreState* st) {
+  if (!st->have_store || st->in_data) return st->Bad("history record outside the store's records");
+  SnapshotEvent& m = st->event_msg;
+  if (!m.ParseFromArray(msg.data(), static_cast<int>(msg.size()))) {
+    return st->Bad("bad SnapshotEvent");
+  }
+  std::vector<std::deque<KvEvent>>& history = st->history;
+  const int64_t rev = m.revision();
+  const int64_t last = history.empty() ? st->history_compacted : history.back().front().revision;
+  if (rev <= st->history_compacted || rev > st->revision || rev < last) {
+    return st->Bad("history revision " + std::to_string(rev) + " out of order or bounds");
+  }
+  KvEvent e;
+  e.revision = rev;
+  e.is_delete = m.is_delete();
+  e.key = m.kv().key();
+  e.kv = KeyValueToRecord(m.mutable_kv());
+  e.has_prev = m.has_prev();  // the message is present
+  if (e.has_prev) e.prev = KeyValueToRecord(m.mutable_prev());
+  if (history.empty() || rev != last) history.emplace_back();
+  history.back().push_back(std::move(e));
+  return Status::OK();
+}
+
+Status KvStateMachine::RestoreKv(std::string_view msg, RestoreState* st) {
+  SnapshotKv& m = st->kv_msg;
+  if (!m.ParseFromArray(msg.data(), static_cast<int>(msg.size()))) return st->Bad("bad SnapshotKv");
+  if (!st->last_key.empty() && !(st->last_key < m.key())) return st->Bad("key out of order");
+  st->last_key = m.key();
+  KvRecord r;
+  if (!st->have_store) {  // before revisions: every key as created at revision 1
+    st->revision = 1;
+    r.create_revision = r.mod_revision = r.version = 1;
+  } else {
+    r.create_revision = m.create_revision();
+    r.mod_revision = m.mod_revision();
+    r.version = m.version();
+    r.lease = m.lease();
+    if (r.create_revision <= 0 || r.mod_revision < r.create_revision ||
+        r.mod_revision > st->revision || r.version <= 0) {
+      return st->Bad("key revisions out of bounds (create " + std::to_string(r.create_revision) +
+                     ", mod " + std::to_string(r.mod_revision) + ", version " +
+                     std::to_string(r.version) + ", store revision " +
+                     std::to_string(st->revision) + ")");
+    }
+    if (r.lease != 0) {
+      auto l = st->leases.find(r.lease);
+      if (l == st->leases.end()) {
+        return st->Bad("key attached to unknown lease " + std::to_string(r.lease));
+      }
+      l->second.keys.insert(m.key());
+    }
+  }
+  r.value = std::move(*m.mutable_value());
+  if (!st->data.insert_or_assign(std::move(*m.mutable_key()), std::move(r))) {
+    return st->Bad("key out of order");  // a repeated key (possible only for "")
+  }
+  st->in_data = true;
+  return Status::OK();
+}
+
+void KvStateMachine::SwapInRestored(const SnapshotMeta& meta, RestoreState* st) {
+  WriterLock lock(&mu_);
+  data_.swap(st->data);
+  std::swap(sessions_, st->sessions);
+  leases_.swap(st->leases);
+  ++lease_generation_;
+  revision_ = st->revision;
+  int64_t history_compacted = st->history_compacted;
+  if (history_compacted < 0 || history_compacted > st->revision) history_compacted = st->revision;
+  history_.Reset(st->history.empty() ? st->revision : history_compacted);
+  for (auto& events : st->history) history_.AppendRevision(&events);
+  applied_index_ = meta.last_index;
+  applied_term_ = meta.last_term;
+  cluster_time_ms_ = meta.cluster_time_ms;
+  PublishLocked();
+}
+
 std::optional<std::string> KvStateMachine::Get(const std::string& key) const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  ReaderLock lock(&mu_);
   const KvRecord* r = data_.find(key);
   if (r == nullptr) return std::nullopt;
   return r->value;
 }
 
 std::optional<KvRecord> KvStateMachine::GetRecord(const std::string& key) const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  ReaderLock lock(&mu_);
   const KvRecord* r = data_.find(key);
   if (r == nullptr) return std::nullopt;
   return *r;
@@ -910,7 +959,7 @@ Status KvStateMachine::RangeAtLocked(const RangeRequest& req, RangeResponse* res
 Status KvStateMachine::Range(const RangeRequest& req, RangeResponse* resp, size_t max_bytes) const {
   resp->Clear();
   {
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    ReaderLock lock(&mu_);
     resp->mutable_header()->set_revision(revision_);
     if (req.revision() != 0 && req.revision() != revision_) return RangeAtLocked(req, resp, max_bytes);
     if (req.range_end().empty()) return RangeLocked(req, resp, max_bytes);
@@ -919,7 +968,7 @@ Status KvStateMachine::Range(const RangeRequest& req, RangeResponse* resp, size_
   // copy-on-write image, so a long range does not hold up Apply().
   CowBTree<std::string, KvRecord> image;
   {
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    ReaderLock lock(&mu_);
     if (resp->header().revision() != revision_) {  // moved on in between: use the new one
       resp->mutable_header()->set_revision(revision_);
     }
@@ -935,7 +984,7 @@ Status KvStateMachine::Range(const RangeRequest& req, RangeResponse* resp, size_
 
 Status KvStateMachine::ReadTxn(const TxnRequest& req, TxnResponse* resp, size_t max_bytes) const {
   resp->Clear();
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  ReaderLock lock(&mu_);
   const bool succeeded = CompareAllLocked(req);
   resp->set_succeeded(succeeded);
   resp->mutable_header()->set_revision(revision_);
@@ -958,7 +1007,7 @@ Status KvStateMachine::ReadTxn(const TxnRequest& req, TxnResponse* resp, size_t 
 Status KvStateMachine::ReadEvents(const std::string& key, const std::string& end, int64_t from,
                                   size_t max_bytes, EventBatch* out) const {
   out->events.clear();
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  ReaderLock lock(&mu_);
   out->revision = revision_;
   if (from <= history_.compacted()) {
     return Status::OutOfRange("revision " + std::to_string(from) +
@@ -989,27 +1038,27 @@ int64_t KvStateMachine::Revision() const {
 }
 
 int64_t KvStateMachine::CompactedRevision() const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  ReaderLock lock(&mu_);
   return history_.compacted();
 }
 
 void KvStateMachine::SetHistoryLimits(size_t max_revisions, size_t max_bytes) {
-  std::unique_lock<std::shared_mutex> lock(mu_);
+  WriterLock lock(&mu_);
   history_.SetLimits(max_revisions, max_bytes);
 }
 
 void KvStateMachine::SetSnapshotHistory(size_t revisions) {
-  std::unique_lock<std::shared_mutex> lock(mu_);
+  WriterLock lock(&mu_);
   snapshot_history_revisions_ = revisions;
 }
 
 size_t KvStateMachine::HistoryBytes() const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  ReaderLock lock(&mu_);
   return history_.bytes();
 }
 
 bool KvStateMachine::GetLease(int64_t id, int64_t* ttl, std::vector<std::string>* keys) const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  ReaderLock lock(&mu_);
   auto it = leases_.find(id);
   if (it == leases_.end()) return false;
   *ttl = it->second.ttl;
@@ -1018,7 +1067,7 @@ bool KvStateMachine::GetLease(int64_t id, int64_t* ttl, std::vector<std::string>
 }
 
 std::vector<std::pair<int64_t, int64_t>> KvStateMachine::Leases() const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  ReaderLock lock(&mu_);
   std::vector<std::pair<int64_t, int64_t>> out;
   out.reserve(leases_.size());
   for (const auto& [id, l] : leases_) out.emplace_back(id, l.ttl);
@@ -1026,7 +1075,7 @@ std::vector<std::pair<int64_t, int64_t>> KvStateMachine::Leases() const {
 }
 
 std::vector<LeaseInfo> KvStateMachine::LeaseInfos() const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  ReaderLock lock(&mu_);
   std::vector<LeaseInfo> out;
   out.reserve(leases_.size());
   for (const auto& [id, l] : leases_) out.push_back(LeaseInfo{id, l.ttl, l.granted_index});
@@ -1034,7 +1083,7 @@ std::vector<LeaseInfo> KvStateMachine::LeaseInfos() const {
 }
 
 size_t KvStateMachine::LeaseCount() const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  ReaderLock lock(&mu_);
   return leases_.size();
 }
 

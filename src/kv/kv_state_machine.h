@@ -33,9 +33,11 @@
 // with one read from a snapshot file. See Snapshot() for the locking
 // trade-off and snapshot_format.h for the file layout.
 //
-// Thread safety: Apply() and Restore() are called by one thread (the node's
-// apply loop); every const method may be called concurrently from any
-// thread.
+// Thread safety: Apply() runs on the node's apply thread; Restore() on the
+// I/O loop at start and when a leader's snapshot is installed, while the
+// apply thread is idle (the node drains it first), so the two never
+// overlap. Every const method may be called concurrently from any thread;
+// the lock (mu_) is checked by the compiler (GUARDED_BY, common/mutex.h).
 #pragma once
 
 #include <atomic>
@@ -45,11 +47,12 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "proto/internal.h"
 #include "kv/apply_result.h"
@@ -91,7 +94,7 @@ class KvStateMachine : public SnapshotTarget {
   // stay identical). A CAS writes its value iff (has_expected ? the key is
   // present and equal to expected : the key is absent); the decision depends
   // only on the map, so every replica decides alike.
-  ApplyResult Apply(const Entry& entry);
+  ApplyResult Apply(const Entry& entry) EXCLUDES(mu_);
 
   // Captures the whole state into `out` (records, and out->meta() gets
   // last_index/last_term = the applied index/term and the cluster time;
@@ -106,7 +109,7 @@ class KvStateMachine : public SnapshotTarget {
   // is memory: every node changed during the capture exists twice until the
   // image is dropped (at most the whole map, for a capture overlapping a
   // rewrite of every key).
-  void Snapshot(SnapshotWriter* out) const;
+  void Snapshot(SnapshotWriter* out) const EXCLUDES(mu_);
 
   // Replaces the whole state (map, sessions with saved results and expiry,
   // cluster time, applied index and term) by the snapshot `in` reads. The
@@ -117,17 +120,19 @@ class KvStateMachine : public SnapshotTarget {
   // installing it is progress. `in` must be freshly opened.
   Status Restore(SnapshotReader* in) override;
 
-  std::optional<std::string> Get(const std::string& key) const;
-  std::optional<KvRecord> GetRecord(const std::string& key) const;
+  std::optional<std::string> Get(const std::string& key) const EXCLUDES(mu_);
+  std::optional<KvRecord> GetRecord(const std::string& key) const EXCLUDES(mu_);
   // The keys of req's range at req.revision() (0: now), with limit,
   // keys_only and count_only; resp->header().revision() is the store's
   // revision. OutOfRange for a revision compacted away or in the future;
   // ResourceExhausted once the key-values would exceed `max_bytes` (0: no
   // bound). `limit` bounds the keys copied as the range is walked.
-  Status Range(const RangeRequest& req, RangeResponse* resp, size_t max_bytes = 0) const;
+  Status Range(const RangeRequest& req, RangeResponse* resp, size_t max_bytes = 0) const
+      EXCLUDES(mu_);
   // A transaction without writes (only ranges), evaluated on the current
   // state as Apply() would; ResourceExhausted past `max_bytes` in all.
-  Status ReadTxn(const TxnRequest& req, TxnResponse* resp, size_t max_bytes = 0) const;
+  Status ReadTxn(const TxnRequest& req, TxnResponse* resp, size_t max_bytes = 0) const
+      EXCLUDES(mu_);
   // What applying the write transaction `req` now would answer, estimated
   // from above as Apply() does before it changes anything:
   // ResourceExhausted when over `max_bytes` (the leader's check before it
@@ -185,7 +190,7 @@ class KvStateMachine : public SnapshotTarget {
   // Tests only: runs inside every Apply() with the lock held exclusively
   // (to hold an apply for as long as a test needs).
   void SetApplyHookForTest(std::function<void(const Entry&)> hook) {
-    std::unique_lock<std::shared_mutex> lock(mu_);
+    WriterLock lock(&mu_);
     apply_hook_ = std::move(hook);
   }
 
@@ -196,41 +201,55 @@ class KvStateMachine : public SnapshotTarget {
     std::deque<KvEvent> events;
   };
   // Applies a data command to the map (no session logic), moving its keys
-  // and values into the map. Requires mu_.
-  void ApplyToMap(Command& command, ApplyResult* result);
-  // The writes of ApplyToMap. Require mu_ (exclusive). Return whether the
-  // key existed; fill *prev with its record before when not null.
-  bool PutKey(std::string key, std::string value, int64_t lease, Changes* changes, KeyValue* prev);
-  bool DeleteKey(const std::string& key, Changes* changes, KeyValue* prev);
+  // and values into the map.
+  void ApplyToMap(Command& command, ApplyResult* result) REQUIRES(mu_);
+  // The writes of ApplyToMap. Return whether the key existed; fill *prev
+  // with its record before when not null.
+  bool PutKey(std::string key, std::string value, int64_t lease, Changes* changes, KeyValue* prev)
+      REQUIRES(mu_);
+  bool DeleteKey(const std::string& key, Changes* changes, KeyValue* prev) REQUIRES(mu_);
   int64_t DeleteRangeKeys(const std::string& key, const std::string& end, Changes* changes,
-                          google::protobuf::RepeatedPtrField<KeyValue>* prevs);
-  void ApplyTxn(Command& command, ApplyResult* result, Changes* changes);
+                          google::protobuf::RepeatedPtrField<KeyValue>* prevs) REQUIRES(mu_);
+  void ApplyTxn(Command& command, ApplyResult* result, Changes* changes) REQUIRES(mu_);
   // The bytes an answer to `ops` could carry (ranges, previous key-values),
   // estimated from above on the current map; stops counting past `budget`.
-  // Requires mu_.
   size_t EstimateAnswerLocked(const google::protobuf::RepeatedPtrField<RequestOp>& ops,
-                              size_t budget) const;
+                              size_t budget) const REQUIRES_SHARED(mu_);
   // The bytes of [key, end) a range would visit (see kVisitCost), stopping
-  // past `budget`. Requires mu_.
+  // past `budget`.
   size_t RangeCostLocked(const std::string& key, const std::string& end, bool keys_only,
-                         bool count_only, int64_t limit, size_t budget) const;
-  bool CompareAllLocked(const TxnRequest& txn) const;  // requires mu_
-  // Publishes the counters read without the lock. Requires mu_ (exclusive).
-  void PublishLocked();
-  void ApplyLeaseRevoke(int64_t id, ApplyResult* result, Changes* changes);
-  bool CompareHolds(const Compare& c) const;  // requires mu_
+                         bool count_only, int64_t limit, size_t budget) const
+      REQUIRES_SHARED(mu_);
+  bool CompareAllLocked(const TxnRequest& txn) const REQUIRES_SHARED(mu_);
+  // Publishes the counters read without the lock.
+  void PublishLocked() REQUIRES(mu_);
+  void ApplyLeaseRevoke(int64_t id, ApplyResult* result, Changes* changes) REQUIRES(mu_);
+  bool CompareHolds(const Compare& c) const REQUIRES_SHARED(mu_);
   // Range over the current map, with its answer bounded by max_bytes (0:
-  // none). Requires mu_ (shared).
-  Status RangeLocked(const RangeRequest& req, RangeResponse* resp, size_t max_bytes) const;
-  // Range at a past revision. Requires mu_ (shared).
-  Status RangeAtLocked(const RangeRequest& req, RangeResponse* resp, size_t max_bytes) const;
-  void DetachLease(const std::string& key, int64_t lease);  // requires mu_
+  // none).
+  Status RangeLocked(const RangeRequest& req, RangeResponse* resp, size_t max_bytes) const
+      REQUIRES_SHARED(mu_);
+  // Range at a past revision.
+  Status RangeAtLocked(const RangeRequest& req, RangeResponse* resp, size_t max_bytes) const
+      REQUIRES_SHARED(mu_);
+  void DetachLease(const std::string& key, int64_t lease) REQUIRES(mu_);
 
   // Decodes `entry`'s command outside the lock; false if it has none to run.
   static bool Decode(const Entry& entry, Command* command, ApplyResult* result);
-  // The rest of Apply(). Requires mu_ (exclusive).
+  // The rest of Apply().
   void ApplyLocked(const Entry& entry, Command& command, bool have_command,
-                   ApplyResult* result);
+                   ApplyResult* result) REQUIRES(mu_);
+
+  // Restore(), step by step: the state read so far, one record of each kind
+  // checked and added to it (without the lock), then the swap (under it).
+  struct RestoreState;
+  static Status RestoreRecord(SnapshotRecordType type, std::string_view msg, RestoreState* st);
+  static Status RestoreSession(std::string_view msg, RestoreState* st);
+  static Status RestoreSessionResult(std::string_view msg, RestoreState* st);
+  static Status RestoreStore(std::string_view msg, RestoreState* st);
+  static Status RestoreHistory(std::string_view msg, RestoreState* st);
+  static Status RestoreKv(std::string_view msg, RestoreState* st);
+  void SwapInRestored(const SnapshotMeta& meta, RestoreState* st) EXCLUDES(mu_);
 
   struct LeaseState {
     int64_t ttl = 0;
@@ -238,18 +257,18 @@ class KvStateMachine : public SnapshotTarget {
     std::set<std::string> keys;
   };
 
-  mutable std::shared_mutex mu_;
-  CowBTree<std::string, KvRecord> data_;     // guarded by mu_
-  int64_t revision_ = 0;                     // guarded by mu_
-  KvHistory history_{kDefaultHistoryRevisions, kDefaultHistoryBytes};  // guarded by mu_
-  size_t snapshot_history_revisions_ = kDefaultSnapshotHistoryRevisions;  // guarded by mu_
-  std::map<int64_t, LeaseState> leases_;     // guarded by mu_
-  uint64_t lease_generation_ = 0;            // guarded by mu_
-  uint64_t applied_index_ = 0;               // guarded by mu_
-  uint64_t applied_term_ = 0;                // guarded by mu_
-  uint64_t cluster_time_ms_ = 0;             // guarded by mu_: of the last entry
-  SessionTable sessions_;                    // guarded by mu_
-  std::function<void(const Entry&)> apply_hook_;  // guarded by mu_; tests only
+  mutable SharedMutex mu_;
+  CowBTree<std::string, KvRecord> data_ GUARDED_BY(mu_);
+  int64_t revision_ GUARDED_BY(mu_) = 0;
+  KvHistory history_ GUARDED_BY(mu_) = KvHistory(kDefaultHistoryRevisions, kDefaultHistoryBytes);
+  size_t snapshot_history_revisions_ GUARDED_BY(mu_) = kDefaultSnapshotHistoryRevisions;
+  std::map<int64_t, LeaseState> leases_ GUARDED_BY(mu_);
+  uint64_t lease_generation_ GUARDED_BY(mu_) = 0;
+  uint64_t applied_index_ GUARDED_BY(mu_) = 0;
+  uint64_t applied_term_ GUARDED_BY(mu_) = 0;
+  uint64_t cluster_time_ms_ GUARDED_BY(mu_) = 0;  // of the last entry
+  SessionTable sessions_ GUARDED_BY(mu_);
+  std::function<void(const Entry&)> apply_hook_ GUARDED_BY(mu_);  // tests only
 
   // Published by PublishLocked() after every change, read without mu_.
   std::atomic<int64_t> published_revision_{0};

@@ -13,11 +13,7 @@ Leader::Leader(Core* core) : core_(core), config_(core->config), log_(core->log)
   core_->election_elapsed = 0;
   AddFollowers();
   leader_time_ms_ = log_.last_cluster_time_ms();
-  Entry noop;
-  noop.set_term(core_->term);
-  noop.set_cluster_time_ms(leader_time_ms_);
-  noop.set_index(log_.last_index() + 1);
-  noop.set_type(ENTRY_NOOP);
+  Entry noop = NextEntry(ENTRY_NOOP, std::string());
   term_start_index_ = noop.index();
   core_->AppendToLog(std::move(noop));
   LOG(INFO) << "member " << config_.id << " became leader of term " << core_->term << " at index "
@@ -75,20 +71,30 @@ void Leader::PrepareReady() {
   BroadcastAppend();
 }
 
+Entry Leader::NextEntry(EntryType type, std::string data) const {
+  Entry e;
+  e.set_term(core_->term);
+  e.set_index(log_.last_index() + 1);
+  e.set_type(type);
+  e.set_cluster_time_ms(leader_time_ms_);
+  e.set_data(std::move(data));
+  return e;
+}
+
+Status Leader::TransferInProgress() const {
+  return Status::FailedPrecondition("leadership transfer to member " +
+                                    std::to_string(transfer_target_) +
+                                    " in progress; retry shortly");
+}
+
 ProposeResult Leader::Propose(std::string data) {
   ProposeResult result;
   if (!leading()) return result;
   if (transfer_target_ != 0) {
-    result.error = Status::FailedPrecondition("leadership transfer to member " +
-                                              std::to_string(transfer_target_) + " in progress; retry shortly");
+    result.error = TransferInProgress();
     return result;
   }
-  Entry e;
-  e.set_term(core_->term);
-  e.set_index(log_.last_index() + 1);
-  e.set_type(ENTRY_COMMAND);
-  e.set_cluster_time_ms(leader_time_ms_);
-  e.set_data(std::move(data));
+  Entry e = NextEntry(ENTRY_COMMAND, std::move(data));
   result.accepted = true;
   result.index = e.index();
   result.term = core_->term;
@@ -102,8 +108,7 @@ ProposeResult Leader::ProposeMembershipChange(const MembershipChange& change) {
   ProposeResult result;
   if (!leading()) return result;
   if (transfer_target_ != 0) {
-    result.error = Status::FailedPrecondition("leadership transfer to member " +
-                                              std::to_string(transfer_target_) + " in progress; retry shortly");
+    result.error = TransferInProgress();
     return result;
   }
   if (log_.membership_index() > log_.commit()) {
@@ -139,12 +144,7 @@ ProposeResult Leader::ProposeMembershipChange(const MembershipChange& change) {
     result.error = bad;
     return result;
   }
-  Entry e;
-  e.set_term(core_->term);
-  e.set_index(log_.last_index() + 1);
-  e.set_type(ENTRY_CONFIG);
-  e.set_cluster_time_ms(leader_time_ms_);
-  e.set_data(next.SerializeAsString());
+  Entry e = NextEntry(ENTRY_CONFIG, next.SerializeAsString());
   result.accepted = true;
   result.index = e.index();
   result.term = core_->term;

@@ -63,6 +63,11 @@ class Leader {
 
  private:
   bool leading() const { return core_->role == Role::kLeader; }
+  // The entry that would follow the log's last one: this leader's term and
+  // cluster time, `type` and `data`.
+  Entry NextEntry(EntryType type, std::string data) const;
+  // Why a proposal is refused while a leadership transfer is under way.
+  Status TransferInProgress() const;
   void AddFollowers();
   void BroadcastAppend();
   void BroadcastHeartbeat();

@@ -8,6 +8,18 @@
 // kSnapshot: the entries the follower needs were compacted away; the service
 // is streaming it the leader's snapshot (pending_snapshot) and nothing else
 // is sent until that ends (kSnapshotResp, or the transfer fails).
+//
+// Invariant, in every state: match < next. The entries up to `match` are on
+// the follower (durable, acknowledged); `next` is the first one the leader
+// will send. kProbe: the logs may differ anywhere in (match, next); a
+// rejection moves `next` down (never to match or below), an acceptance
+// moves `match` up. kReplicate: the entries in [match + 1, next) have been
+// sent and are in flight (inflight_ holds the last index of each message);
+// entering it sets next = match + 1. kSnapshot: no entries are sent;
+// pending_snapshot is the snapshot's index, and once it is installed the
+// follower probes from match + 1 (match = at least that index). `match`
+// drops only when the follower reports that its log lost entries it had
+// acknowledged (OnRegressed).
 #pragma once
 
 #include <cstddef>

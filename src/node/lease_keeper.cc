@@ -21,10 +21,10 @@ void LeaseKeeper::Start() {
 
 void LeaseKeeper::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -78,9 +78,9 @@ void LeaseKeeper::SyncLocked(Steady::time_point now) {
 }
 
 void LeaseKeeper::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!stopping_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(options_.check_interval_ms));
+    cv_.WaitFor(&mu_, std::chrono::milliseconds(options_.check_interval_ms));
     if (stopping_) break;
     const auto now = Steady::now();
     SyncLocked(now);
@@ -95,7 +95,7 @@ void LeaseKeeper::Loop() {
       expired.emplace_back(id, clock.granted_index);
     }
     if (expired.empty()) continue;
-    lock.unlock();
+    lock.Unlock();
     for (const auto& [id, granted_index] : expired) {
       Command cmd;
       cmd.set_op(Command::LEASE_REVOKE);
@@ -105,7 +105,7 @@ void LeaseKeeper::Loop() {
       cmd.set_lease_granted_index(granted_index);
       node_->Propose(cmd.SerializeAsString(), Steady::now() + std::chrono::seconds(2),
                      [this, id = id, granted_index = granted_index](Outcome out) {
-                       std::lock_guard<std::mutex> l(mu_);
+                       MutexLock l(&mu_);
                        if (out.status.ok()) {
                          ++expired_total_;
                          VLOG(1) << "lease " << std::hex << id << " expired";
@@ -119,7 +119,7 @@ void LeaseKeeper::Loop() {
                        }
                      });
     }
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -131,7 +131,7 @@ LeaseKeeper::Steady::time_point LeaseKeeper::DeadlineAfter(Steady::time_point no
 }
 
 void LeaseKeeper::Renew(int64_t id, int64_t* ttl) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const auto now = Steady::now();
   SyncLocked(now);
   *ttl = 0;
@@ -155,19 +155,19 @@ void LeaseKeeper::Renew(int64_t id, int64_t* ttl) {
 }
 
 void LeaseKeeper::BeginRevoke(int64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++client_revoking_[id];
 }
 
 void LeaseKeeper::EndRevoke(int64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = client_revoking_.find(id);
   if (it != client_revoking_.end() && --it->second == 0) client_revoking_.erase(it);
 }
 
 void LeaseKeeper::Remaining(int64_t id, int64_t* remaining, int64_t* granted,
                             std::vector<std::string>* keys) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const auto now = Steady::now();
   SyncLocked(now);
   if (!node_->state_machine().GetLease(id, granted, keys)) {
@@ -185,7 +185,7 @@ void LeaseKeeper::Remaining(int64_t id, int64_t* remaining, int64_t* granted,
 }
 
 uint64_t LeaseKeeper::expired_total() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return expired_total_;
 }
 

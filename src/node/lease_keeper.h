@@ -20,16 +20,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 
+#include "common/mutex.h"
 #include "node/node.h"
 
 namespace raftkv {
@@ -48,7 +47,7 @@ class LeaseKeeper {
   LeaseKeeper(const LeaseOptions& options, RaftNode* node);
   ~LeaseKeeper();
   void Start();
-  void Stop();
+  void Stop() EXCLUDES(mu_);
 
   const LeaseOptions& options() const { return options_; }
   // Checks a requested TTL: INVALID_ARGUMENT when <= 0 or above the
@@ -58,17 +57,18 @@ class LeaseKeeper {
   // Leader, after a read barrier: restarts the TTL of lease `id`; *ttl = its
   // TTL, or 0 when there is no such lease, its deadline passed or a revoke
   // of it is in flight.
-  void Renew(int64_t id, int64_t* ttl);
+  void Renew(int64_t id, int64_t* ttl) EXCLUDES(mu_);
   // A client's LeaseRevoke of `id` is proposed / has its outcome: no renewal
   // meanwhile.
-  void BeginRevoke(int64_t id);
-  void EndRevoke(int64_t id);
+  void BeginRevoke(int64_t id) EXCLUDES(mu_);
+  void EndRevoke(int64_t id) EXCLUDES(mu_);
   // Leader: seconds left of lease `id` (rounded up), or -1 when it does not
   // exist; *granted its TTL.
-  void Remaining(int64_t id, int64_t* remaining, int64_t* granted, std::vector<std::string>* keys);
+  void Remaining(int64_t id, int64_t* remaining, int64_t* granted, std::vector<std::string>* keys)
+      EXCLUDES(mu_);
 
   // Leases revoked because they expired (a metric).
-  uint64_t expired_total() const;
+  uint64_t expired_total() const EXCLUDES(mu_);
 
  private:
   using Steady = std::chrono::steady_clock;
@@ -78,22 +78,22 @@ class LeaseKeeper {
   };
   // now + ttl seconds, saturating.
   static Steady::time_point DeadlineAfter(Steady::time_point now, int64_t ttl_s);
-  void Loop();
-  // Follows the node's role and the state machine's leases. Requires mu_.
-  void SyncLocked(Steady::time_point now);
+  void Loop() EXCLUDES(mu_);
+  // Follows the node's role and the state machine's leases.
+  void SyncLocked(Steady::time_point now) REQUIRES(mu_);
 
   const LeaseOptions options_;
   RaftNode* const node_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;         // guarded by mu_
-  uint64_t leader_term_ = 0;      // guarded by mu_: the term this member leads (0: not leader)
-  uint64_t generation_ = 0;       // guarded by mu_: the state machine's lease generation seen
-  bool synced_ = false;           // guarded by mu_
-  std::map<int64_t, LeaseClock> deadlines_;              // guarded by mu_ (leader only)
-  std::map<int64_t, Steady::time_point> revoking_;       // guarded by mu_: expiry proposed at
-  std::map<int64_t, int> client_revoking_;               // guarded by mu_: LeaseRevoke calls in flight
-  uint64_t expired_total_ = 0;    // guarded by mu_
+  mutable Mutex mu_;
+  CondVar cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  uint64_t leader_term_ GUARDED_BY(mu_) = 0;  // the term this member leads (0: not leader)
+  uint64_t generation_ GUARDED_BY(mu_) = 0;   // the state machine's lease generation seen
+  bool synced_ GUARDED_BY(mu_) = false;
+  std::map<int64_t, LeaseClock> deadlines_ GUARDED_BY(mu_);  // leader only
+  std::map<int64_t, Steady::time_point> revoking_ GUARDED_BY(mu_);  // expiry proposed at
+  std::map<int64_t, int> client_revoking_ GUARDED_BY(mu_);  // LeaseRevoke calls in flight
+  uint64_t expired_total_ GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 

@@ -58,7 +58,7 @@ RaftNode::RaftNode(const NodeOptions& options, RecoveredState r)
                  &metrics_,
                  SnapshotManager::Hooks{
                      [this](uint64_t index, std::string* config) {
-                       std::lock_guard<std::mutex> lock(mu_);
+                       MutexLock lock(&mu_);
                        // The core knows the configuration at any index from
                        // its own snapshot on.
                        if (index < raft_.snapshot().index) return false;
@@ -81,7 +81,7 @@ void RaftNode::Start(PeerSender* sender) {
   sender_ = sender;
   MembershipConfig members;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     members = raft_.membership();
   }
   // The configuration recovered from the snapshot and log may name members
@@ -100,12 +100,12 @@ void RaftNode::Start(PeerSender* sender) {
 
 void RaftNode::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
   }
-  wake_.notify_all();
-  stop_signal_.notify_all();
+  wake_.SignalAll();
+  stop_signal_.SignalAll();
   if (io_thread_.joinable()) io_thread_.join();
   if (tick_thread_.joinable()) tick_thread_.join();
   // After the I/O loop (which may be waiting for it to drain): completions
@@ -116,7 +116,7 @@ void RaftNode::Stop() {
   snapshots_.Stop(&completions);
   std::vector<ReplyCallback> replies;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     calls_.FailAll(&completions, &replies);
   }
   RunAll(&completions);
@@ -126,8 +126,8 @@ void RaftNode::Stop() {
 void RaftNode::WakeIoLoop() {
   // Taking mu_ orders this with the I/O loop's check of its wake-up
   // condition: it either sees the new work or is already waiting.
-  { std::lock_guard<std::mutex> lock(mu_); }
-  wake_.notify_one();
+  { MutexLock lock(&mu_); }
+  wake_.Signal();
 }
 
 // ---------------------------------------------------------------------------
@@ -145,8 +145,16 @@ std::string RaftNode::AddressOfLocked(uint64_t id) const {
 }
 
 std::string RaftNode::AddressOf(uint64_t id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return AddressOfLocked(id);
+}
+
+void RaftNode::CheckInvariantsLocked() {
+#ifndef NDEBUG
+  std::vector<std::string> violations;
+  invariants_.Check(raft_, /*full=*/false, &violations);
+  for (const std::string& v : violations) LOG(DFATAL) << "consensus invariant broken: " << v;
+#endif
 }
 
 Outcome RaftNode::NotLeaderLocked() const {
@@ -169,14 +177,14 @@ Outcome RaftNode::NotLeaderLocked() const {
 }
 
 Outcome RaftNode::NotLeader() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return NotLeaderLocked();
 }
 
 void RaftNode::Propose(std::string command, Clock::time_point deadline, OutcomeCallback done) {
   Outcome refusal;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) {
       refusal = Failure(Status::Code::kUnavailable, "server is shutting down");
     } else {
@@ -184,7 +192,7 @@ void RaftNode::Propose(std::string command, Clock::time_point deadline, OutcomeC
       if (r.accepted) {
         metrics_.proposals.fetch_add(1, std::memory_order_relaxed);
         calls_.AddWrite(r.index, r.term, deadline, std::move(done));
-        wake_.notify_one();
+        wake_.Signal();
         return;
       }
       if (!r.error.ok() && raft_.role() == raft::Role::kLeader) {
@@ -205,7 +213,7 @@ void RaftNode::ChangeMembership(const raft::MembershipChange& change, Clock::tim
                                 OutcomeCallback done) {
   Outcome refusal;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) {
       refusal = Failure(Status::Code::kUnavailable, "server is shutting down");
     } else {
@@ -215,7 +223,7 @@ void RaftNode::ChangeMembership(const raft::MembershipChange& change, Clock::tim
                   << " of member " << change.id << " at index " << r.index << " (term " << r.term
                   << ")";
         calls_.AddWrite(r.index, r.term, deadline, std::move(done));
-        wake_.notify_one();
+        wake_.Signal();
         return;
       }
       if (!r.error.ok()) {
@@ -234,7 +242,7 @@ void RaftNode::ChangeMembership(const raft::MembershipChange& change, Clock::tim
 void RaftNode::TransferLeadership(uint64_t target, Clock::time_point deadline, OutcomeCallback done) {
   Outcome refusal;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) {
       refusal = Failure(Status::Code::kUnavailable, "server is shutting down");
     } else if (raft_.role() != raft::Role::kLeader) {
@@ -245,7 +253,7 @@ void RaftNode::TransferLeadership(uint64_t target, Clock::time_point deadline, O
         LOG(INFO) << "member " << options_.id << " transfers leadership of term " << raft_.term()
                   << " to member " << target;
         calls_.AddTransfer(target, raft_.term(), deadline, std::move(done));
-        if (raft_.HasReady()) wake_.notify_one();
+        if (raft_.HasReady()) wake_.Signal();
         return;
       }
       refusal = Failure(Status::Code::kFailedPrecondition,
@@ -259,14 +267,14 @@ void RaftNode::TransferLeadership(uint64_t target, Clock::time_point deadline, O
 void RaftNode::ReadIndex(Clock::time_point deadline, OutcomeCallback done) {
   Outcome refusal;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) {
       refusal = Failure(Status::Code::kUnavailable, "server is shutting down");
     } else {
       const uint64_t id = calls_.NextReadId();
       if (raft_.ReadIndex(id)) {
         calls_.AddRead(id, deadline, std::move(done));
-        wake_.notify_one();
+        wake_.Signal();
         return;
       }
       refusal = NotLeaderLocked();
@@ -277,14 +285,14 @@ void RaftNode::ReadIndex(Clock::time_point deadline, OutcomeCallback done) {
 
 void RaftNode::StepRequest(raft::Message request, ReplyCallback reply) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!stopping_) {
       if (request.type == raft::MessageType::kAppend && request.append.entries_size() > 0) {
         metrics_.append_entries_received.Observe(request.append.entries_size());
       }
       request.rpc_id = calls_.AddReply(std::move(reply));
       raft_.Step(request);
-      wake_.notify_one();
+      wake_.Signal();
       return;
     }
   }
@@ -292,24 +300,24 @@ void RaftNode::StepRequest(raft::Message request, ReplyCallback reply) {
 }
 
 void RaftNode::StepOneWay(const raft::Message& request) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stopping_) return;
   raft_.Step(request);
-  if (raft_.HasReady()) wake_.notify_one();
+  if (raft_.HasReady()) wake_.Signal();
 }
 
 void RaftNode::StepResponse(const raft::Message& response) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stopping_) return;
   raft_.Step(response);
-  if (raft_.HasReady()) wake_.notify_one();
+  if (raft_.HasReady()) wake_.Signal();
 }
 
 void RaftNode::ReportUnreachable(uint64_t peer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stopping_) return;
   raft_.ReportUnreachable(peer);
-  if (raft_.HasReady()) wake_.notify_one();
+  if (raft_.HasReady()) wake_.Signal();
 }
 
 Status RaftNode::BeginReceiveSnapshot(uint64_t last_index, uint64_t last_term,
@@ -327,12 +335,12 @@ void RaftNode::TakeSnapshot(std::function<void(Status, SnapshotInfo)> done) {
 }
 
 MembershipConfig RaftNode::Membership() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return raft_.membership();
 }
 
 NodeStatus RaftNode::GetStatus() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   NodeStatus st;
   st.id = options_.id;
   st.address = AddressOfLocked(options_.id);
@@ -385,10 +393,10 @@ void RaftNode::IoLoop() {
     std::optional<SnapshotManager::Result> finished;
     uint64_t applied_index = 0;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [this] {
-        return stopping_ || raft_.HasReady() || snapshots_.HasWork(applied_index_);
-      });
+      MutexLock lock(&mu_);
+      while (!stopping_ && !raft_.HasReady() && !snapshots_.HasWork(applied_index_)) {
+        wake_.Wait(&mu_);
+      }
       if (stopping_) return;
       metrics_.io_loop_cycles.fetch_add(1, std::memory_order_relaxed);
       finished = snapshots_.TakeFinished(&completions);
@@ -457,12 +465,13 @@ void RaftNode::ProcessReady(raft::Ready& rd, Completions* completions) {
   }
   // 3. Everything else reflects durable state and may go now.
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const raft::Message& m : rd.messages) {
       if (rd.SendBeforePersist(m) || !m.IsResponse()) continue;
       if (ReplyCallback reply = calls_.TakeReply(m.rpc_id)) replies.emplace_back(std::move(reply), &m);
     }
     raft_.Advance(rd);
+    CheckInvariantsLocked();
   }
   for (auto& [reply, m] : replies) reply(m);
   replies.clear();
@@ -472,7 +481,7 @@ void RaftNode::ProcessReady(raft::Ready& rd, Completions* completions) {
   // 4. The committed entries go to the apply thread (IoLoop); reads
   //    confirmed by a quorum wait for it to reach their index.
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const raft::ReadState& r : rd.reads) calls_.ReadConfirmed(r.id, r.index);
     for (uint64_t id : rd.failed_reads) calls_.ReadFailed(id, completions);
     calls_.ReleaseReads(applied_index_, completions);
@@ -486,7 +495,7 @@ void RaftNode::InstallSnapshot(const raft::SnapshotRef& snap, Completions* compl
   apply_.WaitApplied();
   snapshots_.Install(snap);
   if (apply_observer_) apply_observer_();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   applied_index_ = snap.index;
   // Writes waiting at or below the snapshot cannot be matched with their
   // entries any more (only a deposed leader has any): outcome unknown.
@@ -504,11 +513,11 @@ void RaftNode::ApplyEntries(const std::deque<Entry>& committed, Completions* com
   for (const Entry& e : committed) results.push_back(state_machine_->Apply(e));
   metrics_.applied_entries.fetch_add(results.size(), std::memory_order_relaxed);
   if (apply_observer_) apply_observer_();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   applied_index_ = committed.back().index();
   calls_.WritesApplied(committed, results, completions);
   calls_.ReleaseReads(applied_index_, completions);
-  if (snapshots_.HasWork(applied_index_)) wake_.notify_one();
+  if (snapshots_.HasWork(applied_index_)) wake_.Signal();
 }
 
 void RaftNode::TickLoop() {
@@ -521,8 +530,8 @@ void RaftNode::TickLoop() {
     bool leaderless_changed = false;
     int64_t without_leader_ms = 0;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      while (!stopping_ && Clock::now() < next) stop_signal_.wait_until(lock, next);
+      MutexLock lock(&mu_);
+      while (!stopping_ && Clock::now() < next) stop_signal_.WaitUntil(&mu_, next);
       if (stopping_) return;
       raft_.Tick();
       const bool leaderless = raft_.ticks_since_leader() >= leaderless_ticks;
@@ -533,9 +542,14 @@ void RaftNode::TickLoop() {
       }
       const Clock::time_point now = Clock::now();
       calls_.ExpireDeadlines(now, &completions);
-      calls_.CheckTransfers(raft_, options_.id, [this](uint64_t id) { return AddressOfLocked(id); },
+      // CheckTransfers calls the lambda with mu_ still held.
+      calls_.CheckTransfers(raft_, options_.id,
+                            [this](uint64_t id) {
+                              mu_.AssertHeld();
+                              return AddressOfLocked(id);
+                            },
                             now, &completions);
-      if (raft_.HasReady()) wake_.notify_one();
+      if (raft_.HasReady()) wake_.Signal();
     }
     RunAll(&completions);
     if (leaderless_changed) {

@@ -23,13 +23,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -37,6 +35,8 @@
 #include <vector>
 
 
+#include "common/mutex.h"
+#include "raft/invariants.h"
 #include "raft/raft.h"
 #include "node/apply_thread.h"
 #include "node/cluster_config.h"
@@ -104,9 +104,9 @@ class RaftNode {
   ~RaftNode();
 
   // Starts the I/O loop and the ticker; `sender` must outlive Stop().
-  void Start(PeerSender* sender);
+  void Start(PeerSender* sender) EXCLUDES(mu_);
   // Stops both threads and fails every waiting call with UNAVAILABLE.
-  void Stop();
+  void Stop() EXCLUDES(mu_);
   // Where the apply thread runs the completions of the calls it answers
   // (ApplyThread::SetDispatcher): the gRPC server hands them to its
   // completion queues; null runs them on the apply thread.
@@ -130,21 +130,22 @@ class RaftNode {
   // the entry is committed and applied; FAILED_PRECONDITION if not leader;
   // UNAVAILABLE if leadership was lost and the entry was overwritten;
   // DEADLINE_EXCEEDED at `deadline` (outcome unknown).
-  void Propose(std::string command, Clock::time_point deadline, OutcomeCallback done);
+  void Propose(std::string command, Clock::time_point deadline, OutcomeCallback done)
+      EXCLUDES(mu_);
   // Linearizable read barrier (ReadIndex). `done` runs with OK once this node,
   // confirmed leader by a quorum, has applied the read index: the caller then
   // reads the state machine.
-  void ReadIndex(Clock::time_point deadline, OutcomeCallback done);
+  void ReadIndex(Clock::time_point deadline, OutcomeCallback done) EXCLUDES(mu_);
 
   // A request from a peer; `reply` receives the core's response after the
   // state it reflects is durable, or nullptr if the node stops first.
   using ReplyCallback = PendingCalls::ReplyCallback;
-  void StepRequest(raft::Message request, ReplyCallback reply);
-  void StepResponse(const raft::Message& response);
+  void StepRequest(raft::Message request, ReplyCallback reply) EXCLUDES(mu_);
+  void StepResponse(const raft::Message& response) EXCLUDES(mu_);
   // A one-way request from a peer (kTimeoutNow): the core produces no
   // response, so there is nothing to wait for.
-  void StepOneWay(const raft::Message& request);
-  void ReportUnreachable(uint64_t peer);
+  void StepOneWay(const raft::Message& request) EXCLUDES(mu_);
+  void ReportUnreachable(uint64_t peer) EXCLUDES(mu_);
 
   // Takes a snapshot now (any role), unless one is being taken: then `done`
   // gets that one's result. Runs `done` from a background thread.
@@ -155,11 +156,12 @@ class RaftNode {
   // core's reason when refused (invalid, another change pending, learner
   // not caught up); DEADLINE_EXCEEDED at `deadline`.
   void ChangeMembership(const raft::MembershipChange& change, Clock::time_point deadline,
-                        OutcomeCallback done);
+                        OutcomeCallback done) EXCLUDES(mu_);
   // Leader only: transfers leadership to `target`. `done`: OK (leader_id =
   // target) once this node learns that `target` leads a newer term;
   // FAILED_PRECONDITION when refused or given up; DEADLINE_EXCEEDED.
-  void TransferLeadership(uint64_t target, Clock::time_point deadline, OutcomeCallback done);
+  void TransferLeadership(uint64_t target, Clock::time_point deadline, OutcomeCallback done)
+      EXCLUDES(mu_);
 
   // InstallSnapshot, follower side: receives a file into the snapshot store
   // (the service then steps the metadata with StepRequest()).
@@ -170,15 +172,15 @@ class RaftNode {
   Status OpenSnapshotSource(uint64_t last_index, uint64_t last_term,
                             std::unique_ptr<SnapshotFileSource>* out);
   // Address of `id` in the configuration in effect, or "" if not a member.
-  std::string AddressOf(uint64_t id) const;
+  std::string AddressOf(uint64_t id) const EXCLUDES(mu_);
   // The leader this member last knew of (itself when leading; 0: none), as
   // of the I/O loop's last pass: a lock-free hint for forwarding, which
   // falls back to the refusal when it is stale.
   uint64_t KnownLeader() const { return known_leader_.load(std::memory_order_relaxed); }
 
-  NodeStatus GetStatus() const;
+  NodeStatus GetStatus() const EXCLUDES(mu_);
   // The configuration in effect (the newest one in the log, committed or not).
-  MembershipConfig Membership() const;
+  MembershipConfig Membership() const EXCLUDES(mu_);
   // Counters and histograms (the /metrics endpoint); safe from any thread.
   const NodeMetrics& metrics() const { return metrics_; }
   // The directory of the snapshot files (the metrics add up their sizes).
@@ -187,24 +189,27 @@ class RaftNode {
   uint64_t id() const { return options_.id; }
   const ClusterConfig& cluster() const { return options_.cluster; }
   // Fills the leader fields of a FAILED_PRECONDITION outcome.
-  Outcome NotLeader() const;
+  Outcome NotLeader() const EXCLUDES(mu_);
 
  private:
   RaftNode(const NodeOptions& options, RecoveredState recovered);
-  void IoLoop();
-  void TickLoop();
+  void IoLoop() EXCLUDES(mu_);
+  void TickLoop() EXCLUDES(mu_);
   // The I/O loop's handling of one Ready (everything but taking it).
-  void ProcessReady(raft::Ready& rd, Completions* completions);
+  void ProcessReady(raft::Ready& rd, Completions* completions) EXCLUDES(mu_);
   // Ready::snapshot: the state machine and the log restart from the
   // leader's snapshot (I/O loop).
-  void InstallSnapshot(const raft::SnapshotRef& snap, Completions* completions);
+  void InstallSnapshot(const raft::SnapshotRef& snap, Completions* completions) EXCLUDES(mu_);
   // The apply thread's work: applies `entries` (consecutive, committed) and
   // collects the completions of the writes and reads they answer.
-  void ApplyEntries(const std::deque<Entry>& entries, Completions* completions);
-  Outcome NotLeaderLocked() const;                  // requires mu_
-  std::string AddressOfLocked(uint64_t id) const;  // requires mu_
+  void ApplyEntries(const std::deque<Entry>& entries, Completions* completions) EXCLUDES(mu_);
+  Outcome NotLeaderLocked() const REQUIRES(mu_);
+  // Debug builds: the core's invariants (raft/invariants.h) after every
+  // Advance; a violation is fatal.
+  void CheckInvariantsLocked() REQUIRES(mu_);
+  std::string AddressOfLocked(uint64_t id) const REQUIRES(mu_);
   // Wakes the I/O loop for work that is not the core's (a snapshot).
-  void WakeIoLoop();
+  void WakeIoLoop() EXCLUDES(mu_);
 
   const NodeOptions options_;
   NodeMetrics metrics_;  // before log_: it observes the log's syncs
@@ -216,13 +221,15 @@ class RaftNode {
   std::unique_ptr<KvStateMachine> state_machine_;
   PeerSender* sender_ = nullptr;
 
-  mutable std::mutex mu_;
-  std::condition_variable wake_;  // the I/O loop waits here for a Ready
-  std::condition_variable stop_signal_;  // the ticker sleeps here; signalled by Stop()
-  bool stopping_ = false;         // guarded by mu_
-  raft::Raft raft_;               // guarded by mu_
-  PendingCalls calls_;            // guarded by mu_
-  uint64_t applied_index_ = 0;    // guarded by mu_ (the state machine has its own copy)
+  mutable Mutex mu_;
+  CondVar wake_;         // the I/O loop waits here for a Ready
+  CondVar stop_signal_;  // the ticker sleeps here; signalled by Stop()
+  bool stopping_ GUARDED_BY(mu_) = false;
+  raft::Raft raft_ GUARDED_BY(mu_);
+  raft::MemberInvariants invariants_ GUARDED_BY(mu_);  // debug builds only
+  PendingCalls calls_ GUARDED_BY(mu_);
+  // The state machine has its own copy.
+  uint64_t applied_index_ GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> known_leader_{0};  // written by the I/O loop
   uint64_t last_leader_seen_ = 0;  // I/O loop only: counts metrics_.leader_changes
 

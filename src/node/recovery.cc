@@ -61,7 +61,17 @@ std::string DescribeClusterFileDifference(const ClusterConfig& cluster, const Me
   return JoinList(differences);
 }
 
-Status RecoverNode(const NodeOptions& options, RecoveredState* out) {
+namespace {
+
+// The log as recovered from disk, with the span of indexes it covers.
+struct RecoveredLog {
+  LogRecovery recovery;
+  uint64_t first = 0;
+  uint64_t last = 0;  // first - 1 when empty
+};
+
+// The options RecoverNode cannot start from.
+Status CheckOptions(const NodeOptions& options) {
   if (options.id == 0) return Status::InvalidArgument("member id must be positive");
   if (options.cluster.Find(options.id) == nullptr) {
     if (!options.join) {
@@ -76,27 +86,246 @@ Status RecoverNode(const NodeOptions& options, RecoveredState* out) {
     }
   }
   if (options.snapshots_kept < 2) {
-    return Status::InvalidArgument("snapshots_kept must be at least 2 (the previous snapshot is the "
-                                   "fallback when the newest is damaged), got " +
-                                   std::to_string(options.snapshots_kept));
+    return Status::InvalidArgument(
+        "snapshots_kept must be at least 2 (the previous snapshot is the fallback when the "
+        "newest is damaged), got " + std::to_string(options.snapshots_kept));
   }
+  return Status::OK();
+}
+
+// Creates the data directory (durably) and takes its LOCK into `r.lock`.
+Status LockDataDir(const NodeOptions& options, RecoveredState* r) {
   // Durably: a data directory whose entry in its parent is lost on power
   // loss takes the member's vote and log with it.
   Status ds = file::CreateDirsDurably(options.data_dir);
-  if (!ds.ok()) return Status::IOError("cannot create data directory " + options.data_dir + ": " + ds.message());
-
-  RecoveredState& r = *out;
+  if (!ds.ok()) {
+    return Status::IOError("cannot create data directory " + options.data_dir + ": " +
+                           ds.message());
+  }
   const std::string lock_path = options.data_dir + "/LOCK";
   bool held_elsewhere = false;
-  Status ls = file::FileLock::Acquire(lock_path, &r.lock, &held_elsewhere);
+  Status ls = file::FileLock::Acquire(lock_path, &r->lock, &held_elsewhere);
   if (!ls.ok()) return Status::IOError("cannot lock " + lock_path + ": " + ls.message());
   if (held_elsewhere) {
     return Status::IOError("data directory " + options.data_dir +
                            " is in use by another raftkv-server (" + lock_path + " is locked)");
   }
+  return Status::OK();
+}
+
+// The configuration of the snapshot `loaded` into `r->base.config`;
+// `index_zero` when the header records none (or an empty one).
+Status TakeSnapshotConfig(const SnapshotLoadResult& loaded, const MembershipConfig& index_zero,
+                          RecoveredState* r) {
+  if (loaded.meta.config.empty()) {
+    // Written without a configuration (only tests do that): the bootstrap one.
+    LOG(WARNING) << loaded.path << " records no configuration; using the bootstrap configuration";
+    r->base.config = index_zero;
+  } else if (!r->base.config.ParseFromString(loaded.meta.config)) {
+    return Status::Corruption(loaded.path + ": the configuration in the header does not parse");
+  } else if (Status why = raft::CheckMembership(r->base.config); !why.ok()) {
+    return Status::Corruption(loaded.path + ": invalid configuration in the header: " +
+                              why.message());
+  } else if (r->base.config.members_size() == 0) {
+    r->base.config = index_zero;
+  }
+  return Status::OK();
+}
+
+// Step 1: the newest intact snapshot into a new state machine and `r->base`.
+// LoadNewestValid logs every newer file it had to skip (ERROR) and lists
+// them in `loaded->rejected`.
+Status LoadSnapshot(const NodeOptions& options, const MembershipConfig& index_zero,
+                    RecoveredState* r, SnapshotLoadResult* loaded) {
+  Status s = SnapshotStore::Open(options.data_dir + "/snap", &r->snapshots);
+  if (!s.ok()) return s;
+  r->state_machine = std::make_unique<KvStateMachine>();
+  r->state_machine->SetHistoryLimits(options.history_revisions, options.history_bytes);
+  r->state_machine->SetSnapshotHistory(options.snapshot_history_revisions);
+  const auto load_start = std::chrono::steady_clock::now();
+  s = r->snapshots->LoadNewestValid(r->state_machine.get(), loaded);
+  if (!s.ok()) return s;
+  if (loaded->found) {
+    r->base.index = loaded->meta.last_index;
+    r->base.term = loaded->meta.last_term;
+    r->base.cluster_time_ms = loaded->meta.cluster_time_ms;
+    s = TakeSnapshotConfig(*loaded, index_zero, r);
+    if (!s.ok()) return s;
+    LOG(INFO) << "member " << options.id << " restored snapshot " << loaded->path << " (index "
+              << r->base.index << ", term " << r->base.term << ", "
+              << r->state_machine->Size() << " keys, " << r->state_machine->SessionCount()
+              << " sessions, configuration " << raft::DescribeMembership(r->base.config) << ") in "
+              << static_cast<int64_t>(MillisSince(load_start)) << " ms"
+              << (loaded->rejected.empty() ? std::string()
+                                           : "; skipped newer damaged file(s): " +
+                                                 JoinList(loaded->rejected));
+  } else if (!loaded->rejected.empty()) {
+    LOG(ERROR) << "member " << options.id << ": no intact snapshot in " << r->snapshots->dir()
+               << "; rejected: " << JoinList(loaded->rejected);
+  }
+  return Status::OK();
+}
+
+// Step 2: opens the log into `r->log` and checks that it continues the
+// snapshot and stays within the saved term.
+Status OpenLog(const NodeOptions& options, const SnapshotLoadResult& loaded, RecoveredState* r,
+               RecoveredLog* log) {
+  LogRecovery& recovery = log->recovery;
+  Status s = SegmentedLog::Open(options.data_dir + "/log", options.log, &r->log, &recovery);
+  if (!s.ok()) return s;
+  if (recovery.truncated_tail) {
+    LOG(WARNING) << "log recovery cut a torn or corrupt tail: " << recovery.detail;
+  }
+  log->first = recovery.entries.empty() ? recovery.first_index : recovery.entries.front().index();
+  log->last = log->first + recovery.entries.size() - 1;
+  const uint64_t log_first = log->first;
+  // The log must continue the snapshot: entries base.index + 1 .. log_first -
+  // 1 exist nowhere else on this member. Starting anyway would silently serve
+  // an older state than the one this member acknowledged (e.g. the newest
+  // snapshot is damaged and the log was compacted up to it), so refuse.
+  if (log_first > r->base.index + 1) {
+    std::string used = loaded.found ? loaded.path + " (index " + std::to_string(r->base.index) + ")"
+                                    : std::string("none");
+    return Status::Corruption(
+        "data directory " + options.data_dir + ": the log starts at index " +
+        std::to_string(log_first) + " but the snapshot in use covers entries up to index " +
+        std::to_string(r->base.index) + " only, so entries " + std::to_string(r->base.index + 1) +
+        ".." + std::to_string(log_first - 1) + " are missing. Snapshot used: " + used +
+        ". Rejected snapshot files: " +
+        (loaded.rejected.empty() ? std::string("none") : JoinList(loaded.rejected)) +
+        ". Refusing to start from an older state than this member acknowledged: restore the "
+        "snapshot files, or remove this member's data directory and add it back to the cluster");
+  }
+  if (!recovery.entries.empty() && recovery.entries.back().term() > r->hard_state.term) {
+    return Status::Corruption("log term " + std::to_string(recovery.entries.back().term()) +
+                              " is ahead of the saved term " + std::to_string(r->hard_state.term));
+  }
+  return Status::OK();
+}
+
+// The bootstrap configuration of a directory that has none recorded: the
+// cluster file's (without this member when it joins an existing cluster),
+// saved in `bootstrap_file`.
+Status RecordBootstrap(const NodeOptions& options, const MembershipConfig& cluster_file,
+                       const SnapshotLoadResult& loaded, const RecoveredLog& log,
+                       BootstrapFile* bootstrap_file, RecoveredState* r) {
+  const bool fresh = r->hard_state == HardState{} && !loaded.found && loaded.rejected.empty() &&
+                     log.recovery.entries.empty() && log.first <= 1;
+  r->bootstrap = cluster_file;
+  if (!fresh) {
+    LOG(WARNING) << "member " << options.id << ": data directory " << options.data_dir
+                 << " holds state but no bootstrap record (written by an older version): "
+                    "recording the cluster file's membership "
+                 << raft::DescribeMembership(r->bootstrap) << " as its bootstrap configuration";
+  } else if (options.join ||
+             options.initial_cluster_state == NodeOptions::ClusterState::kExisting) {
+    // Joining a running cluster: no vote of its own until the leader's
+    // log or snapshot says it has one.
+    for (int i = 0; i < r->bootstrap.members_size(); ++i) {
+      if (r->bootstrap.members(i).id() == options.id) {
+        r->bootstrap.mutable_members()->DeleteSubrange(i, 1);
+        break;
+      }
+    }
+    LOG(INFO) << "member " << options.id << ": new data directory, joining an existing cluster "
+              << raft::DescribeMembership(r->bootstrap) << "; it waits for the leader";
+  } else {
+    LOG(INFO) << "member " << options.id << ": new data directory, bootstrapping a new cluster "
+              << raft::DescribeMembership(r->bootstrap);
+  }
+  Status s = bootstrap_file->Save(r->bootstrap);
+  if (!s.ok()) return Status::IOError("cannot record the bootstrap configuration: " + s.ToString());
+  return Status::OK();
+}
+
+// Step 3: what the core gets, the entries after the snapshot, into
+// `r->entries`. If the log holds the snapshot's index with the snapshot's
+// term, the entries after it continue the snapshot (log matching). If it
+// holds a different term there, or ends before the snapshot, the log is not
+// a continuation of it: Raft discards the whole log (thesis 5.4.3; this is
+// also where a crash between installing a leader's snapshot and resetting
+// the log ends up). Entries at or below the snapshot stay on disk until
+// compaction.
+Status KeepEntriesAfterSnapshot(const NodeOptions& options, RecoveredLog* log, RecoveredState* r) {
+  std::vector<Entry>& entries = log->recovery.entries;
+  const uint64_t log_first = log->first;
+  const uint64_t log_last = log->last;
+  if (r->base.index == 0 || log_first == r->base.index + 1) {
+    r->entries = std::move(entries);
+    return Status::OK();
+  }
+  std::string discard;
+  if (log_last >= r->base.index) {
+    const Entry& at = entries[r->base.index - log_first];
+    if (at.term() == r->base.term) {
+      const auto after = static_cast<ptrdiff_t>(r->base.index - log_first + 1);
+      r->entries.assign(std::make_move_iterator(entries.begin() + after),
+                        std::make_move_iterator(entries.end()));
+    } else {
+      discard = "it holds term " + std::to_string(at.term()) + " at the snapshot's index " +
+                std::to_string(r->base.index) + " (the snapshot has term " +
+                std::to_string(r->base.term) + ")";
+    }
+  } else {
+    discard = "it ends at index " + std::to_string(log_last) + ", before the snapshot's index " +
+              std::to_string(r->base.index);
+  }
+  if (discard.empty()) return Status::OK();
+  LOG(WARNING) << "member " << options.id << ": the log (indexes " << log_first << ".."
+               << log_last << ") does not continue snapshot " << r->base.index << "/"
+               << r->base.term << ": " << discard << "; discarding it";
+  return r->log->Reset(r->base.index + 1);
+}
+
+// A snapshot is installed (renamed into place) before the term of the
+// leader that sent it is saved; a crash in between leaves a snapshot whose
+// last term is above the saved term. Raise the term (no vote: none was
+// cast in it) so the core never runs behind its own log.
+Status RaiseTermToSnapshot(const NodeOptions& options, RecoveredState* r) {
+  if (r->base.term <= r->hard_state.term) return Status::OK();
+  LOG(WARNING) << "member " << options.id << ": saved term " << r->hard_state.term
+               << " is below snapshot term " << r->base.term << "; raising it";
+  r->hard_state = HardState{r->base.term, 0};
+  return r->hard_state_file->Save(r->hard_state);
+}
+
+// The snapshot files newer than the one loaded were all rejected (a newer
+// intact one would have been loaded). Move them aside (kept for
+// inspection, out of the rotation): otherwise pruning would count a
+// damaged file among the snapshots_kept and delete an intact fallback.
+Status MoveRejectedSnapshotsAside(const NodeOptions& options, const SnapshotLoadResult& loaded,
+                                  RecoveredState* r) {
+  if (loaded.rejected.empty()) return Status::OK();
+  std::vector<SnapshotFileInfo> files;
+  Status s = r->snapshots->List(&files);
+  if (!s.ok()) return s;
+  bool moved = false;
+  for (const SnapshotFileInfo& f : files) {
+    if (loaded.found &&
+        std::tie(f.last_index, f.last_term) <= std::tie(r->base.index, r->base.term)) {
+      continue;
+    }
+    s = file::Rename(f.path, f.path + ".damaged");
+    if (!s.ok()) return s;
+    LOG(ERROR) << "member " << options.id << ": moved the unusable snapshot " << f.path
+               << " aside to " << f.path << ".damaged";
+    moved = true;
+  }
+  if (moved) return file::SyncDir(r->snapshots->dir());
+  return Status::OK();
+}
+
+}  // namespace
+
+Status RecoverNode(const NodeOptions& options, RecoveredState* out) {
+  Status s = CheckOptions(options);
+  if (!s.ok()) return s;
+  RecoveredState& r = *out;
+  s = LockDataDir(options, &r);
+  if (!s.ok()) return s;
 
   r.hard_state_file = std::make_unique<HardStateFile>(options.data_dir + "/hardstate");
-  Status s = r.hard_state_file->Load(&r.hard_state);
+  s = r.hard_state_file->Load(&r.hard_state);
   if (!s.ok()) return s;
   // 0. The bootstrap configuration, when the directory recorded one.
   BootstrapFile bootstrap_file(options.data_dir + "/bootstrap");
@@ -106,175 +335,25 @@ Status RecoverNode(const NodeOptions& options, RecoveredState* out) {
   const MembershipConfig cluster_file = BootstrapConfig(options.cluster);
   const MembershipConfig& index_zero = have_bootstrap ? r.bootstrap : cluster_file;
 
-  // 1. The newest intact snapshot. LoadNewestValid logs every newer file it
-  //    had to skip (ERROR) and lists them in `loaded.rejected`.
-  s = SnapshotStore::Open(options.data_dir + "/snap", &r.snapshots);
-  if (!s.ok()) return s;
-  r.state_machine = std::make_unique<KvStateMachine>();
-  r.state_machine->SetHistoryLimits(options.history_revisions, options.history_bytes);
-  r.state_machine->SetSnapshotHistory(options.snapshot_history_revisions);
+  // 1. The newest intact snapshot.
   SnapshotLoadResult loaded;
-  const auto load_start = std::chrono::steady_clock::now();
-  s = r.snapshots->LoadNewestValid(r.state_machine.get(), &loaded);
+  s = LoadSnapshot(options, index_zero, &r, &loaded);
   if (!s.ok()) return s;
-  if (loaded.found) {
-    r.base.index = loaded.meta.last_index;
-    r.base.term = loaded.meta.last_term;
-    r.base.cluster_time_ms = loaded.meta.cluster_time_ms;
-    if (loaded.meta.config.empty()) {
-      // Written without a configuration (only tests do that): the bootstrap one.
-      LOG(WARNING) << loaded.path << " records no configuration; using the bootstrap configuration";
-      r.base.config = index_zero;
-    } else if (!r.base.config.ParseFromString(loaded.meta.config)) {
-      return Status::Corruption(loaded.path + ": the configuration in the header does not parse");
-    } else if (Status why = raft::CheckMembership(r.base.config); !why.ok()) {
-      return Status::Corruption(loaded.path + ": invalid configuration in the header: " + why.message());
-    } else if (r.base.config.members_size() == 0) {
-      r.base.config = index_zero;
-    }
-    LOG(INFO) << "member " << options.id << " restored snapshot " << loaded.path << " (index "
-              << r.base.index << ", term " << r.base.term << ", "
-              << r.state_machine->Size() << " keys, " << r.state_machine->SessionCount()
-              << " sessions, configuration " << raft::DescribeMembership(r.base.config) << ") in "
-              << static_cast<int64_t>(MillisSince(load_start)) << " ms"
-              << (loaded.rejected.empty() ? std::string()
-                                          : "; skipped newer damaged file(s): " +
-                                                JoinList(loaded.rejected));
-  } else if (!loaded.rejected.empty()) {
-    LOG(ERROR) << "member " << options.id << ": no intact snapshot in " << r.snapshots->dir()
-               << "; rejected: " << JoinList(loaded.rejected);
-  }
-
   // 2. The log.
-  LogRecovery recovery;
-  s = SegmentedLog::Open(options.data_dir + "/log", options.log, &r.log, &recovery);
+  RecoveredLog log;
+  s = OpenLog(options, loaded, &r, &log);
   if (!s.ok()) return s;
-  if (recovery.truncated_tail) {
-    LOG(WARNING) << "log recovery cut a torn or corrupt tail: " << recovery.detail;
-  }
-  const uint64_t log_first = recovery.entries.empty() ? recovery.first_index
-                                                      : recovery.entries.front().index();
-  const uint64_t log_last = log_first + recovery.entries.size() - 1;  // log_first - 1 when empty
-  // The log must continue the snapshot: entries base.index + 1 .. log_first -
-  // 1 exist nowhere else on this member. Starting anyway would silently serve
-  // an older state than the one this member acknowledged (e.g. the newest
-  // snapshot is damaged and the log was compacted up to it), so refuse.
-  if (log_first > r.base.index + 1) {
-    std::string used = loaded.found ? loaded.path + " (index " + std::to_string(r.base.index) + ")"
-                                    : std::string("none");
-    return Status::Corruption(
-        "data directory " + options.data_dir + ": the log starts at index " +
-        std::to_string(log_first) + " but the snapshot in use covers entries up to index " +
-        std::to_string(r.base.index) + " only, so entries " + std::to_string(r.base.index + 1) +
-        ".." + std::to_string(log_first - 1) + " are missing. Snapshot used: " + used +
-        ". Rejected snapshot files: " +
-        (loaded.rejected.empty() ? std::string("none") : JoinList(loaded.rejected)) +
-        ". Refusing to start from an older state than this member acknowledged: restore the "
-        "snapshot files, or remove this member's data directory and add it back to the cluster");
-  }
-  if (!recovery.entries.empty() && recovery.entries.back().term() > r.hard_state.term) {
-    return Status::Corruption("log term " + std::to_string(recovery.entries.back().term()) +
-                              " is ahead of the saved term " + std::to_string(r.hard_state.term));
-  }
-  // The bootstrap configuration of a directory that has none recorded.
   if (!have_bootstrap) {
-    const bool fresh = r.hard_state == HardState{} && !loaded.found && loaded.rejected.empty() &&
-                       recovery.entries.empty() && log_first <= 1;
-    r.bootstrap = cluster_file;
-    if (!fresh) {
-      LOG(WARNING) << "member " << options.id << ": data directory " << options.data_dir
-                   << " holds state but no bootstrap record (written by an older version): "
-                      "recording the cluster file's membership "
-                   << raft::DescribeMembership(r.bootstrap) << " as its bootstrap configuration";
-    } else if (options.join || options.initial_cluster_state == NodeOptions::ClusterState::kExisting) {
-      // Joining a running cluster: no vote of its own until the leader's
-      // log or snapshot says it has one.
-      for (int i = 0; i < r.bootstrap.members_size(); ++i) {
-        if (r.bootstrap.members(i).id() == options.id) {
-          r.bootstrap.mutable_members()->DeleteSubrange(i, 1);
-          break;
-        }
-      }
-      LOG(INFO) << "member " << options.id << ": new data directory, joining an existing cluster "
-                << raft::DescribeMembership(r.bootstrap) << "; it waits for the leader";
-    } else {
-      LOG(INFO) << "member " << options.id << ": new data directory, bootstrapping a new cluster "
-                << raft::DescribeMembership(r.bootstrap);
-    }
-    s = bootstrap_file.Save(r.bootstrap);
-    if (!s.ok()) return Status::IOError("cannot record the bootstrap configuration: " + s.ToString());
-  }
-
-  // 3. What the core gets: the entries after the snapshot. If the log holds
-  //    the snapshot's index with the snapshot's term, the entries after it
-  //    continue the snapshot (log matching). If it holds a different term
-  //    there, or ends before the snapshot, the log is not a continuation of
-  //    it: Raft discards the whole log (thesis 5.4.3; this is also where a
-  //    crash between installing a leader's snapshot and resetting the log
-  //    ends up). Entries at or below the snapshot stay on disk until
-  //    compaction.
-  if (r.base.index == 0 || log_first == r.base.index + 1) {
-    r.entries = std::move(recovery.entries);
-  } else {
-    std::string discard;
-    if (log_last >= r.base.index) {
-      const Entry& at = recovery.entries[r.base.index - log_first];
-      if (at.term() == r.base.term) {
-        r.entries.assign(std::make_move_iterator(recovery.entries.begin() +
-                                                 static_cast<ptrdiff_t>(r.base.index - log_first + 1)),
-                         std::make_move_iterator(recovery.entries.end()));
-      } else {
-        discard = "it holds term " + std::to_string(at.term()) + " at the snapshot's index " +
-                  std::to_string(r.base.index) + " (the snapshot has term " +
-                  std::to_string(r.base.term) + ")";
-      }
-    } else {
-      discard = "it ends at index " + std::to_string(log_last) + ", before the snapshot's index " +
-                std::to_string(r.base.index);
-    }
-    if (!discard.empty()) {
-      LOG(WARNING) << "member " << options.id << ": the log (indexes " << log_first << ".."
-                   << log_last << ") does not continue snapshot " << r.base.index << "/"
-                   << r.base.term << ": " << discard << "; discarding it";
-      s = r.log->Reset(r.base.index + 1);
-      if (!s.ok()) return s;
-    }
-  }
-  // A snapshot is installed (renamed into place) before the term of the
-  // leader that sent it is saved; a crash in between leaves a snapshot whose
-  // last term is above the saved term. Raise the term (no vote: none was
-  // cast in it) so the core never runs behind its own log.
-  if (r.base.term > r.hard_state.term) {
-    LOG(WARNING) << "member " << options.id << ": saved term " << r.hard_state.term
-                 << " is below snapshot term " << r.base.term << "; raising it";
-    r.hard_state = HardState{r.base.term, 0};
-    s = r.hard_state_file->Save(r.hard_state);
+    s = RecordBootstrap(options, cluster_file, loaded, log, &bootstrap_file, &r);
     if (!s.ok()) return s;
   }
-  // The snapshot files newer than the one loaded were all rejected (a newer
-  // intact one would have been loaded). Move them aside (kept for
-  // inspection, out of the rotation): otherwise pruning would count a
-  // damaged file among the snapshots_kept and delete an intact fallback.
-  if (!loaded.rejected.empty()) {
-    std::vector<SnapshotFileInfo> files;
-    s = r.snapshots->List(&files);
-    if (!s.ok()) return s;
-    bool moved = false;
-    for (const SnapshotFileInfo& f : files) {
-      if (loaded.found && std::tie(f.last_index, f.last_term) <= std::tie(r.base.index, r.base.term)) {
-        continue;
-      }
-      s = file::Rename(f.path, f.path + ".damaged");
-      if (!s.ok()) return s;
-      LOG(ERROR) << "member " << options.id << ": moved the unusable snapshot " << f.path
-                 << " aside to " << f.path << ".damaged";
-      moved = true;
-    }
-    if (moved) {
-      s = file::SyncDir(r.snapshots->dir());
-      if (!s.ok()) return s;
-    }
-  }
+  // 3. The entries after the snapshot; then repairs of what a crash left.
+  s = KeepEntriesAfterSnapshot(options, &log, &r);
+  if (!s.ok()) return s;
+  s = RaiseTermToSnapshot(options, &r);
+  if (!s.ok()) return s;
+  s = MoveRejectedSnapshotsAside(options, loaded, &r);
+  if (!s.ok()) return s;
   LOG(INFO) << "member " << options.id << " recovered term " << r.hard_state.term << ", vote "
             << r.hard_state.vote << ", snapshot index " << r.base.index << ", "
             << r.entries.size() << " log entries after it";

@@ -77,6 +77,41 @@ grpc::Status TimedOut(const char* what) {
                       std::string(what) + " did not complete before the deadline");
 }
 
+// The frame of every synchronous Admin method: the call is counted in
+// `metrics` (null: not counted) and refused unless `auth` lets `caller` make
+// it (null: every call allowed); otherwise `body` answers it.
+// AdminServiceImpl passes its authorizer, MeteredAdminService its metrics.
+template <class Body>
+grpc::Status Guard(const grpc::ServerContext& context, Caller caller, const CallAuthorizer* auth,
+                   RpcMethodMetrics* metrics, Body&& body) {
+  SyncCallRecorder call(metrics);
+  if (grpc::Status refused = AuthorizeCall(auth, context, caller); !refused.ok()) {
+    return call.Done(refused);
+  }
+  return call.Done(body());
+}
+
+// Guard for a call that is only counted (the inner service authorizes it).
+template <class Body>
+grpc::Status Metered(const grpc::ServerContext& context, RpcMethodMetrics* metrics, Body&& body) {
+  return Guard(context, Caller::kClient, /*auth=*/nullptr, metrics, std::forward<Body>(body));
+}
+
+// INVALID_ARGUMENT for member id 0 (no member has it), else OK.
+grpc::Status CheckMemberId(uint64_t id) {
+  if (id == 0) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
+  return grpc::Status::OK;
+}
+
+// The membership change of `type` for member `id` (`address`: a new one's).
+raft::MembershipChange Change(raft::ChangeType type, uint64_t id, std::string address = "") {
+  raft::MembershipChange change;
+  change.type = type;
+  change.id = id;
+  change.address = std::move(address);
+  return change;
+}
+
 MembershipConfig ToConfig(const std::vector<MemberInfo>& members) {
   MembershipConfig config;
   for (const MemberInfo& m : members) {
@@ -144,22 +179,28 @@ grpc::Status AdminServiceImpl::WaitForSnapshot(grpc::ServerContext* context, con
 grpc::Status AdminServiceImpl::TakeSnapshot(grpc::ServerContext* context,
                                             const TakeSnapshotRequest* /*request*/,
                                             TakeSnapshotResponse* response) {
-  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kAdmin); !refused.ok()) return refused;
-  SnapshotInfo info;
-  if (grpc::Status s = WaitForSnapshot(context, "TakeSnapshot", &info); !s.ok()) return s;
-  response->set_last_index(info.last_index);
-  response->set_last_term(info.last_term);
-  response->set_bytes(info.bytes);
-  response->set_path(info.path);
-  LOG(INFO) << "Admin.TakeSnapshot: " << info.path << " (index " << info.last_index
-            << ", term " << info.last_term << ", " << info.bytes << " bytes)";
-  return grpc::Status::OK;
+  return Guard(*context, Caller::kAdmin, auth_, /*metrics=*/nullptr, [&] {
+    SnapshotInfo info;
+    if (grpc::Status s = WaitForSnapshot(context, "TakeSnapshot", &info); !s.ok()) return s;
+    response->set_last_index(info.last_index);
+    response->set_last_term(info.last_term);
+    response->set_bytes(info.bytes);
+    response->set_path(info.path);
+    LOG(INFO) << "Admin.TakeSnapshot: " << info.path << " (index " << info.last_index
+              << ", term " << info.last_term << ", " << info.bytes << " bytes)";
+    return grpc::Status::OK;
+  });
 }
 
 grpc::Status AdminServiceImpl::SnapshotSave(grpc::ServerContext* context,
                                             const SnapshotSaveRequest* /*request*/,
                                             grpc::ServerWriter<SnapshotSaveResponse>* writer) {
-  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kAdmin); !refused.ok()) return refused;
+  return Guard(*context, Caller::kAdmin, auth_, /*metrics=*/nullptr,
+               [&] { return StreamSnapshot(context, writer); });
+}
+
+grpc::Status AdminServiceImpl::StreamSnapshot(grpc::ServerContext* context,
+                                              grpc::ServerWriter<SnapshotSaveResponse>* writer) {
   // The file of the snapshot just taken. Opening it holds it: the snapshots
   // taken meanwhile may prune it by name, but the transfer reads on (POSIX).
   // It can be pruned between the snapshot and the open (two more snapshots
@@ -211,7 +252,8 @@ grpc::Status AdminServiceImpl::SnapshotSave(grpc::ServerContext* context,
       Status s = source->ReadChunk(offset, kSnapshotSaveChunkBytes, chunk, &last);
       if (!s.ok()) {
         LOG(WARNING) << "Admin.SnapshotSave: " << s.ToString();
-        return grpc::Status(grpc::StatusCode::INTERNAL, "cannot read the snapshot: " + s.ToString());
+        return grpc::Status(grpc::StatusCode::INTERNAL,
+                            "cannot read the snapshot: " + s.ToString());
       }
       sha.Update(*chunk);
       offset += chunk->size();
@@ -231,9 +273,10 @@ grpc::Status AdminServiceImpl::SnapshotSave(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::ListMembers(grpc::ServerContext* context,
                                            const ListMembersRequest* /*request*/,
                                            ListMembersResponse* response) {
-  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kClient); !refused.ok()) return refused;
-  FillMembers(node_->GetStatus(), response);
-  return grpc::Status::OK;
+  return Guard(*context, Caller::kClient, auth_, /*metrics=*/nullptr, [&] {
+    FillMembers(node_->GetStatus(), response);
+    return grpc::Status::OK;
+  });
 }
 
 grpc::Status AdminServiceImpl::ChangeMembership(grpc::ServerContext* context,
@@ -259,76 +302,64 @@ grpc::Status AdminServiceImpl::ChangeMembership(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::AddMember(grpc::ServerContext* context,
                                          const AddMemberRequest* request,
                                          MemberChangeResponse* response) {
-  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kAdmin); !refused.ok()) return refused;
-  if (request->id() == 0) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
-  }
-  if (Status bad = ParseEndpoint(request->address()); !bad.ok()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "address '" + request->address() + "' of member " +
-                            std::to_string(request->id()) + ": " + bad.message());
-  }
-  raft::MembershipChange change;
-  change.type = raft::ChangeType::kAddLearner;
-  change.id = request->id();
-  change.address = request->address();
-  return ChangeMembership(context, change, response);
+  return Guard(*context, Caller::kAdmin, auth_, /*metrics=*/nullptr, [&] {
+    if (grpc::Status bad = CheckMemberId(request->id()); !bad.ok()) return bad;
+    if (Status bad = ParseEndpoint(request->address()); !bad.ok()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "address '" + request->address() + "' of member " +
+                              std::to_string(request->id()) + ": " + bad.message());
+    }
+    return ChangeMembership(
+        context, Change(raft::ChangeType::kAddLearner, request->id(), request->address()),
+        response);
+  });
 }
 
 grpc::Status AdminServiceImpl::PromoteMember(grpc::ServerContext* context,
                                              const PromoteMemberRequest* request,
                                              MemberChangeResponse* response) {
-  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kAdmin); !refused.ok()) return refused;
-  if (request->id() == 0) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
-  }
-  raft::MembershipChange change;
-  change.type = raft::ChangeType::kPromote;
-  change.id = request->id();
-  return ChangeMembership(context, change, response);
+  return Guard(*context, Caller::kAdmin, auth_, /*metrics=*/nullptr, [&] {
+    if (grpc::Status bad = CheckMemberId(request->id()); !bad.ok()) return bad;
+    return ChangeMembership(context, Change(raft::ChangeType::kPromote, request->id()), response);
+  });
 }
 
 grpc::Status AdminServiceImpl::RemoveMember(grpc::ServerContext* context,
                                             const RemoveMemberRequest* request,
                                             MemberChangeResponse* response) {
-  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kAdmin); !refused.ok()) return refused;
-  if (request->id() == 0) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
-  }
-  raft::MembershipChange change;
-  change.type = raft::ChangeType::kRemove;
-  change.id = request->id();
-  return ChangeMembership(context, change, response);
+  return Guard(*context, Caller::kAdmin, auth_, /*metrics=*/nullptr, [&] {
+    if (grpc::Status bad = CheckMemberId(request->id()); !bad.ok()) return bad;
+    return ChangeMembership(context, Change(raft::ChangeType::kRemove, request->id()), response);
+  });
 }
 
 grpc::Status AdminServiceImpl::TransferLeader(grpc::ServerContext* context,
                                               const TransferLeaderRequest* request,
                                               TransferLeaderResponse* response) {
-  if (grpc::Status refused = AuthorizeCall(auth_, *context, Caller::kAdmin); !refused.ok()) return refused;
-  if (request->id() == 0) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
-  }
-  if (request->id() == node_->id()) {
-    // Transferring to the current leader is a no-op, not an error.
-    const NodeStatus st = node_->GetStatus();
-    if (st.role == raft::Role::kLeader) {
-      response->set_leader_id(st.id);
-      response->set_term(st.term);
-      return grpc::Status::OK;
+  return Guard(*context, Caller::kAdmin, auth_, /*metrics=*/nullptr, [&] {
+    if (grpc::Status bad = CheckMemberId(request->id()); !bad.ok()) return bad;
+    if (request->id() == node_->id()) {
+      // Transferring to the current leader is a no-op, not an error.
+      const NodeStatus st = node_->GetStatus();
+      if (st.role == raft::Role::kLeader) {
+        response->set_leader_id(st.id);
+        response->set_term(st.term);
+        return grpc::Status::OK;
+      }
     }
-  }
-  const Clock::time_point deadline = Deadline(*context);
-  auto rv = std::make_shared<Rendezvous<Outcome>>();
-  node_->TransferLeadership(request->id(), deadline,
-                            [rv](Outcome out) { rv->Set(std::move(out)); });
-  std::optional<Outcome> out = rv->Wait(deadline + kGrace, context);
-  if (!out) return TimedOut(("leadership transfer to " + std::to_string(request->id())).c_str());
-  if (!out->status.ok()) return FailedOutcome(context, *out, node_->id());
-  response->set_leader_id(out->leader_id != 0 ? out->leader_id : request->id());
-  response->set_term(out->term);
-  LOG(INFO) << "Admin: leadership transferred to member " << response->leader_id() << " (term "
-            << out->term << ")";
-  return grpc::Status::OK;
+    const Clock::time_point deadline = Deadline(*context);
+    auto rv = std::make_shared<Rendezvous<Outcome>>();
+    node_->TransferLeadership(request->id(), deadline,
+                              [rv](Outcome out) { rv->Set(std::move(out)); });
+    std::optional<Outcome> out = rv->Wait(deadline + kGrace, context);
+    if (!out) return TimedOut(("leadership transfer to " + std::to_string(request->id())).c_str());
+    if (!out->status.ok()) return FailedOutcome(context, *out, node_->id());
+    response->set_leader_id(out->leader_id != 0 ? out->leader_id : request->id());
+    response->set_term(out->term);
+    LOG(INFO) << "Admin: leadership transferred to member " << response->leader_id() << " (term "
+              << out->term << ")";
+    return grpc::Status::OK;
+  });
 }
 
 // ---------------------------------------------------------------------------
@@ -357,50 +388,50 @@ MeteredAdminService::MeteredAdminService(Admin::Service* inner, ServerMetrics* m
 grpc::Status MeteredAdminService::TakeSnapshot(grpc::ServerContext* context,
                                                const TakeSnapshotRequest* request,
                                                TakeSnapshotResponse* response) {
-  SyncCallRecorder call(take_snapshot_);
-  return call.Done(inner_->TakeSnapshot(context, request, response));
+  return Metered(*context, take_snapshot_,
+                 [&] { return inner_->TakeSnapshot(context, request, response); });
 }
 
 grpc::Status MeteredAdminService::SnapshotSave(grpc::ServerContext* context,
                                                const SnapshotSaveRequest* request,
                                                grpc::ServerWriter<SnapshotSaveResponse>* writer) {
-  SyncCallRecorder call(snapshot_save_);
-  return call.Done(inner_->SnapshotSave(context, request, writer));
+  return Metered(*context, snapshot_save_,
+                 [&] { return inner_->SnapshotSave(context, request, writer); });
 }
 
 grpc::Status MeteredAdminService::ListMembers(grpc::ServerContext* context,
                                               const ListMembersRequest* request,
                                               ListMembersResponse* response) {
-  SyncCallRecorder call(list_members_);
-  return call.Done(inner_->ListMembers(context, request, response));
+  return Metered(*context, list_members_,
+                 [&] { return inner_->ListMembers(context, request, response); });
 }
 
 grpc::Status MeteredAdminService::AddMember(grpc::ServerContext* context,
                                             const AddMemberRequest* request,
                                             MemberChangeResponse* response) {
-  SyncCallRecorder call(add_member_);
-  return call.Done(inner_->AddMember(context, request, response));
+  return Metered(*context, add_member_,
+                 [&] { return inner_->AddMember(context, request, response); });
 }
 
 grpc::Status MeteredAdminService::PromoteMember(grpc::ServerContext* context,
                                                 const PromoteMemberRequest* request,
                                                 MemberChangeResponse* response) {
-  SyncCallRecorder call(promote_member_);
-  return call.Done(inner_->PromoteMember(context, request, response));
+  return Metered(*context, promote_member_,
+                 [&] { return inner_->PromoteMember(context, request, response); });
 }
 
 grpc::Status MeteredAdminService::RemoveMember(grpc::ServerContext* context,
                                                const RemoveMemberRequest* request,
                                                MemberChangeResponse* response) {
-  SyncCallRecorder call(remove_member_);
-  return call.Done(inner_->RemoveMember(context, request, response));
+  return Metered(*context, remove_member_,
+                 [&] { return inner_->RemoveMember(context, request, response); });
 }
 
 grpc::Status MeteredAdminService::TransferLeader(grpc::ServerContext* context,
                                                  const TransferLeaderRequest* request,
                                                  TransferLeaderResponse* response) {
-  SyncCallRecorder call(transfer_leader_);
-  return call.Done(inner_->TransferLeader(context, request, response));
+  return Metered(*context, transfer_leader_,
+                 [&] { return inner_->TransferLeader(context, request, response); });
 }
 
 }  // namespace raftkv

@@ -32,8 +32,8 @@ class AdminServiceImpl final : public Admin::Service {
  public:
   // `node` must outlive the service. Calls without a deadline (or with a
   // later one) wait at most max_request_timeout_ms. `auth` (not owned; null =
-  // every call allowed) decides who may call: the Admin methods are client
-  // methods (server/call_auth.h).
+  // every call allowed) decides who may call (server/call_auth.h):
+  // ListMembers is a client method, every other Admin method an admin one.
   AdminServiceImpl(RaftNode* node, int max_request_timeout_ms,
                    const CallAuthorizer* auth = nullptr);
 
@@ -68,6 +68,9 @@ class AdminServiceImpl final : public Admin::Service {
   // until Deadline(context); `method` names the call in errors and logs.
   grpc::Status WaitForSnapshot(grpc::ServerContext* context, const char* method,
                                SnapshotInfo* info);
+  // SnapshotSave once authorized: takes a snapshot and streams its file.
+  grpc::Status StreamSnapshot(grpc::ServerContext* context,
+                              grpc::ServerWriter<SnapshotSaveResponse>* writer);
   grpc::Status ChangeMembership(grpc::ServerContext* context,
                                 const raft::MembershipChange& change,
                                 MemberChangeResponse* response);

@@ -32,17 +32,20 @@ uint64_t DirectoryBytes(const std::string& dir) {
   return bytes;
 }
 
-std::string RenderNodeMetrics(const NodeStatus& st, const NodeMetrics& m,
-                              double proposals_per_second, const ScrapeExtras& x) {
-  ExpositionWriter w;
-  // ---- the build ----
+namespace {
+
+// The build: version, git commit and client API.
+void RenderBuild(ExpositionWriter& w) {
   std::string api = KV::service_full_name();  // "raftkv.v1.KV": the API is its package
   api = api.substr(0, api.rfind('.'));
   w.Family("raftkv_build_info", "gauge",
            "Always 1; the labels name the server's version, git commit and client API.");
   w.Sample("raftkv_build_info",
            {{"version", Version()}, {"git_commit", GitCommit()}, {"api", api}}, 1);
-  // ---- state (gauges, from GetStatus) ----
+}
+
+// This member's Raft state (gauges, from GetStatus).
+void RenderRaftState(ExpositionWriter& w, const NodeStatus& st) {
   w.Single("raftkv_member_id", "gauge",
            "Raft id of this member.",
            D(st.id));
@@ -82,6 +85,12 @@ std::string RenderNodeMetrics(const NodeStatus& st, const NodeMetrics& m,
   w.Single("raftkv_snapshot_index", "gauge",
            "Last index covered by the newest snapshot (0: none).",
            D(st.snapshot_index));
+}
+
+// The size of this member's state (sessions, keys, leases, watchers, files)
+// and the members of its configuration (gauges).
+void RenderStoreState(ExpositionWriter& w, const NodeStatus& st, const NodeMetrics& m,
+                      const ScrapeExtras& x) {
   w.Single("raftkv_sessions", "gauge",
            "Client sessions in the state machine.",
            D(st.sessions));
@@ -114,8 +123,10 @@ std::string RenderNodeMetrics(const NodeStatus& st, const NodeMetrics& m,
            "Members of the configuration in effect, by kind (voter or learner).");
   w.Sample("raftkv_config_members", {{"kind", "voter"}}, D(voters));
   w.Sample("raftkv_config_members", {{"kind", "learner"}}, D(learners));
+}
 
-  // ---- replication (leader only) ----
+// Replication to each peer (samples on the leader only).
+void RenderReplication(ExpositionWriter& w, const NodeStatus& st) {
   const bool leader = st.role == raft::Role::kLeader;
   w.Family("raftkv_peer_match_index", "gauge",
            "Leader only: highest log index known to be durable on the peer.");
@@ -130,12 +141,15 @@ std::string RenderNodeMetrics(const NodeStatus& st, const NodeMetrics& m,
   if (leader) {
     for (const MemberInfo& mi : st.members) {
       if (mi.id == st.id) continue;
-      const uint64_t lag = st.last_log_index > mi.match_index ? st.last_log_index - mi.match_index : 0;
+      const uint64_t lag =
+          st.last_log_index > mi.match_index ? st.last_log_index - mi.match_index : 0;
       w.Sample("raftkv_peer_replication_lag_entries", {{"peer", std::to_string(mi.id)}}, D(lag));
     }
   }
+}
 
-  // ---- counters ----
+// The node's counters and its proposal rate.
+void RenderCounters(ExpositionWriter& w, const NodeMetrics& m, double proposals_per_second) {
   w.Single("raftkv_proposals_total", "counter",
            "Client commands this member accepted into its log as leader.",
            Load(m.proposals));
@@ -174,8 +188,10 @@ std::string RenderNodeMetrics(const NodeStatus& st, const NodeMetrics& m,
   w.Single("raftkv_snapshots_installed_total", "counter",
            "Snapshots received from a leader and installed by this member.",
            Load(m.snapshots_installed));
+}
 
-  // ---- histograms ----
+// The node's histograms.
+void RenderHistograms(ExpositionWriter& w, const NodeMetrics& m) {
   w.Family("raftkv_log_fsync_duration_seconds", "histogram",
            "Duration of the log's syncs (fdatasync of the segment, plus the directory's fsync "
            "when files were created or removed); one per group commit.");
@@ -187,32 +203,43 @@ std::string RenderNodeMetrics(const NodeStatus& st, const NodeMetrics& m,
                      m.append_entries_sent.Collect());
   w.HistogramSamples("raftkv_append_entries_batch_entries", {{"direction", "received"}},
                      m.append_entries_received.Collect());
+}
 
-  // ---- the gRPC server ----
-  if (x.server != nullptr) x.server->Render(&w);
+// The process (the standard names of the Prometheus client libraries).
+void RenderProcess(ExpositionWriter& w, const ProcessStats& p) {
+  w.Single("process_cpu_seconds_total", "counter",
+           "Total user and system CPU time spent in seconds.",
+           p.cpu_seconds);
+  w.Single("process_resident_memory_bytes", "gauge",
+           "Resident memory size in bytes.",
+           D(p.resident_bytes));
+  w.Single("process_virtual_memory_bytes", "gauge",
+           "Virtual memory size in bytes.",
+           D(p.virtual_bytes));
+  w.Single("process_open_fds", "gauge",
+           "Number of open file descriptors.",
+           D(p.open_fds));
+  w.Single("process_max_fds", "gauge",
+           "Maximum number of open file descriptors.",
+           D(p.max_fds));
+  w.Single("process_start_time_seconds", "gauge",
+           "Start time of the process since unix epoch in seconds.",
+           p.start_time_seconds);
+}
 
-  // ---- the process (the standard names of the Prometheus client libraries) ----
-  if (x.process) {
-    const ProcessStats& p = *x.process;
-    w.Single("process_cpu_seconds_total", "counter",
-             "Total user and system CPU time spent in seconds.",
-             p.cpu_seconds);
-    w.Single("process_resident_memory_bytes", "gauge",
-             "Resident memory size in bytes.",
-             D(p.resident_bytes));
-    w.Single("process_virtual_memory_bytes", "gauge",
-             "Virtual memory size in bytes.",
-             D(p.virtual_bytes));
-    w.Single("process_open_fds", "gauge",
-             "Number of open file descriptors.",
-             D(p.open_fds));
-    w.Single("process_max_fds", "gauge",
-             "Maximum number of open file descriptors.",
-             D(p.max_fds));
-    w.Single("process_start_time_seconds", "gauge",
-             "Start time of the process since unix epoch in seconds.",
-             p.start_time_seconds);
-  }
+}  // namespace
+
+std::string RenderNodeMetrics(const NodeStatus& st, const NodeMetrics& m,
+                              double proposals_per_second, const ScrapeExtras& x) {
+  ExpositionWriter w;
+  RenderBuild(w);
+  RenderRaftState(w, st);
+  RenderStoreState(w, st, m, x);
+  RenderReplication(w, st);
+  RenderCounters(w, m, proposals_per_second);
+  RenderHistograms(w, m);
+  if (x.server != nullptr) x.server->Render(&w);  // the gRPC server
+  if (x.process) RenderProcess(w, *x.process);
   return w.Take();
 }
 

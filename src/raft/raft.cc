@@ -220,12 +220,9 @@ void Raft::HandleVoteRequest(const Message& m) {
     core_->vote = req.candidate_id();
     core_->ResetElectionTimer();
   }
-  Message resp;
-  resp.type = MessageType::kVoteResp;
-  resp.to = m.from;
-  resp.rpc_id = m.rpc_id;
-  resp.vote_resp.set_term(grant && req.pre_vote() ? req.term() : core_->term);
-  resp.vote_resp.set_from(core_->id());
+  Message resp = core_->ReplyTo(m, MessageType::kVoteResp);
+  // A granted pre-vote answers in the term the candidate would take.
+  if (grant && req.pre_vote()) resp.vote_resp.set_term(req.term());
   resp.vote_resp.set_granted(grant);
   resp.vote_resp.set_pre_vote(req.pre_vote());
   VLOG(1) << "member " << core_->id() << (grant ? " grants " : " denies ")

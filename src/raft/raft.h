@@ -75,8 +75,9 @@ class Raft {
   ProposeResult ProposeMembershipChange(const MembershipChange& change);
   // Leader only: leadership transfer (Raft thesis 3.10). Stops accepting
   // proposals, brings `target` up to date, then sends it kTimeoutNow. Given
-  // up after an election timeout (proposals are accepted again). Returns ""
-  // when started, otherwise why not (not leader, target not a voter or self).
+  // up after an election timeout (proposals are accepted again). OK when
+  // started; Unavailable when not leader; FailedPrecondition saying why not
+  // (target not a voter, or itself, or another transfer in progress).
   Status TransferLeadership(uint64_t target);
   // The state machine has a durable snapshot covering the log up to `index`
   // (<= the last index handed out in Ready::committed): entries up to it are

@@ -102,7 +102,7 @@ void ClientHandlers::HandleCloseSession(CloseSessionCall* call) {
 void ClientHandlers::HandlePut(PutCall* call) {
   if (Forwarder::MaybeForward<KV>(forwarder_, call, "Put")) return;
   Command cmd;
-  grpc::Status bad = PutCommand(&call->request(), limits_, &cmd);
+  grpc::Status bad = ToGrpcStatus(PutCommand(&call->request(), limits_, &cmd));
   if (!bad.ok()) return call->FinishWithError(bad);
   node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
     if (!out.status.ok()) return FinishWithOutcome(call, out);
@@ -118,7 +118,7 @@ void ClientHandlers::HandlePut(PutCall* call) {
 void ClientHandlers::HandleDelete(DeleteCall* call) {
   if (Forwarder::MaybeForward<KV>(forwarder_, call, "Delete")) return;
   Command cmd;
-  grpc::Status bad = DeleteCommand(&call->request(), limits_, &cmd);
+  grpc::Status bad = ToGrpcStatus(DeleteCommand(&call->request(), limits_, &cmd));
   if (!bad.ok()) return call->FinishWithError(bad);
   node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
     if (!out.status.ok()) return FinishWithOutcome(call, out);
@@ -136,7 +136,7 @@ void ClientHandlers::HandleDelete(DeleteCall* call) {
 void ClientHandlers::HandleCompareAndSwap(CasCall* call) {
   if (Forwarder::MaybeForward<KV>(forwarder_, call, "CompareAndSwap")) return;
   Command cmd;
-  grpc::Status bad = CompareAndSwapCommand(&call->request(), limits_, &cmd);
+  grpc::Status bad = ToGrpcStatus(CompareAndSwapCommand(&call->request(), limits_, &cmd));
   if (!bad.ok()) return call->FinishWithError(bad);
   node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
     if (!out.status.ok()) return FinishWithOutcome(call, out);
@@ -154,7 +154,7 @@ void ClientHandlers::HandleCompareAndSwap(CasCall* call) {
 void ClientHandlers::HandleBatch(BatchCall* call) {
   if (Forwarder::MaybeForward<KV>(forwarder_, call, "Batch")) return;
   Command cmd;
-  grpc::Status bad = BatchCommand(&call->request(), limits_, &cmd);
+  grpc::Status bad = ToGrpcStatus(BatchCommand(&call->request(), limits_, &cmd));
   if (!bad.ok()) return call->FinishWithError(bad);
   node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
     if (!out.status.ok()) return FinishWithOutcome(call, out);
@@ -172,7 +172,7 @@ void ClientHandlers::HandleGet(GetCall* call) {
       Forwarder::MaybeForward<KV>(forwarder_, call, "Get")) {
     return;
   }
-  grpc::Status bad = CheckGetRequest(call->request(), limits_);
+  grpc::Status bad = ToGrpcStatus(CheckGetRequest(call->request(), limits_));
   if (!bad.ok()) return call->FinishWithError(bad);
   const KvStateMachine& sm = node_->state_machine();
   auto answer = [call, &sm](uint64_t index) {
@@ -205,7 +205,7 @@ void ClientHandlers::HandleRange(RangeCall* call) {
       Forwarder::MaybeForward<KV>(forwarder_, call, "Range")) {
     return;
   }
-  grpc::Status bad = CheckRangeRequest(call->request(), limits_);
+  grpc::Status bad = ToGrpcStatus(CheckRangeRequest(call->request(), limits_));
   if (!bad.ok()) return call->FinishWithError(bad);
   auto answer = [this, call](uint64_t term) {
     RangeResponse resp;
@@ -225,7 +225,7 @@ void ClientHandlers::HandleRange(RangeCall* call) {
 void ClientHandlers::HandleDeleteRange(DeleteRangeCall* call) {
   if (Forwarder::MaybeForward<KV>(forwarder_, call, "DeleteRange")) return;
   Command cmd;
-  grpc::Status bad = DeleteRangeCommand(&call->request(), limits_, &cmd);
+  grpc::Status bad = ToGrpcStatus(DeleteRangeCommand(&call->request(), limits_, &cmd));
   if (!bad.ok()) return call->FinishWithError(bad);
   if (cmd.prev_kv()) {  // as a transaction's answer: refused before it is proposed
     Status too_big = node_->state_machine().CheckDeleteAnswer(cmd.key(), cmd.range_end(), cmd.max_result_bytes());
@@ -249,7 +249,7 @@ void ClientHandlers::HandleTxn(TxnCall* call) {
   if (TxnIsReadOnly(call->request())) {
     Command unused;
     TxnRequest copy = call->request();
-    grpc::Status bad = TxnCommand(&copy, limits_, &unused);
+    grpc::Status bad = ToGrpcStatus(TxnCommand(&copy, limits_, &unused));
     if (!bad.ok()) return call->FinishWithError(bad);
     node_->ReadIndex(Deadline(call->context()), [this, call](Outcome out) {
       if (!out.status.ok()) return FinishWithOutcome(call, out);
@@ -267,7 +267,7 @@ void ClientHandlers::HandleTxn(TxnCall* call) {
     return;
   }
   Command cmd;
-  grpc::Status bad = TxnCommand(&call->request(), limits_, &cmd);
+  grpc::Status bad = ToGrpcStatus(TxnCommand(&call->request(), limits_, &cmd));
   if (!bad.ok()) return call->FinishWithError(bad);
   // Refused here, before it is proposed, when its answer would be over the
   // bound on the state as it is now (the entry is checked again, alike on

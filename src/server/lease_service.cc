@@ -52,7 +52,7 @@ void LeaseService::HandleGrant(GrantCall* call) {
   int64_t ttl = 0;
   if (Status bad = keeper_->GrantTtl(req.ttl(), &ttl); !bad.ok()) return call->FinishWithError(ToGrpcStatus(bad));
   Command cmd;
-  if (grpc::Status bad = LeaseGrantCommand(req, ttl, options_.Limits(), &cmd); !bad.ok()) {
+  if (grpc::Status bad = ToGrpcStatus(LeaseGrantCommand(req, ttl, options_.Limits(), &cmd)); !bad.ok()) {
     return call->FinishWithError(bad);
   }
   node_->Propose(cmd.SerializeAsString(), CallDeadline(call->context(), options_.max_request_timeout_ms),

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/tsan_handoff.h"
+#include "server/grpc_status.h"
 
 namespace raftkv {
 
@@ -88,7 +89,7 @@ void WatchCall::OnRequest(bool ok) {
   }
   if (method_->metrics != nullptr) method_->metrics->StreamStarted();
   grpc::Status status = AuthorizeCall(method_->auth, context_, Caller::kClient);
-  if (status.ok()) status = CheckKeyRange(request_.key(), request_.range_end(), method_->limits);
+  if (status.ok()) status = ToGrpcStatus(CheckKeyRange(request_.key(), request_.range_end(), method_->limits));
   if (status.ok() && request_.start_revision() < 0) {
     status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "start_revision must be >= 0 (0: from the next change)");

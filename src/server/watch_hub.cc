@@ -25,7 +25,7 @@ void WatchHub::Start() {
 
 void WatchHub::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!stopping_) {
       stopping_ = true;
       for (auto& [id, w] : watchers_) {
@@ -38,14 +38,14 @@ void WatchHub::Stop() {
       per_client_.clear();
     }
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 uint64_t WatchHub::NewId() { return next_id_.fetch_add(1); }
 
 grpc::Status WatchHub::Add(uint64_t id, const WatchRequest& req, WatchSink* sink, const std::string& client) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stopping_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "member shutting down");
   if (!leaderless_.empty()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, leaderless_);
   if (watchers_.size() >= options_.max_watchers) {
@@ -69,12 +69,12 @@ grpc::Status WatchHub::Add(uint64_t id, const WatchRequest& req, WatchSink* sink
   w.prev_kv = req.prev_kv();
   w.sink = sink;
   work_ = true;
-  cv_.notify_one();
+  cv_.Signal();
   return grpc::Status::OK;
 }
 
 void WatchHub::Remove(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = watchers_.find(id);
   if (it != watchers_.end()) EraseLocked(it);
 }
@@ -106,24 +106,24 @@ void WatchHub::CutStalledLocked(std::chrono::steady_clock::time_point now) {
 }
 
 void WatchHub::SendDone(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = watchers_.find(id);
   if (it == watchers_.end()) return;
   it->second.busy = false;
   work_ = true;
-  cv_.notify_one();
+  cv_.Signal();
 }
 
 void WatchHub::Notify() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     work_ = true;
   }
-  cv_.notify_one();
+  cv_.Signal();
 }
 
 void WatchHub::SetLeaderless(bool leaderless, int64_t ms) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!leaderless) {
     leaderless_.clear();
     return;
@@ -141,27 +141,29 @@ void WatchHub::SetLeaderless(bool leaderless, int64_t ms) {
 }
 
 size_t WatchHub::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return watchers_.size();
 }
 
 uint64_t WatchHub::events_sent() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return events_sent_;
 }
 
 uint64_t WatchHub::stalled() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return stalled_;
 }
 
 void WatchHub::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // Stalled watchers are looked for at least this often.
   const auto check = std::chrono::milliseconds(std::clamp(options_.stall_timeout_ms / 4, 10, 1000));
   auto next_check = std::chrono::steady_clock::now() + check;
   while (!stopping_) {
-    cv_.wait_until(lock, next_check, [this] { return work_ || stopping_; });
+    while (!work_ && !stopping_) {
+      if (!cv_.WaitUntil(&mu_, next_check)) break;
+    }
     if (stopping_) break;
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_check) {

@@ -20,15 +20,14 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include <grpcpp/support/status.h>
 
+#include "common/mutex.h"
 #include "proto/internal.h"
 #include "kv/kv_state_machine.h"
 
@@ -62,7 +61,7 @@ class WatchHub {
   ~WatchHub();
   void Start();
   // Ends every watcher with UNAVAILABLE and stops the thread.
-  void Stop();
+  void Stop() EXCLUDES(mu_);
 
   // A new watcher id (for Add).
   uint64_t NewId();
@@ -70,23 +69,24 @@ class WatchHub {
   // `client` (its address without the port). RESOURCE_EXHAUSTED when the
   // member has max_watchers, or that client max_watchers_per_client. The
   // first response (created) follows.
-  grpc::Status Add(uint64_t id, const WatchRequest& req, WatchSink* sink, const std::string& client);
+  grpc::Status Add(uint64_t id, const WatchRequest& req, WatchSink* sink, const std::string& client)
+      EXCLUDES(mu_);
   // The stream is gone (client cancelled, write failed): after this returns
   // the hub never calls the sink again. No-op if the hub already ended it.
-  void Remove(uint64_t id);
+  void Remove(uint64_t id) EXCLUDES(mu_);
   // The response in flight of watcher `id` was sent.
-  void SendDone(uint64_t id);
+  void SendDone(uint64_t id) EXCLUDES(mu_);
   // The store advanced (any thread; cheap).
-  void Notify();
+  void Notify() EXCLUDES(mu_);
   // The member has heard from no leader for `ms` (RaftNode's leaderless
   // observer): its store may never move again, so every watcher is ended
   // with UNAVAILABLE and new ones are refused until a leader is heard from.
-  void SetLeaderless(bool leaderless, int64_t ms);
+  void SetLeaderless(bool leaderless, int64_t ms) EXCLUDES(mu_);
 
-  size_t size() const;
-  uint64_t events_sent() const;
+  size_t size() const EXCLUDES(mu_);
+  uint64_t events_sent() const EXCLUDES(mu_);
   // Watchers cut off because their client stopped reading.
-  uint64_t stalled() const;
+  uint64_t stalled() const EXCLUDES(mu_);
 
  private:
   struct Watcher {
@@ -101,29 +101,28 @@ class WatchHub {
     WatchSink* sink = nullptr;
   };
   using WatcherMap = std::map<uint64_t, Watcher>;
-  void Loop();
-  // Forgets watcher `it` (and its client's count). Requires mu_.
-  WatcherMap::iterator EraseLocked(WatcherMap::iterator it);
+  void Loop() EXCLUDES(mu_);
+  // Forgets watcher `it` (and its client's count).
+  WatcherMap::iterator EraseLocked(WatcherMap::iterator it) REQUIRES(mu_);
   // Cuts off the watchers whose response waited past stall_timeout_ms.
-  // Requires mu_.
-  void CutStalledLocked(std::chrono::steady_clock::time_point now);
-  // Sends watcher `w` its next response if it has one. Requires mu_.
+  void CutStalledLocked(std::chrono::steady_clock::time_point now) REQUIRES(mu_);
+  // Sends watcher `w` its next response if it has one.
   // Returns false when the watcher was ended (and must be erased).
-  bool PumpLocked(uint64_t id, Watcher* w);
+  bool PumpLocked(uint64_t id, Watcher* w) REQUIRES(mu_);
 
   const WatchOptions options_;
   const KvStateMachine* const sm_;
   const uint64_t member_id_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;              // guarded by mu_
-  bool work_ = false;                  // guarded by mu_: something to pump
-  std::string leaderless_;             // guarded by mu_: why watches are refused ("": not)
+  mutable Mutex mu_;
+  CondVar cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  bool work_ GUARDED_BY(mu_) = false;  // something to pump
+  std::string leaderless_ GUARDED_BY(mu_);  // why watches are refused ("": not)
   std::atomic<uint64_t> next_id_{1};
-  WatcherMap watchers_;                // guarded by mu_
-  std::map<std::string, size_t> per_client_;  // guarded by mu_: watchers by client address
-  uint64_t events_sent_ = 0;           // guarded by mu_
-  uint64_t stalled_ = 0;               // guarded by mu_
+  WatcherMap watchers_ GUARDED_BY(mu_);
+  std::map<std::string, size_t> per_client_ GUARDED_BY(mu_);  // watchers by client address
+  uint64_t events_sent_ GUARDED_BY(mu_) = 0;
+  uint64_t stalled_ GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 

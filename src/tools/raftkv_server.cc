@@ -309,25 +309,9 @@ void RaiseOpenFileLimit() {
 
 }  // namespace
 
-// Runs the member until a signal; every gRPC object it made is destroyed
-// when it returns.
-static int Serve(int argc, char** argv) {
-  gflags::SetUsageMessage("raftkv-server --flagfile=conf/node1.flags  (see --help)");
-  gflags::SetVersionString(raftkv::VersionString());
-  // Bad flag file lines are reported as FILE:LINE before gflags reads them.
-  if (raftkv::Status s = raftkv::CheckFlagFiles(argc, argv, &FlagOrigin()); !s.ok()) {
-    std::cerr << "raftkv-server: " << s.message() << std::endl;
-    return 2;
-  }
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  if (!FLAGS_log_dir.empty()) {
-    std::error_code ec;  // glog silently drops logs if its directory is missing
-    std::filesystem::create_directories(FLAGS_log_dir, ec);
-  }
-  google::InitGoogleLogging(argv[0]);
-  RaiseOpenFileLimit();
-  raftkv::InitGrpcRuntime();
-  if (argc > 1) return Fail(std::string("unexpected argument '") + argv[1] + "'");
+// Checks the member's identity, clock, thread and lease flags; 0 if they
+// hold, else the exit code of the reported error.
+static int CheckMemberFlags() {
   if (FLAGS_id == 0) return Fail("--id is required (a positive member id)");
   if (FLAGS_data_dir.empty()) return Fail("--data_dir is required");
   if (FLAGS_tick_ms < 1) return Fail("--tick_ms must be >= 1");
@@ -361,6 +345,12 @@ static int Serve(int argc, char** argv) {
   if (FLAGS_initial_cluster_state != "new" && FLAGS_initial_cluster_state != "existing") {
     return Fail("--initial_cluster_state must be 'new' or 'existing', got '" + FLAGS_initial_cluster_state + "'");
   }
+  return 0;
+}
+
+// Checks the size and resource limits (and warns of no automatic
+// snapshots); 0 if they hold, else the exit code of the reported error.
+static int CheckLimitFlags() {
   for (const auto& [name, value] :
        {std::pair<const char*, int64_t>{"--max_txn_ops", static_cast<int64_t>(FLAGS_max_txn_ops)},
         {"--max_txn_result_bytes", static_cast<int64_t>(FLAGS_max_txn_result_bytes)},
@@ -421,53 +411,56 @@ static int Serve(int argc, char** argv) {
     LOG(WARNING) << "--snapshot_entries=0 and --snapshot_log_bytes=0: no automatic snapshots; "
                     "the log grows until a snapshot is taken with raftkvctl";
   }
+  return 0;
+}
 
-  // TLS and tokens (client/security.h, server/call_auth.h). The member's
-  // own channels to its peers use the same CA, certificate and key.
-  auto security = std::make_shared<raftkv::ChannelSecurity>();
-  std::unique_ptr<raftkv::CallAuthorizer> auth;
-  {
-    if (raftkv::Status bad = raftkv::LoadChannelSecurity(raftkv::SecurityFilesFromFlags(), security.get());
-        !bad.ok()) {
-      return Fail(bad.message());
-    }
-    if (!FLAGS_peer_token_file.empty()) {
-      if (raftkv::Status bad = raftkv::LoadTokenFile("peer_token_file", FLAGS_peer_token_file,
-                                                     &security->peer_token);
-          !bad.ok()) {
-        return Fail(bad.message());
-      }
-      if (security->peer_token == security->token) {
-        return Fail("--peer_token_file holds the same token as --token_file: every client could "
-                    "act as a member; give the members a secret of their own");
-      }
-    }
-    raftkv::ServerSecurityOptions sec;
-    if (!FLAGS_admin_token_file.empty()) {
-      if (raftkv::Status bad = raftkv::LoadTokenFile("admin_token_file", FLAGS_admin_token_file,
-                                                     &sec.admin_token);
-          !bad.ok()) {
-        return Fail(bad.message());
-      }
-      if (sec.admin_token == security->token || sec.admin_token == security->peer_token) {
-        return Fail("--admin_token_file holds the same token as --token_file or "
-                    "--peer_token_file: give the administrators a token of their own");
-      }
-    } else if (!security->token.empty()) {
-      LOG(WARNING) << "--token_file without --admin_token_file: every holder of the client token "
-                      "may also change the membership and take snapshots";
-    }
-    sec.files = *security;
-    sec.client_cert_required = FLAGS_client_cert_required;
-    if (raftkv::Status bad = raftkv::CallAuthorizer::ParseNames(FLAGS_peer_cert_allowed_names, &sec.peer_allowed_names);
-        !bad.ok()) {
-      return Fail("--peer_cert_allowed_names: " + bad.message());
-    }
-    if (raftkv::Status bad = raftkv::CallAuthorizer::Create(std::move(sec), &auth); !bad.ok()) {
-      return Fail(bad.message());
-    }
-    raftkv::SetProcessChannelSecurity(security);
+// TLS and tokens (client/security.h, server/call_auth.h): loads the files
+// named by the flags into *shared (the process-wide channel security: the
+// member's own channels to its peers use the same CA, certificate and key)
+// and makes *auth. 0 on success, else the exit code of the reported error.
+static int LoadSecurity(const std::shared_ptr<raftkv::ChannelSecurity>& shared,
+                        std::unique_ptr<raftkv::CallAuthorizer>* auth) {
+  raftkv::ChannelSecurity* security = shared.get();
+  if (raftkv::Status bad = raftkv::LoadChannelSecurity(raftkv::SecurityFilesFromFlags(), security);
+      !bad.ok()) {
+    return Fail(bad.message());
   }
+  if (!FLAGS_peer_token_file.empty()) {
+    if (raftkv::Status bad = raftkv::LoadTokenFile("peer_token_file", FLAGS_peer_token_file,
+                                                   &security->peer_token);
+        !bad.ok()) {
+      return Fail(bad.message());
+    }
+    if (security->peer_token == security->token) {
+      return Fail("--peer_token_file holds the same token as --token_file: every client could "
+                  "act as a member; give the members a secret of their own");
+    }
+  }
+  raftkv::ServerSecurityOptions sec;
+  if (!FLAGS_admin_token_file.empty()) {
+    if (raftkv::Status bad = raftkv::LoadTokenFile("admin_token_file", FLAGS_admin_token_file,
+                                                   &sec.admin_token);
+        !bad.ok()) {
+      return Fail(bad.message());
+    }
+    if (sec.admin_token == security->token || sec.admin_token == security->peer_token) {
+      return Fail("--admin_token_file holds the same token as --token_file or "
+                  "--peer_token_file: give the administrators a token of their own");
+    }
+  } else if (!security->token.empty()) {
+    LOG(WARNING) << "--token_file without --admin_token_file: every holder of the client token "
+                    "may also change the membership and take snapshots";
+  }
+  sec.files = *security;
+  sec.client_cert_required = FLAGS_client_cert_required;
+  if (raftkv::Status bad = raftkv::CallAuthorizer::ParseNames(FLAGS_peer_cert_allowed_names, &sec.peer_allowed_names);
+      !bad.ok()) {
+    return Fail("--peer_cert_allowed_names: " + bad.message());
+  }
+  if (raftkv::Status bad = raftkv::CallAuthorizer::Create(std::move(sec), auth); !bad.ok()) {
+    return Fail(bad.message());
+  }
+  raftkv::SetProcessChannelSecurity(shared);
   if (!security->tls()) {
     LOG(WARNING) << "plaintext: client and peer traffic is neither encrypted nor authenticated "
                     "(set --tls_ca_file, --tls_cert_file, --tls_key_file)";
@@ -475,17 +468,21 @@ static int Serve(int argc, char** argv) {
       LOG(WARNING) << "--token_file without TLS: the token travels in clear text";
     }
   }
+  return 0;
+}
 
-  raftkv::ClusterConfig cluster;
-  raftkv::Status s = raftkv::LoadClusterConfig(FLAGS_cluster_file, &cluster);
+// Loads --cluster_file into *cluster and finds the address this member
+// serves on (its line there, or --listen_address with --join); 0 on
+// success, else the exit code of the reported error.
+static int LoadCluster(raftkv::ClusterConfig* cluster, std::string* self_address) {
+  raftkv::Status s = raftkv::LoadClusterConfig(FLAGS_cluster_file, cluster);
   if (!s.ok()) {
     // A file that cannot be read is named with the flag file line that set
     // --cluster_file; parse errors name the cluster file's own line.
     const bool unreadable = !std::ifstream(FLAGS_cluster_file);
     return Fail(unreadable ? "--cluster_file: " + s.message() : s.message());
   }
-  const raftkv::Member* self = cluster.Find(FLAGS_id);
-  std::string self_address;
+  const raftkv::Member* self = cluster->Find(FLAGS_id);
   if (FLAGS_join) {
     if (self != nullptr) {
       return Fail("--join is for a new member whose id is not in " + FLAGS_cluster_file +
@@ -498,36 +495,45 @@ static int Serve(int argc, char** argv) {
     if (raftkv::Status bad = raftkv::ParseEndpoint(FLAGS_listen_address); !bad.ok()) {
       return Fail("--listen_address '" + FLAGS_listen_address + "': " + bad.message());
     }
-    self_address = FLAGS_listen_address;
+    *self_address = FLAGS_listen_address;
   } else if (self == nullptr) {
     std::string ids;
-    for (uint64_t id : cluster.Ids()) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+    for (uint64_t id : cluster->Ids()) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
     return Fail("--id=" + std::to_string(FLAGS_id) + " is not listed in " + FLAGS_cluster_file +
                 " (its members: " + ids +
                 "; a new member being added to a running cluster needs --join)");
   } else {
-    self_address = self->address;
+    *self_address = self->address;
   }
+  return 0;
+}
 
-  if (security->tls()) {
-    // The host the others dial: the address without its port.
-    std::string host = self_address.substr(0, self_address.rfind(':'));
-    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-      host = host.substr(1, host.size() - 2);
-    }
-    std::string warning;
-    if (raftkv::Status bad = raftkv::CheckServerCertificate(*security, host, &warning); !bad.ok()) {
-      return Fail(bad.message());
-    }
-    if (!warning.empty()) LOG(WARNING) << warning;
-    LOG(INFO) << "TLS on: peers need a certificate signed by " << FLAGS_tls_ca_file
-              << (FLAGS_peer_cert_allowed_names.empty()
-                      ? std::string()
-                      : " naming one of " + FLAGS_peer_cert_allowed_names)
-              << (FLAGS_client_cert_required ? "; clients need one too" : "")
-              << (security->token.empty() ? "" : "; client calls need the bearer token");
+// With TLS: checks this member's certificate against the host the others
+// dial and logs what peers and clients need; 0 on success, else the exit
+// code of the reported error.
+static int CheckServerTls(const raftkv::ChannelSecurity& security,
+                          const std::string& self_address) {
+  // The host the others dial: the address without its port.
+  std::string host = self_address.substr(0, self_address.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
   }
+  std::string warning;
+  if (raftkv::Status bad = raftkv::CheckServerCertificate(security, host, &warning); !bad.ok()) {
+    return Fail(bad.message());
+  }
+  if (!warning.empty()) LOG(WARNING) << warning;
+  LOG(INFO) << "TLS on: peers need a certificate signed by " << FLAGS_tls_ca_file
+            << (FLAGS_peer_cert_allowed_names.empty()
+                    ? std::string()
+                    : " naming one of " + FLAGS_peer_cert_allowed_names)
+            << (FLAGS_client_cert_required ? "; clients need one too" : "")
+            << (security.token.empty() ? "" : "; client calls need the bearer token");
+  return 0;
+}
 
+static raftkv::NodeOptions MakeNodeOptions(const raftkv::ClusterConfig& cluster,
+                                           const std::string& self_address) {
   raftkv::NodeOptions node_options;
   node_options.id = FLAGS_id;
   node_options.cluster = cluster;
@@ -552,23 +558,11 @@ static int Serve(int argc, char** argv) {
   node_options.history_revisions = FLAGS_history_revisions;
   node_options.history_bytes = FLAGS_history_bytes;
   node_options.snapshot_history_revisions = FLAGS_snapshot_history_revisions;
+  return node_options;
+}
 
-  // Termination signals, waited for in main once the member runs. Registered
-  // before the first thread starts: a signal that arrives during start-up is
-  // queued and handled by the wait below. Boost.Asio's signal_set works on
-  // POSIX (a handler that wakes the io_context, whatever thread the signal
-  // lands on: no signal mask) and on Windows (the C runtime's signal():
-  // Ctrl-C is SIGINT, Ctrl-Break SIGBREAK).
-  boost::asio::io_context signal_context;
-  boost::asio::signal_set signals(signal_context, SIGINT, SIGTERM);
-#ifdef SIGBREAK
-  signals.add(SIGBREAK);
-#endif
-
-  std::unique_ptr<raftkv::RaftNode> node;
-  s = raftkv::RaftNode::Open(node_options, &node);
-  if (!s.ok()) return Fail("cannot open " + FLAGS_data_dir + ": " + s.ToString());
-
+static raftkv::PeerClientOptions MakePeerOptions(
+    const std::shared_ptr<raftkv::ChannelSecurity>& security) {
   raftkv::PeerClientOptions peer_options;
   peer_options.cq_num = FLAGS_peer_cq_num;
   peer_options.threads_per_cq = FLAGS_peer_threads_per_cq;
@@ -576,20 +570,12 @@ static int Serve(int argc, char** argv) {
   peer_options.vote_timeout_ms = FLAGS_vote_timeout_ms;
   peer_options.snapshot_timeout_ms = FLAGS_snapshot_timeout_ms;
   peer_options.security = security;
-  raftkv::FaultInjector faults;
-  if (FLAGS_enable_test_faults) {
-    LOG(WARNING) << "--enable_test_faults: the Testing service can cut this node's peer links";
-    peer_options.faults = &faults;
-  }
-  raftkv::RaftNode* raw_node = node.get();
-  raftkv::PeerClient peers(
-      cluster, FLAGS_id, peer_options,
-      [raw_node](const raftkv::raft::Message& m) { raw_node->StepResponse(m); },
-      [raw_node](uint64_t peer) { raw_node->ReportUnreachable(peer); },
-      [raw_node](uint64_t index, uint64_t term, std::unique_ptr<raftkv::SnapshotFileSource>* out) {
-        return raw_node->OpenSnapshotSource(index, term, out);
-      });
+  return peer_options;
+}
 
+static raftkv::ServerOptions MakeServerOptions(
+    const std::string& self_address, size_t snapshot_chunk_bytes, raftkv::FaultInjector* faults,
+    raftkv::CallAuthorizer* auth, const std::shared_ptr<raftkv::ChannelSecurity>& security) {
   raftkv::ServerOptions server_options;
   server_options.listen_address = FLAGS_listen_address;
   if (server_options.listen_address.empty()) {
@@ -618,7 +604,7 @@ static int Serve(int argc, char** argv) {
   server_options.max_sync_threads = FLAGS_grpc_max_sync_threads;
   server_options.grpc_memory_bytes = FLAGS_grpc_memory_bytes;
   server_options.max_append_bytes = FLAGS_max_append_bytes;
-  server_options.snapshot_chunk_bytes = peer_options.snapshot_chunk_bytes;
+  server_options.snapshot_chunk_bytes = snapshot_chunk_bytes;
   server_options.max_request_timeout_ms = FLAGS_max_request_timeout_ms;
   server_options.session_timeout_ms = FLAGS_session_timeout_ms;
   server_options.lease.min_ttl_s = FLAGS_min_lease_ttl_s;
@@ -627,10 +613,116 @@ static int Serve(int argc, char** argv) {
   server_options.watch.batch_bytes = FLAGS_watch_batch_bytes;
   server_options.watch.max_watchers_per_client = FLAGS_max_watchers_per_client;
   server_options.watch.stall_timeout_ms = FLAGS_watch_stall_timeout_ms;
-  if (FLAGS_enable_test_faults) server_options.faults = &faults;
-  server_options.auth = auth.get();
+  if (FLAGS_enable_test_faults) server_options.faults = faults;
+  server_options.auth = auth;
   server_options.forward_to_leader = FLAGS_forward_to_leader;
   server_options.peer_security = security;
+  return server_options;
+}
+
+// Starts the metrics endpoint when --metrics_port asks for one; 0 on
+// success, else the exit code of the reported error.
+static int StartMetrics(raftkv::RaftNode* node, raftkv::ServerMetrics* rpc_metrics,
+                        std::unique_ptr<raftkv::MetricsEndpoint>* metrics) {
+  if (FLAGS_metrics_port == 0) return 0;
+  *metrics = std::make_unique<raftkv::MetricsEndpoint>(node, rpc_metrics, FLAGS_metrics_address,
+                                                      FLAGS_metrics_port);
+  const raftkv::Status s = (*metrics)->Start();
+  if (!s.ok()) {
+    return Fail("--metrics_port=" + std::to_string(FLAGS_metrics_port) +
+                " --metrics_address=" + FLAGS_metrics_address + ": " + s.message());
+  }
+  return 0;
+}
+
+static void LogStarted(const raftkv::ServerOptions& server_options, const std::string& self_address,
+                       const raftkv::ClusterConfig& cluster) {
+  LOG(INFO) << "largest accepted message: " << raftkv::MaxReceiveMessageBytes(server_options)
+            << " bytes (from --max_key_bytes, --max_value_bytes, --max_batch_bytes, "
+               "--max_batch_ops, --max_append_bytes; every member should use the same limits)";
+  LOG(INFO) << "raftkv-server " << raftkv::VersionString();
+  LOG(INFO) << "raftkv-server member " << FLAGS_id << " at " << self_address
+            << (FLAGS_join ? " (joining)" : "") << " started; cluster file lists "
+            << cluster.members.size() << " members; data in " << FLAGS_data_dir;
+}
+
+// Waits for a termination signal (registered on *signals); returns its number.
+static int WaitForSignal(boost::asio::io_context* signal_context,
+                         boost::asio::signal_set* signals) {
+  int signal_number = 0;
+  signals->async_wait([&signal_number](const boost::system::error_code& error, int number) {
+    if (!error) signal_number = number;
+  });
+  signal_context->run();  // returns once the wait above has completed
+  return signal_number;
+}
+
+// Runs the member until a signal; every gRPC object it made is destroyed
+// when it returns.
+static int Serve(int argc, char** argv) {
+  gflags::SetUsageMessage("raftkv-server --flagfile=conf/node1.flags  (see --help)");
+  gflags::SetVersionString(raftkv::VersionString());
+  // Bad flag file lines are reported as FILE:LINE before gflags reads them.
+  if (raftkv::Status s = raftkv::CheckFlagFiles(argc, argv, &FlagOrigin()); !s.ok()) {
+    std::cerr << "raftkv-server: " << s.message() << std::endl;
+    return 2;
+  }
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (!FLAGS_log_dir.empty()) {
+    std::error_code ec;  // glog silently drops logs if its directory is missing
+    std::filesystem::create_directories(FLAGS_log_dir, ec);
+  }
+  google::InitGoogleLogging(argv[0]);
+  RaiseOpenFileLimit();
+  raftkv::InitGrpcRuntime();
+  if (argc > 1) return Fail(std::string("unexpected argument '") + argv[1] + "'");
+  if (int code = CheckMemberFlags(); code != 0) return code;
+  if (int code = CheckLimitFlags(); code != 0) return code;
+
+  auto security = std::make_shared<raftkv::ChannelSecurity>();
+  std::unique_ptr<raftkv::CallAuthorizer> auth;
+  if (int code = LoadSecurity(security, &auth); code != 0) return code;
+  raftkv::ClusterConfig cluster;
+  std::string self_address;
+  if (int code = LoadCluster(&cluster, &self_address); code != 0) return code;
+  if (security->tls()) {
+    if (int code = CheckServerTls(*security, self_address); code != 0) return code;
+  }
+  const raftkv::NodeOptions node_options = MakeNodeOptions(cluster, self_address);
+
+  // Termination signals, waited for in main once the member runs. Registered
+  // before the first thread starts: a signal that arrives during start-up is
+  // queued and handled by the wait below. Boost.Asio's signal_set works on
+  // POSIX (a handler that wakes the io_context, whatever thread the signal
+  // lands on: no signal mask) and on Windows (the C runtime's signal():
+  // Ctrl-C is SIGINT, Ctrl-Break SIGBREAK).
+  boost::asio::io_context signal_context;
+  boost::asio::signal_set signals(signal_context, SIGINT, SIGTERM);
+#ifdef SIGBREAK
+  signals.add(SIGBREAK);
+#endif
+
+  std::unique_ptr<raftkv::RaftNode> node;
+  raftkv::Status s = raftkv::RaftNode::Open(node_options, &node);
+  if (!s.ok()) return Fail("cannot open " + FLAGS_data_dir + ": " + s.ToString());
+
+  raftkv::PeerClientOptions peer_options = MakePeerOptions(security);
+  raftkv::FaultInjector faults;
+  if (FLAGS_enable_test_faults) {
+    LOG(WARNING) << "--enable_test_faults: the Testing service can cut this node's peer links";
+    peer_options.faults = &faults;
+  }
+  raftkv::RaftNode* raw_node = node.get();
+  raftkv::PeerClient peers(
+      cluster, FLAGS_id, peer_options,
+      [raw_node](const raftkv::raft::Message& m) { raw_node->StepResponse(m); },
+      [raw_node](uint64_t peer) { raw_node->ReportUnreachable(peer); },
+      [raw_node](uint64_t index, uint64_t term, std::unique_ptr<raftkv::SnapshotFileSource>* out) {
+        return raw_node->OpenSnapshotSource(index, term, out);
+      });
+
+  raftkv::ServerOptions server_options = MakeServerOptions(
+      self_address, peer_options.snapshot_chunk_bytes, &faults, auth.get(), security);
   raftkv::AdminServiceImpl admin(raw_node, FLAGS_max_request_timeout_ms, auth.get());
   // The gRPC server's per-method counters; the metrics endpoint, which starts
   // first and stops last, reads them.
@@ -641,32 +733,14 @@ static int Serve(int argc, char** argv) {
   // Metrics first: a port that cannot be bound stops the start-up before
   // this member serves anything.
   std::unique_ptr<raftkv::MetricsEndpoint> metrics;
-  if (FLAGS_metrics_port != 0) {
-    metrics = std::make_unique<raftkv::MetricsEndpoint>(raw_node, &rpc_metrics, FLAGS_metrics_address,
-                                                        FLAGS_metrics_port);
-    s = metrics->Start();
-    if (!s.ok()) {
-      return Fail("--metrics_port=" + std::to_string(FLAGS_metrics_port) +
-                  " --metrics_address=" + FLAGS_metrics_address + ": " + s.message());
-    }
-  }
+  if (int code = StartMetrics(raw_node, &rpc_metrics, &metrics); code != 0) return code;
   raftkv::GrpcServer server(server_options, raw_node);
   s = server.Start();
   if (!s.ok()) return Fail(s.message());
   node->Start(&peers);
-  LOG(INFO) << "largest accepted message: " << raftkv::MaxReceiveMessageBytes(server_options)
-            << " bytes (from --max_key_bytes, --max_value_bytes, --max_batch_bytes, "
-               "--max_batch_ops, --max_append_bytes; every member should use the same limits)";
-  LOG(INFO) << "raftkv-server " << raftkv::VersionString();
-  LOG(INFO) << "raftkv-server member " << FLAGS_id << " at " << self_address
-            << (FLAGS_join ? " (joining)" : "") << " started; cluster file lists "
-            << cluster.members.size() << " members; data in " << FLAGS_data_dir;
+  LogStarted(server_options, self_address, cluster);
 
-  int signal_number = 0;
-  signals.async_wait([&signal_number](const boost::system::error_code& error, int number) {
-    if (!error) signal_number = number;
-  });
-  signal_context.run();  // returns once the wait above has completed
+  const int signal_number = WaitForSignal(&signal_context, &signals);
   LOG(INFO) << "signal " << signal_number << ": shutting down";
   if (metrics) metrics->Stop();  // before the node it reads
   if (FLAGS_shutdown_transfer_ms > 0) HandOverLeadership(raw_node, FLAGS_shutdown_transfer_ms);

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gtest/raft/core_test_util.h"
-#include "gtest/raft/sim_cluster.h"
+#include "gtest/raft/sim/sim_cluster.h"
 #include "raft/raft.h"
 
 namespace raftkv::raft {

@@ -55,13 +55,33 @@ void Core::Send(Message m) {
   msgs.push_back(std::move(m));
 }
 
-void Core::RejectAppend(const Message& m) {
+Message Core::ReplyTo(const Message& request, MessageType type) const {
   Message resp;
-  resp.type = MessageType::kAppendResp;
-  resp.to = m.from;
-  resp.rpc_id = m.rpc_id;
-  resp.append_resp.set_term(term);
-  resp.append_resp.set_from(config.id);
+  resp.type = type;
+  resp.from = config.id;
+  resp.to = request.from;
+  resp.rpc_id = request.rpc_id;
+  switch (type) {
+    case MessageType::kAppendResp:
+      resp.append_resp.set_term(term);
+      resp.append_resp.set_from(config.id);
+      break;
+    case MessageType::kSnapshotResp:
+      resp.snapshot_resp.set_term(term);
+      resp.snapshot_resp.set_from(config.id);
+      break;
+    case MessageType::kVoteResp:
+      resp.vote_resp.set_term(term);
+      resp.vote_resp.set_from(config.id);
+      break;
+    default:
+      LOG(FATAL) << "not a response type: " << static_cast<int>(type);
+  }
+  return resp;
+}
+
+void Core::RejectAppend(const Message& m) {
+  Message resp = ReplyTo(m, MessageType::kAppendResp);
   resp.append_resp.set_success(false);
   resp.append_resp.set_rejected_index(m.append.prev_log_index());
   resp.append_resp.set_last_log_index(log.last_index());
@@ -69,24 +89,14 @@ void Core::RejectAppend(const Message& m) {
 }
 
 void Core::RejectSnapshot(const Message& m) {
-  Message resp;
-  resp.type = MessageType::kSnapshotResp;
-  resp.to = m.from;
-  resp.rpc_id = m.rpc_id;
-  resp.snapshot_resp.set_term(term);
-  resp.snapshot_resp.set_from(config.id);
+  Message resp = ReplyTo(m, MessageType::kSnapshotResp);
   resp.snapshot_resp.set_success(false);
   resp.snapshot_resp.set_last_log_index(log.last_index());
   Send(std::move(resp));
 }
 
 void Core::RejectVote(const Message& m) {
-  Message resp;
-  resp.type = MessageType::kVoteResp;
-  resp.to = m.from;
-  resp.rpc_id = m.rpc_id;
-  resp.vote_resp.set_term(term);
-  resp.vote_resp.set_from(config.id);
+  Message resp = ReplyTo(m, MessageType::kVoteResp);
   resp.vote_resp.set_granted(false);
   resp.vote_resp.set_pre_vote(m.vote.pre_vote());
   Send(std::move(resp));

@@ -34,6 +34,11 @@ struct Core {
 
   // Queues `m` (from this member) for the next Ready.
   void Send(Message m);
+  // The response of `type` (kAppendResp, kSnapshotResp or kVoteResp) to
+  // `request`: from this member to the request's sender, on the request's
+  // rpc_id, its proto carrying this member's term and id. The caller fills
+  // the outcome and queues it with Send.
+  Message ReplyTo(const Message& request, MessageType type) const;
   // Answers AppendEntries `m` with a rejection carrying this member's term
   // and last index (no read_round, no conflict hints).
   void RejectAppend(const Message& m);
@@ -56,11 +61,27 @@ struct Core {
   bool AppendToLog(Entry entry);
 
   const Config config;
+  // What this member does now: follower (the start, and after any step
+  // down), pre-candidate / candidate (its election timer fired), leader
+  // (won a vote of `term`). Never leader in a term other than the one it won.
   Role role = Role::kFollower;
+  // The latest term this member has seen; only grows (by its own election,
+  // or adopted from a newer leader's or candidate's message, stepping down to
+  // follower). Saved (hard state) before any message of the term is sent.
   uint64_t term = 0;
+  // The member this one voted for in `term` (0: none; itself as candidate);
+  // at most one per term, forgotten when the term grows. Saved (hard state)
+  // before the vote is answered, so a restart cannot vote twice in a term.
   uint64_t vote = 0;
+  // Who this member believes leads `term` (0: unknown; itself when leading):
+  // set by the leader's AppendEntries or snapshot, or by winning; 0 again
+  // when an election starts or leadership is lost. In memory only.
   uint64_t leader_id = 0;
-  HardState persisted_hard_state;  // as of the last Ready
+  // The hard state as of the last Ready (what storage holds once that Ready
+  // is persisted): a Ready carries the hard state when it differs.
+  HardState persisted_hard_state;
+  // The log: the entries after the snapshot base, and the commit index;
+  // its configuration in effect is the newest one in it, committed or not.
   RaftLog log;
   bool config_changed = false;  // report in the next Ready
 

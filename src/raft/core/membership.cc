@@ -120,6 +120,16 @@ Status ApplyChange(const MembershipConfig& current, const MembershipChange& chan
   return Status::OK();
 }
 
+bool SameMembership(const MembershipConfig& a, const MembershipConfig& b) {
+  if (a.members_size() != b.members_size()) return false;
+  for (int i = 0; i < a.members_size(); ++i) {
+    const MemberConfig& x = a.members(i);
+    const MemberConfig& y = b.members(i);
+    if (x.id() != y.id() || x.voter() != y.voter() || x.address() != y.address()) return false;
+  }
+  return true;
+}
+
 std::string DescribeMembership(const MembershipConfig& config) {
   std::string out;
   for (const MemberConfig& m : config.members()) {

@@ -51,6 +51,8 @@ Status CheckMembership(const MembershipConfig& config);
 // voter).
 Status ApplyChange(const MembershipConfig& current, const MembershipChange& change, MembershipConfig* next);
 
+// The same members, in the same order, with the same roles and addresses.
+bool SameMembership(const MembershipConfig& a, const MembershipConfig& b);
 std::string DescribeMembership(const MembershipConfig& config);  // "1v,2v,3v,4l"
 
 }  // namespace raftkv::raft

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "gtest/raft/sim_cluster.h"
+#include "gtest/raft/sim/sim_cluster.h"
 
 namespace raftkv::raft::sim {
 
@@ -106,7 +106,7 @@ inline void ExpectMembersAgree(const SimCluster& c) {
   const std::vector<Entry>& committed = c.committed();
   for (const MemberConfig& m : config.members()) {
     ASSERT_TRUE(c.alive(m.id())) << "member " << m.id() << " is down\n" << c.Report();
-    EXPECT_TRUE(SameConfig(c.core(m.id())->membership(), config))
+    EXPECT_TRUE(SameMembership(c.core(m.id())->membership(), config))
         << "member " << m.id() << " has configuration "
         << ConfigString(c.core(m.id())->membership()) << ", leader " << ConfigString(config);
     const std::vector<Entry>& applied = c.applied(m.id());

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "gtest/raft/sim_cluster.h"
-#include "gtest/raft/sim_test_util.h"
+#include "gtest/raft/sim/sim_cluster.h"
+#include "gtest/raft/sim/sim_test_util.h"
 
 namespace raftkv::raft::sim {
 namespace {
@@ -611,7 +611,7 @@ TEST(RaftMembershipTest, LeaderCrashDuringAChangeConvergesToOneConfiguration) {
                                   committed[r.index - 1].type() == ENTRY_CONFIG;
     const uint64_t now_leader = c.StableLeader();
     const MembershipConfig& final_config = c.core(now_leader)->membership();
-    EXPECT_TRUE(SameConfig(final_config, committed_change ? after : before))
+    EXPECT_TRUE(SameMembership(final_config, committed_change ? after : before))
         << "final configuration " << ConfigString(final_config) << "; change "
         << (committed_change ? "committed" : "lost") << ", before " << ConfigString(before)
         << ", after " << ConfigString(after) << "\n"
@@ -666,7 +666,7 @@ TEST(RaftMembershipTest, RestartOfAllNodesKeepsTheLatestConfiguration) {
       for (uint64_t id : members) ASSERT_TRUE(c.TakeSnapshot(id)) << "node " << id;
       for (uint64_t id : members) {
         ASSERT_GT(c.durable_snapshot(id).index, config_index);
-        ASSERT_TRUE(SameConfig(c.durable_snapshot(id).config, expected))
+        ASSERT_TRUE(SameMembership(c.durable_snapshot(id).config, expected))
             << "snapshot of " << id << " has " << ConfigString(c.durable_snapshot(id).config);
       }
     }
@@ -674,7 +674,7 @@ TEST(RaftMembershipTest, RestartOfAllNodesKeepsTheLatestConfiguration) {
     for (uint64_t id : members) c.Restart(id);
     ASSERT_TRUE(c.ok()) << c.Report();
     for (uint64_t id : members) {
-      EXPECT_TRUE(SameConfig(c.core(id)->membership(), expected))
+      EXPECT_TRUE(SameMembership(c.core(id)->membership(), expected))
           << "node " << id << " restarted with " << ConfigString(c.core(id)->membership())
           << ", want " << ConfigString(expected);
       EXPECT_EQ(c.core(id)->membership_index(),

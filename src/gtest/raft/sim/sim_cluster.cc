@@ -1,4 +1,4 @@
-#include "gtest/raft/sim_cluster.h"
+#include "gtest/raft/sim/sim_cluster.h"
 
 #include <glog/logging.h>
 
@@ -37,10 +37,7 @@ void QuietGlogOnce() {
   google::InstallFailureFunction(&OnGlogFailure);
 }
 
-bool SameEntry(const Entry& a, const Entry& b) {
-  return a.index() == b.index() && a.term() == b.term() && a.type() == b.type() &&
-         a.data() == b.data();
-}
+bool SameEntry(const Entry& a, const Entry& b) { return SameEntryContent(a, b); }
 
 std::string U(uint64_t v) { return std::to_string(v); }
 
@@ -68,29 +65,7 @@ uint64_t DigestAfter(uint64_t digest, const Entry& e) {
 
 std::string ConfigString(const MembershipConfig& config) { return DescribeMembership(config); }
 
-bool SameConfig(const MembershipConfig& a, const MembershipConfig& b) {
-  if (a.members_size() != b.members_size()) return false;
-  for (int i = 0; i < a.members_size(); ++i) {
-    const MemberConfig& x = a.members(i);
-    const MemberConfig& y = b.members(i);
-    if (x.id() != y.id() || x.voter() != y.voter() || x.address() != y.address()) return false;
-  }
-  return true;
-}
-
-std::string EntryString(const Entry& e) {
-  std::string s = U(e.index()) + "/" + U(e.term());
-  if (e.type() == ENTRY_NOOP) {
-    s += " noop";
-  } else if (e.type() == ENTRY_CONFIG) {
-    MembershipConfig c;
-    s += " config[" + (c.ParseFromString(e.data()) ? ConfigString(c) : std::string("unparsable")) +
-         "]";
-  } else {
-    s += " cmd '" + e.data().substr(0, 24) + "'";
-  }
-  return s;
-}
+std::string EntryString(const Entry& e) { return DescribeEntry(e); }
 
 std::vector<uint64_t> TestSeeds(int default_count) {
   std::vector<uint64_t> seeds;
@@ -189,7 +164,7 @@ void SimCluster::StartCore(Node& n) {
     n.digest = n.base.image->digest;
   }
   n.config_reported = false;
-  n.last_commit = 0;
+  n.checks.Reset();
   n.recorded_commit = 0;
   n.leader_seen_term = 0;
   n.pending_rpcs.clear();
@@ -216,7 +191,7 @@ void SimCluster::StartCore(Node& n) {
               U(n.base.term) + " but its core has snapshot " + U(n.core->snapshot().index) + "/" +
               U(n.core->snapshot().term) + " and commit " + U(n.core->commit_index()));
   }
-  if (n.base.index > 0 && !SameConfig(n.core->MembershipAt(n.base.index), n.base.config)) {
+  if (n.base.index > 0 && !SameMembership(n.core->MembershipAt(n.base.index), n.base.config)) {
     Violation("node " + U(n.id) + " restarted from snapshot " + U(n.base.index) +
               " with configuration " + ConfigString(n.base.config) + " but its core has " +
               ConfigString(n.core->MembershipAt(n.base.index)) + " there");
@@ -300,11 +275,11 @@ ProposeResult SimCluster::ProposeMembershipChange(uint64_t node, const Membershi
       const Entry& e = r.EntryAt(res.index);
       MembershipConfig in_entry;
       if (e.type() != ENTRY_CONFIG || !in_entry.ParseFromString(e.data()) ||
-          (invalid.empty() && !SameConfig(in_entry, expected))) {
+          (invalid.empty() && !SameMembership(in_entry, expected))) {
         Violation("membership change " + what + " at " + U(node) + " appended " + EntryString(e) +
                   ", want a configuration entry " + ConfigString(expected));
       }
-      if (invalid.empty() && (!SameConfig(r.membership(), expected) ||
+      if (invalid.empty() && (!SameMembership(r.membership(), expected) ||
                               r.membership_index() != res.index)) {
         Violation("after appending " + what + " at index " + U(res.index) + " node " + U(node) +
                   " has configuration " + ConfigString(r.membership()) + " (entry " +
@@ -366,7 +341,7 @@ bool SimCluster::DoSnapshot(Node& n) {
               " but its core says TermAt(" + U(index) + ") = " + U(term));
   }
   const MembershipConfig want = CommittedConfigAt(index);
-  if (!SameConfig(config, want)) {
+  if (!SameMembership(config, want)) {
     Violation("node " + U(n.id) + ": MembershipAt(" + U(index) + ") = " + ConfigString(config) +
               " but the committed history has " + ConfigString(want) + " there");
   }
@@ -446,7 +421,7 @@ void SimCluster::InstallSnapshotDurably(Node& n, const SnapshotRef& s) {
               ", which is not in its snapshot store");
     return;
   }
-  if (!SameConfig(it->second.config, s.config)) {
+  if (!SameMembership(it->second.config, s.config)) {
     Violation("node " + U(n.id) + ": Ready::snapshot " + U(s.index) + "/" + U(s.term) +
               " has configuration " + ConfigString(s.config) + " but the file says " +
               ConfigString(it->second.config));
@@ -504,9 +479,8 @@ void SimCluster::CheckDigest(Node& n) {
 }
 
 MembershipConfig SimCluster::CommittedConfigAt(uint64_t index) const {
-  auto it = committed_configs_.upper_bound(index);
-  if (it == committed_configs_.begin()) return bootstrap_;
-  return std::prev(it)->second;
+  const MembershipConfig* config = cluster_.CommittedConfigAt(index);
+  return config != nullptr ? *config : bootstrap_;
 }
 
 const Entry* SimCluster::DurableEntry(const Node& n, uint64_t index) {
@@ -950,15 +924,12 @@ void SimCluster::ProcessReady(Node& n) {
     }
     // Election safety is recorded before any message of this Ready is checked.
     if (n.core->role() == Role::kLeader) {
-      auto [lt, inserted] = leaders_by_term_.emplace(n.core->term(), n.id);
-      if (!inserted && lt->second != n.id) {
-        Violation("election safety: nodes " + U(lt->second) + " and " + U(n.id) +
-                  " are both leader of term " + U(n.core->term()));
-      }
+      cluster_.RecordLeader(n.id, n.core->term());
+      FlushClusterViolations();
     }
     Ready rd = n.core->GetReady();
     if (rd.config) {
-      if (!SameConfig(*rd.config, n.core->membership())) {
+      if (!SameMembership(*rd.config, n.core->membership())) {
         Violation("node " + U(n.id) + ": Ready::config " + ConfigString(*rd.config) +
                   " is not the configuration in effect " + ConfigString(n.core->membership()));
       }
@@ -1076,12 +1047,12 @@ bool SimCluster::CompleteReady(Node& n, const Ready& rd, const std::vector<bool>
         Violation("node " + U(n.id) + " applies index " + U(e.index()) +
                   " beyond its commit index " + U(n.core->commit_index()));
       }
-      if (e.index() > committed_.size()) {
+      if (e.index() > committed().size()) {
         Violation("node " + U(n.id) + " applies " + EntryString(e) +
-                  " which no commit index covers (known committed: " + U(committed_.size()) + ")");
-      } else if (!SameEntry(e, committed_[e.index() - 1])) {
+                  " which no commit index covers (known committed: " + U(committed().size()) + ")");
+      } else if (!SameEntry(e, committed()[e.index() - 1])) {
         Violation("state machine safety: node " + U(n.id) + " applies " + EntryString(e) + " but " +
-                  EntryString(committed_[e.index() - 1]) + " was committed there");
+                  EntryString(committed()[e.index() - 1]) + " was committed there");
       }
       Applied(n, e);
     }
@@ -1186,12 +1157,12 @@ void SimCluster::Persist(Node& n, const Ready& rd) {
 void SimCluster::TruncateDurable(Node& n, uint64_t first, const std::vector<Entry>& replacement) {
   // A committed entry this node holds must never be removed.
   for (uint64_t i = first; i <= DurableLast(n); ++i) {
-    if (i > committed_.size()) break;
-    if (!SameEntry(*DurableEntry(n, i), committed_[i - 1])) continue;
+    if (i > committed().size()) break;
+    if (!SameEntry(*DurableEntry(n, i), committed()[i - 1])) continue;
     const size_t k = static_cast<size_t>(i - first);
-    if (k >= replacement.size() || !SameEntry(replacement[k], committed_[i - 1])) {
+    if (k >= replacement.size() || !SameEntry(replacement[k], committed()[i - 1])) {
       Violation("node " + U(n.id) + " truncates its log from " + U(first) +
-                ", removing committed entry " + EntryString(committed_[i - 1]));
+                ", removing committed entry " + EntryString(committed()[i - 1]));
       break;
     }
   }
@@ -1240,8 +1211,7 @@ void SimCluster::ValidateOutgoing(Node& n, const Message& m, bool before_persist
   switch (m.type) {
     case MessageType::kAppend: {
       const AppendEntriesRequest& a = m.append;
-      auto lt = leaders_by_term_.find(a.term());
-      if (lt == leaders_by_term_.end() || lt->second != n.id) {
+      if (cluster_.LeaderOf(a.term()) != n.id) {
         Violation("node " + U(n.id) + " sends AppendEntries in term " + U(a.term()) +
                   " without having been its leader: " + Describe(m));
       }
@@ -1255,7 +1225,7 @@ void SimCluster::ValidateOutgoing(Node& n, const Message& m, bool before_persist
                   U(a.prev_log_index()) + " but prev term 0 (compacted or unknown): " +
                   Describe(m));
       } else if (a.prev_log_index() > 0 &&
-                 entry_registry_.count({a.prev_log_index(), a.prev_log_term()}) == 0 &&
+                 !cluster_.HasEntry(a.prev_log_index(), a.prev_log_term()) &&
                  !(n.core && n.core->TermAt(a.prev_log_index()) == a.prev_log_term())) {
         Violation("node " + U(n.id) + " sends AppendEntries whose prev entry " +
                   U(a.prev_log_index()) + "/" + U(a.prev_log_term()) + " no log ever held: " +
@@ -1289,8 +1259,7 @@ void SimCluster::ValidateOutgoing(Node& n, const Message& m, bool before_persist
     case MessageType::kSnapshot: {
       ++stats_.snapshot_messages_sent;
       const InstallSnapshotRequest& q = m.snapshot;
-      auto lt = leaders_by_term_.find(q.term());
-      if (lt == leaders_by_term_.end() || lt->second != n.id) {
+      if (cluster_.LeaderOf(q.term()) != n.id) {
         Violation("node " + U(n.id) + " sends a snapshot in term " + U(q.term()) +
                   " without having been its leader: " + Describe(m));
       }
@@ -1298,14 +1267,14 @@ void SimCluster::ValidateOutgoing(Node& n, const Message& m, bool before_persist
         Violation("InstallSnapshot header fields wrong: to=" + U(q.to()) +
                   " leader_id=" + U(q.leader_id()) + ": " + Describe(m));
       }
-      if (q.last_index() == 0 || q.last_index() > committed_.size() ||
-          committed_[q.last_index() - 1].term() != q.last_term()) {
+      if (q.last_index() == 0 || q.last_index() > committed().size() ||
+          committed()[q.last_index() - 1].term() != q.last_term()) {
         Violation("node " + U(n.id) + " sends snapshot " + U(q.last_index()) + "/" +
                   U(q.last_term()) + ", which is not a committed entry (known committed: " +
-                  U(committed_.size()) + ")");
+                  U(committed().size()) + ")");
       }
       auto f = n.files.find({q.last_index(), q.last_term()});
-      if (f != n.files.end() && !SameConfig(f->second.config, q.config())) {
+      if (f != n.files.end() && !SameMembership(f->second.config, q.config())) {
         Violation("node " + U(n.id) + " sends snapshot " + U(q.last_index()) +
                   " with configuration " + ConfigString(q.config()) + " but its file has " +
                   ConfigString(f->second.config));
@@ -1328,8 +1297,7 @@ void SimCluster::ValidateOutgoing(Node& n, const Message& m, bool before_persist
     case MessageType::kTimeoutNow: {
       ++stats_.timeout_now_sent;
       const TimeoutNowRequest& t = m.timeout_now;
-      auto lt = leaders_by_term_.find(t.term());
-      if (lt == leaders_by_term_.end() || lt->second != n.id) {
+      if (cluster_.LeaderOf(t.term()) != n.id) {
         Violation("node " + U(n.id) + " sends TimeoutNow in term " + U(t.term()) +
                   " without having been its leader: " + Describe(m));
       }
@@ -1368,11 +1336,8 @@ void SimCluster::ValidateOutgoing(Node& n, const Message& m, bool before_persist
                     U(r.term()) + " before that vote is durable (durable: " + U(n.hs.term) + "/" +
                     U(n.hs.vote) + ")");
         }
-        auto [g, inserted] = votes_granted_.emplace(std::make_pair(n.id, r.term()), m.to);
-        if (!inserted && g->second != m.to) {
-          Violation("durable vote: node " + U(n.id) + " granted votes to " + U(g->second) +
-                    " and " + U(m.to) + " in term " + U(r.term()));
-        }
+        cluster_.RecordVote(n.id, r.term(), m.to);
+        FlushClusterViolations();
       }
       break;
     }
@@ -1382,80 +1347,29 @@ void SimCluster::ValidateOutgoing(Node& n, const Message& m, bool before_persist
 
 void SimCluster::RegisterEntry(uint64_t node, const Entry& e, uint64_t prev_term,
                                const char* where) {
-  auto [it, inserted] = entry_registry_.emplace(std::make_pair(e.index(), e.term()),
-                                                EntryInfo{e.type(), e.data(), prev_term});
-  if (inserted) return;
-  const EntryInfo& info = it->second;
-  if (info.type != e.type() || info.data != e.data() || info.prev_term != prev_term) {
-    Violation(std::string("log matching: node ") + U(node) + " " + where + " " + EntryString(e) +
-              " after term " + U(prev_term) + ", but another log has " + U(e.index()) + "/" +
-              U(e.term()) +
-              (info.type == ENTRY_NOOP ? " noop" : " cmd '" + info.data.substr(0, 24) + "'") +
-              " after term " + U(info.prev_term));
-  }
+  cluster_.RecordEntry(node, e, prev_term, where);
+  FlushClusterViolations();
 }
 
 // ---------------------------------------------------------------------------
 // Invariants
 // ---------------------------------------------------------------------------
 
+void SimCluster::FlushClusterViolations() {
+  std::vector<std::string>* found = cluster_.mutable_violations();
+  for (const std::string& what : *found) Violation(what);
+  found->clear();
+}
+
+// State machine safety, through the shared cluster checker. (Commit never
+// going back, and snapshot <= commit <= last index, are member invariants.)
 void SimCluster::RecordCommit(Node& n) {
   const Raft& r = *n.core;
   const uint64_t c = r.commit_index();
-  if (c < n.last_commit) {
-    Violation("node " + U(n.id) + " commit index decreased from " + U(n.last_commit) + " to " +
-              U(c));
-  }
-  const bool advanced = c > n.last_commit;
-  n.last_commit = std::max(n.last_commit, c);
-  if (c > r.last_index()) {
-    Violation("node " + U(n.id) + " commit index " + U(c) + " beyond its last index " +
-              U(r.last_index()));
-    return;
-  }
-  uint64_t from = n.recorded_commit + 1;
-  const uint64_t snap = r.snapshot().index;
-  if (c < snap) {
-    Violation("node " + U(n.id) + " commit index " + U(c) + " below its snapshot " + U(snap));
-  }
-  if (from <= snap && snap <= c) {
-    // Covered by the snapshot the core is based on: only its last entry's
-    // term is known here (the image was checked when it was taken).
-    if (snap > committed_.size()) {
-      Violation("node " + U(n.id) + " is based on snapshot " + U(snap) + "/" +
-                U(r.snapshot().term) + " beyond every index known committed (" +
-                U(committed_.size()) + ")");
-    } else if (committed_[snap - 1].term() != r.snapshot().term) {
-      Violation("state machine safety: node " + U(n.id) + " is based on snapshot " + U(snap) +
-                "/" + U(r.snapshot().term) + " but " + EntryString(committed_[snap - 1]) +
-                " was committed at that index");
-    }
-    from = snap + 1;
-  }
-  for (uint64_t i = std::max(from, r.first_index()); i <= c; ++i) {
-    const Entry& e = r.EntryAt(i);
-    if (i <= committed_.size()) {
-      if (!SameEntry(e, committed_[i - 1])) {
-        Violation("state machine safety: node " + U(n.id) + " has commit index " + U(c) +
-                  " covering " + EntryString(e) + " but " + EntryString(committed_[i - 1]) +
-                  " was committed at that index");
-        break;
-      }
-    } else if (i == committed_.size() + 1) {
-      committed_.push_back(e);
-      committed_obs_term_.push_back(MaxTerm());
-      if (e.type() == ENTRY_CONFIG) {
-        MembershipConfig config;
-        if (config.ParseFromString(e.data()) && CheckMembership(config).ok()) {
-          committed_configs_[i] = config;
-        }
-      }
-    } else {
-      Violation("node " + U(n.id) + " commits " + EntryString(e) + " but index " +
-                U(committed_.size() + 1) + " was never seen committed");
-      break;
-    }
-  }
+  const bool advanced = c > n.recorded_commit;
+  if (c > r.last_index()) return;  // a member violation (MemberInvariants)
+  cluster_.CheckCommitted(r, n.recorded_commit + 1, MaxTerm());
+  FlushClusterViolations();
   n.recorded_commit = std::max(n.recorded_commit, c);
   if (advanced && r.role() == Role::kLeader) CheckCommitQuorum(n, c);
 }
@@ -1492,55 +1406,17 @@ void SimCluster::CheckLeaderCompleteness(Node& n) {
   Raft& r = *n.core;
   if (r.role() != Role::kLeader || r.term() == n.leader_seen_term) return;
   n.leader_seen_term = r.term();
-  auto [lt, inserted] = leaders_by_term_.emplace(r.term(), n.id);
-  if (!inserted && lt->second != n.id) {
-    Violation("election safety: nodes " + U(lt->second) + " and " + U(n.id) +
-              " are both leader of term " + U(r.term()));
-  }
+  cluster_.RecordLeader(n.id, r.term());
+  FlushClusterViolations();
   if (!r.IsVoter(n.id)) {
     Violation("node " + U(n.id) + " became leader of term " + U(r.term()) +
               " but is not a voter in its configuration " + ConfigString(r.membership()));
   }
-  // Its votes came from a majority of its configuration's voters.
-  {
-    const std::vector<uint64_t> voters = r.voters();
-    size_t granted = 0;
-    std::string from;
-    for (uint64_t v : voters) {
-      auto g = votes_granted_.find({v, r.term()});
-      if (v == n.id || (g != votes_granted_.end() && g->second == n.id)) {
-        ++granted;
-        from += " " + U(v);
-      }
-    }
-    if (granted < voters.size() / 2 + 1) {
-      Violation("node " + U(n.id) + " became leader of term " + U(r.term()) +
-                " with votes only from {" + from + " } of its configuration " +
-                ConfigString(r.membership()));
-    }
-  }
-  const uint64_t snap = r.snapshot().index;
-  for (size_t i = 0; i < committed_.size(); ++i) {
-    if (committed_obs_term_[i] >= r.term()) break;
-    const uint64_t index = i + 1;
-    if (index < snap) continue;
-    if (index == snap) {
-      if (r.snapshot().term != committed_[i].term()) {
-        Violation("leader completeness: node " + U(n.id) + " became leader of term " +
-                  U(r.term()) + " based on snapshot " + U(snap) + "/" + U(r.snapshot().term) +
-                  " but " + EntryString(committed_[i]) + " was committed");
-        break;
-      }
-      continue;
-    }
-    if (index > r.last_index() || !SameEntry(r.EntryAt(index), committed_[i])) {
-      Violation("leader completeness: node " + U(n.id) + " became leader of term " + U(r.term()) +
-                " without committed entry " + EntryString(committed_[i]) + " (it has " +
-                (index > r.last_index() ? std::string("nothing") : EntryString(r.EntryAt(index))) +
-                ")");
-      break;
-    }
-  }
+  // Its votes came from a majority of its configuration's voters, and it
+  // holds every entry committed before its term.
+  cluster_.CheckElectionQuorum(r);
+  cluster_.CheckLeaderCompleteness(r);
+  FlushClusterViolations();
 }
 
 // A leader replicates to exactly the members of its configuration, and what
@@ -1578,8 +1454,14 @@ void SimCluster::CheckLeaderMembership(Node& n) {
   }
 }
 
-void SimCluster::CheckNodeCheap(Node& n) {
+void SimCluster::CheckNodeCheap(Node& n, bool full) {
   Raft& r = *n.core;
+  // The shared invariants of one member (indexes, terms, roles, a leader's
+  // progress; term and commit never going back in an incarnation).
+  std::vector<std::string> found;
+  n.checks.set_probe_ids(ids_);
+  n.checks.Check(r, full, &found);
+  for (const std::string& what : found) Violation(what);
   CheckLeaderCompleteness(n);
   if (r.term() < n.max_term) {
     Violation("node " + U(n.id) + " term decreased from " + U(n.max_term) + " to " + U(r.term()));
@@ -1611,7 +1493,7 @@ void SimCluster::CheckNodeCheap(Node& n) {
     Violation("node " + U(n.id) + " durable_index " + U(r.durable_index()) +
               " but its durable log ends at " + U(DurableLast(n)));
   }
-  if (!n.config_reported || !SameConfig(n.reported_config, r.membership())) {
+  if (!n.config_reported || !SameMembership(n.reported_config, r.membership())) {
     Violation("node " + U(n.id) + " has configuration " + ConfigString(r.membership()) +
               " but reported " +
               (n.config_reported ? ConfigString(n.reported_config) : std::string("none")) +
@@ -1640,7 +1522,7 @@ void SimCluster::CheckNodeFull(Node& n) {
       want_index = e.index();
     }
   }
-  if (!SameConfig(want, r.membership()) || r.membership_index() != want_index) {
+  if (!SameMembership(want, r.membership()) || r.membership_index() != want_index) {
     Violation("node " + U(n.id) + " has configuration " + ConfigString(r.membership()) +
               " (entry " + U(r.membership_index()) + ") but the latest in its log is " +
               ConfigString(want) + " (entry " + U(want_index) + ")");
@@ -1673,7 +1555,7 @@ void SimCluster::CheckInvariants(bool full) {
   for (uint64_t id : ids_) {
     Node& n = nodes_[id];
     if (!n.core) continue;
-    CheckNodeCheap(n);
+    CheckNodeCheap(n, full);
     if (full) CheckNodeFull(n);
   }
   if (full) CheckPairwiseLogs();
@@ -1711,7 +1593,7 @@ uint64_t SimCluster::MaxTerm() const {
 }
 
 uint64_t SimCluster::MaxCommitAnywhere() const {
-  uint64_t c = committed_.size();
+  uint64_t c = committed().size();
   for (const auto& [id, n] : nodes_) {
     if (n.core) c = std::max(c, n.core->commit_index());
   }
@@ -1892,7 +1774,7 @@ std::string SimCluster::StateString() const {
 std::string SimCluster::Report() const {
   std::ostringstream out;
   out << "seed=" << options_.seed << " nodes=" << options_.nodes << " tick=" << ticks_
-      << " event=" << event_ << " known committed=" << committed_.size()
+      << " event=" << event_ << " known committed=" << committed().size()
       << "  (rerun: RAFT_SIM_SEED=" << options_.seed << ")\n";
   out << "snapshots: taken " << stats_.snapshots_taken << " sent " << stats_.snapshot_messages_sent
       << " transferred " << stats_.snapshot_transfers << " failed " << stats_.snapshot_transfer_failures

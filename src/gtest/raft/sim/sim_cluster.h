@@ -18,9 +18,13 @@
 // (Inject), e.g. to replay a stale message after an election.
 //
 // After every step (a delivered message, a tick of one node, a proposal, a
-// read) the Raft safety invariants are checked; violations are collected in
-// violations() (the run stops making progress once one is found) and
-// Report() formats them with the seed and the tail of the event trace.
+// read) the Raft safety invariants are checked: each core's with the shared
+// raft::MemberInvariants, the cluster's history (election safety, votes, log
+// matching, state machine safety, leader completeness) with the shared
+// raft::ClusterInvariants (raft/invariants.h), and what only the simulation
+// sees (durable stores, messages, state machines) here. Violations are
+// collected in violations() (the run stops making progress once one is found)
+// and Report() formats them with the seed and the tail of the event trace.
 //
 // Time: the simulation clock counts units; every `tick_interval` units all
 // live nodes Tick() in id order. Messages are delivered between ticks after a
@@ -60,6 +64,7 @@
 #include <vector>
 
 #include "raft/core/message.h"
+#include "raft/invariants.h"
 #include "raft/raft.h"
 #include "proto/internal.h"
 #include "storage/hard_state_file.h"
@@ -209,7 +214,6 @@ struct Envelope {
 
 // "1v,2v,3l"
 std::string ConfigString(const MembershipConfig& config);
-bool SameConfig(const MembershipConfig& a, const MembershipConfig& b);
 
 class SimCluster {
  public:
@@ -329,12 +333,14 @@ class SimCluster {
   const SimStats& stats() const { return stats_; }
   const HardState& persisted_hard_state(uint64_t node) const { return At(node).hs; }
   // Every entry ever known committed, by index from 1 (entry i at [i-1]).
-  const std::vector<Entry>& committed() const { return committed_; }
+  const std::vector<Entry>& committed() const { return cluster_.committed(); }
   // Reads reported in Ready::reads / failed_reads, by read id, all incarnations.
   const std::map<uint64_t, ReadState>& reads(uint64_t node) const { return At(node).reads; }
   const std::set<uint64_t>& failed_reads(uint64_t node) const { return At(node).failed_reads; }
   // term -> leader id, for every term in which a leader was seen.
-  const std::map<uint64_t, uint64_t>& leaders_by_term() const { return leaders_by_term_; }
+  const std::map<uint64_t, uint64_t>& leaders_by_term() const {
+    return cluster_.leaders_by_term();
+  }
   // The maximum term of any node (live or in its durable store).
   uint64_t MaxTerm() const;
   size_t in_flight() const { return queue_.size(); }
@@ -410,7 +416,7 @@ class SimCluster {
     uint64_t digest = 0;
     MembershipConfig reported_config;
     bool config_reported = false;
-    uint64_t last_commit = 0;
+    MemberInvariants checks;        // this incarnation's core (shared checker)
     uint64_t recorded_commit = 0;   // commit indexes already checked against committed_
     uint64_t leader_seen_term = 0;  // last term in which it was seen leader and checked
     std::map<uint64_t, PendingRpc> pending_rpcs;      // answered in the next Ready
@@ -473,8 +479,11 @@ class SimCluster {
   void CheckLeaderMembership(Node& n);
   void CheckCommitQuorum(Node& n, uint64_t index);
   void RecordCommit(Node& n);
+  // Moves what the cluster checker found into violations().
+  void FlushClusterViolations();
   void CheckLeaderCompleteness(Node& n);
-  void CheckNodeCheap(Node& n);
+  // full: the shared member checks walk the whole log too.
+  void CheckNodeCheap(Node& n, bool full = false);
   void CheckNodeFull(Node& n);
   void CheckPairwiseLogs();
   void AfterStep();
@@ -501,17 +510,10 @@ class SimCluster {
   std::set<uint64_t> touched_;  // nodes that ran a Ready cycle in this step
 
   // ---- global history for the invariants ----
-  std::map<uint64_t, uint64_t> leaders_by_term_;
-  std::vector<Entry> committed_;
-  std::vector<uint64_t> committed_obs_term_;  // MaxTerm() when entry i was first known committed
-  struct EntryInfo {
-    EntryType type;
-    std::string data;
-    uint64_t prev_term;
-  };
-  std::map<std::pair<uint64_t, uint64_t>, EntryInfo> entry_registry_;  // (index, term)
-  std::map<std::pair<uint64_t, uint64_t>, uint64_t> votes_granted_;    // (voter, term) -> candidate
-  std::map<uint64_t, MembershipConfig> committed_configs_;             // index -> config entry
+  // Leaders by term, votes, entries seen, entries known committed (with the
+  // highest term when each was first known committed) and their
+  // configurations.
+  ClusterInvariants cluster_;
   std::map<uint64_t, uint64_t> digest_at_;  // applied index -> state machine digest
   MembershipConfig bootstrap_;
   SimStats stats_;

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "gtest/raft/sim_cluster.h"
-#include "gtest/raft/sim_test_util.h"
+#include "gtest/raft/sim/sim_cluster.h"
+#include "gtest/raft/sim/sim_test_util.h"
 
 namespace raftkv::raft::sim {
 namespace {

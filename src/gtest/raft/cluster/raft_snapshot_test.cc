@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "gtest/raft/core_test_util.h"
-#include "gtest/raft/sim_cluster.h"
-#include "gtest/raft/sim_test_util.h"
+#include "gtest/raft/sim/sim_cluster.h"
+#include "gtest/raft/sim/sim_test_util.h"
 #include "raft/raft.h"
 
 namespace raftkv::raft::sim {
@@ -98,7 +98,7 @@ TEST(RaftSnapshotCoreTest, FollowerWhoseLogConflictsDiscardsIt) {
   ASSERT_TRUE(a.ready.snapshot.has_value()) << "the state machine must be restored";
   EXPECT_EQ(a.ready.snapshot->index, 5u);
   EXPECT_EQ(a.ready.snapshot->term, 3u);
-  EXPECT_TRUE(SameConfig(a.ready.snapshot->config, VotersConfig({1, 2, 3})));
+  EXPECT_TRUE(SameMembership(a.ready.snapshot->config, VotersConfig({1, 2, 3})));
   for (const Entry& e : a.ready.committed) {
     EXPECT_GT(e.index(), 5u) << "entry " << e.index() << " handed out to apply after the snapshot";
   }
@@ -212,8 +212,8 @@ TEST(RaftSnapshotCoreTest, CompactRefusesIndexesNotApplied) {
   EXPECT_EQ(r.TermAt(1), 0u);
   ASSERT_FALSE(r.Compact(last - 2)) << "not above the current snapshot";
   ASSERT_FALSE(r.Compact(last - 3));
-  EXPECT_TRUE(SameConfig(r.snapshot().config, VotersConfig({1})));
-  EXPECT_TRUE(SameConfig(r.MembershipAt(last - 2), VotersConfig({1})));
+  EXPECT_TRUE(SameMembership(r.snapshot().config, VotersConfig({1})));
+  EXPECT_TRUE(SameMembership(r.MembershipAt(last - 2), VotersConfig({1})));
   ASSERT_TRUE(r.Compact(last));
   EXPECT_EQ(r.last_index(), last);
   EXPECT_EQ(r.last_term(), r.term());
@@ -256,14 +256,14 @@ TEST(RaftSnapshotCoreTest, RestartFromSnapshotRef) {
   EXPECT_EQ(r.TermAt(10), 2u);
   EXPECT_EQ(r.TermAt(9), 0u);
   EXPECT_EQ(r.TermAt(12), 3u);
-  EXPECT_TRUE(SameConfig(r.membership(), grown)) << ConfigString(r.membership());
+  EXPECT_TRUE(SameMembership(r.membership(), grown)) << ConfigString(r.membership());
   EXPECT_EQ(r.membership_index(), 13u);
-  EXPECT_TRUE(SameConfig(r.MembershipAt(12), base.config));
-  EXPECT_TRUE(SameConfig(r.MembershipAt(10), base.config));
+  EXPECT_TRUE(SameMembership(r.MembershipAt(12), base.config));
+  EXPECT_TRUE(SameMembership(r.MembershipAt(10), base.config));
   Ready rd = r.GetReady();
   EXPECT_FALSE(rd.snapshot.has_value()) << "the caller already restored it";
   ASSERT_TRUE(rd.config.has_value());
-  EXPECT_TRUE(SameConfig(*rd.config, grown));
+  EXPECT_TRUE(SameMembership(*rd.config, grown));
   EXPECT_TRUE(rd.committed.empty());
   EXPECT_TRUE(rd.entries.empty());
   r.Advance(rd);

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "gtest/raft/sim_cluster.h"
-#include "gtest/raft/sim_test_util.h"
+#include "gtest/raft/sim/sim_cluster.h"
+#include "gtest/raft/sim/sim_test_util.h"
 
 namespace raftkv::raft::sim {
 namespace {
@@ -351,7 +351,7 @@ void MembershipChaosRun(uint64_t seed, int chaos_ticks) {
       3 * o.election_ticks))
       << c.Report();
   const uint64_t leader = c.StableLeader();
-  EXPECT_TRUE(SameConfig(c.core(leader)->membership(), c.CommittedConfigAt(c.committed().size())))
+  EXPECT_TRUE(SameMembership(c.core(leader)->membership(), c.CommittedConfigAt(c.committed().size())))
       << "converged on " << ConfigString(c.core(leader)->membership()) << " but the committed "
       << "history ends with " << ConfigString(c.CommittedConfigAt(c.committed().size()));
   EXPECT_GE(c.core(leader)->voters().size(), 3u);

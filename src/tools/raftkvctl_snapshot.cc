@@ -1,0 +1,172 @@
+// raftkvctl's snapshot commands: snapshot (on the member's own disk),
+// snapshot save FILE (a backup) and snapshot restore FILE (offline).
+
+#include "tools/raftkvctl.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "client/admin_client.h"
+#include "ops/backup.h"
+#include "node/cluster_config.h"
+
+namespace raftkv {
+namespace ctl {
+
+int CmdSnapshot(raftkv::AdminClient* admin, const std::string& target) {
+  raftkv::TakeSnapshotResponse resp;
+  grpc::Status s = admin->TakeSnapshot(target, &resp, FLAGS_timeout_ms);
+  if (!s.ok()) return RpcError(s);
+  if (Json()) {
+    Emit(JsonLine(resp));
+    return kExitOk;
+  }
+  std::cout << "OK: snapshot of " << target << " at index " << resp.last_index() << " (term "
+            << resp.last_term() << "), " << resp.bytes() << " bytes: " << resp.path() << "\n";
+  return kExitOk;
+}
+
+// snapshot save FILE: the member's stream goes to FILE.part, which becomes
+// FILE only once it matches the announced size and SHA-256 and verifies
+// (raftkv::BackupFileWriter).
+int CmdSnapshotSave(raftkv::AdminClient* admin, const std::string& target,
+                    const std::string& path) {
+  std::unique_ptr<raftkv::BackupFileWriter> out;
+  if (raftkv::Status s = raftkv::BackupFileWriter::Create(path, &out); !s.ok()) {
+    std::cerr << "error: snapshot save: " << s.ToString() << "\n";
+    return s.code() == raftkv::Status::Code::kInvalidArgument ? kExitUsage : kExitError;
+  }
+  bool have_info = false;
+  uint64_t member = 0;
+  raftkv::ExpectedBackup expected;
+  raftkv::Status local;  // a failure on this side, which ends the stream
+  grpc::Status s = admin->SnapshotSave(
+      target, FLAGS_snapshot_timeout_ms, [&](const raftkv::SnapshotSaveResponse& msg) {
+        if (!have_info) {
+          if (!msg.has_info()) {
+            local = raftkv::Status::Corruption("the first message of the stream has no metadata");
+            return false;
+          }
+          have_info = true;
+          member = msg.info().member_id();
+          expected.size = msg.info().size();
+          expected.last_index = msg.info().last_index();
+          expected.last_term = msg.info().last_term();
+          expected.revision = msg.info().revision();
+        } else if (!expected.sha256.empty()) {
+          local = raftkv::Status::Corruption("the stream goes on after its checksum");
+          return false;
+        }
+        if (out->bytes_written() + msg.chunk().size() > expected.size) {
+          local = raftkv::Status::Corruption(
+              "the member sends more than the " + std::to_string(expected.size) +
+              " bytes it announced");
+          return false;
+        }
+        local = out->Append(msg.chunk());
+        if (!local.ok()) return false;
+        expected.sha256 = msg.sha256();
+        return true;
+      });
+  if (!local.ok()) {
+    std::cerr << "error: snapshot save from " << target << ": " << local.ToString() << "\n";
+    return kExitError;
+  }
+  if (!s.ok()) return RpcError(s);
+  if (!have_info) {
+    std::cerr << "error: snapshot save from " << target << ": the stream was empty\n";
+    return kExitError;
+  }
+  raftkv::SnapshotFileSummary summary;
+  if (raftkv::Status bad = out->Finish(expected, &summary); !bad.ok()) {
+    std::cerr << "error: snapshot save from " << target << ": " << bad.ToString()
+              << " (nothing was written to " << path << ")\n";
+    return kExitError;
+  }
+  if (Json()) {  // what the member announced, once the file checked out against it
+    raftkv::SnapshotSaveInfo info;
+    info.set_member_id(member);
+    info.set_last_index(summary.meta.last_index);
+    info.set_last_term(summary.meta.last_term);
+    info.set_revision(summary.revision);
+    info.set_size(summary.bytes);
+    Emit(JsonLine(info));
+    return kExitOk;
+  }
+  std::cout << "Snapshot saved at " << path << " (revision " << summary.revision << ", index "
+            << summary.meta.last_index << ", " << summary.bytes << " bytes)\n"
+            << "member " << member << ", term " << summary.meta.last_term << ", "
+            << summary.keys << " keys, " << summary.leases << " leases, sha256 "
+            << expected.sha256 << "\n";
+  return kExitOk;
+}
+
+// snapshot restore FILE --data-dir=DIR --id=N --cluster_file=CONF (offline).
+int CmdSnapshotRestore(const std::string& path, const CommandOptions& opts) {
+  const std::string data_dir = opts.Value("data-dir");
+  const std::string id_text = opts.Value("id");
+  if (data_dir.empty()) return Usage("snapshot restore needs --data-dir=DIR (the new member's)");
+  if (id_text.empty()) return Usage("snapshot restore needs --id=N (the new member's id)");
+  if (FLAGS_cluster_file.empty()) {
+    return Usage("snapshot restore needs --cluster_file=CONF (the new cluster's members)");
+  }
+  raftkv::RestoreOptions options;
+  options.snapshot_path = path;
+  options.data_dir = data_dir;
+  if (!ParseId(id_text, &options.id)) {
+    return Usage("--id: member id '" + id_text + "' is not a positive number");
+  }
+  if (raftkv::Status bad = raftkv::LoadClusterConfig(FLAGS_cluster_file, &options.cluster);
+      !bad.ok()) {
+    return Usage("--cluster_file: " + bad.message());
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    std::cerr << "error: snapshot restore: " << path
+              << (std::filesystem::exists(path, ec) ? " is not a regular file" : " does not exist")
+              << "\n";
+    return kExitUsage;
+  }
+  raftkv::RestoreResult result;
+  raftkv::Status s = raftkv::RestoreDataDir(options, &result);
+  if (!s.ok()) {
+    std::cerr << "error: snapshot restore: " << s.ToString() << "\n";
+    // Refusals of the input (a directory with data, a damaged file, an id
+    // not in the cluster) are usage errors; an I/O failure is not.
+    const bool refused = s.code() == raftkv::Status::Code::kInvalidArgument ||
+                         s.code() == raftkv::Status::Code::kCorruption;
+    return refused ? kExitUsage : kExitError;
+  }
+  std::string members;
+  for (const auto& m : result.config.members()) {
+    members += (members.empty() ? "" : ", ") + std::to_string(m.id()) + "=" + m.address();
+  }
+  std::cout << "Restored " << path << " (revision " << result.source.revision << ", index "
+            << result.source.meta.last_index << ", term " << result.source.meta.last_term << ", "
+            << result.source.keys << " keys, " << result.source.leases << " leases) into "
+            << data_dir << " as member " << options.id << " of the new cluster " << members
+            << "\n"
+            << "start it with: raftkv-server --id=" << options.id
+            << " --cluster_file=" << FLAGS_cluster_file << " --data_dir=" << data_dir << "\n";
+  return kExitOk;
+}
+
+}  // namespace ctl
+}  // namespace raftkv
