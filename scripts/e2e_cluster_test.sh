@@ -144,12 +144,17 @@ fi
 follower=$("$CTL" --endpoints="$ENDPOINTS" status --json | python3 -c '
 import json, sys
 print(next(s["address"] for s in json.load(sys.stdin) if s["role"] == "follower"))')
-"$GRPCURL" -plaintext "$follower" list | grep -qx raftkv.v1.KV || fail "grpcurl list shows no raftkv.v1.KV"
+# Each answer is read whole before it is searched: `grpcurl ... | grep -q`
+# under pipefail fails whenever grep stops reading before grpcurl (which
+# writes line by line) has written its last line.
+services=$("$GRPCURL" -plaintext "$follower" list) || fail "grpcurl list: $services"
+grep -qx raftkv.v1.KV <<<"$services" || fail "grpcurl list shows no raftkv.v1.KV: $services"
 out=$("$GRPCURL" -plaintext "$follower" grpc.health.v1.Health/Check) || fail "grpcurl health check: $out"
 python3 -c 'import json, sys; assert json.loads(sys.argv[1])["status"] == "SERVING"' "$out" ||
   fail "grpcurl health check printed '$out'"
-"$GRPCURL" -plaintext "$follower" describe raftkv.v1.PutRequest | grep -q 'lease' ||
-  fail "grpcurl describe raftkv.v1.PutRequest"
+out=$("$GRPCURL" -plaintext "$follower" describe raftkv.v1.PutRequest) ||
+  fail "grpcurl describe raftkv.v1.PutRequest: $out"
+grep -q 'lease' <<<"$out" || fail "grpcurl describe raftkv.v1.PutRequest shows no lease field: $out"
 # "grpcurl" = Z3JwY3VybA==, "works" = d29ya3M=
 out=$("$GRPCURL" -plaintext -d '{"key": "Z3JwY3VybA==", "value": "d29ya3M="}' "$follower" raftkv.v1.KV/Put) ||
   fail "grpcurl Put through follower $follower: $out"

@@ -1,4 +1,4 @@
-// Process-wide setup of service_tests: keep glog's INFO chatter (elections,
+// Process-wide setup of node_tests, server_tests and ops_tests: keep glog's INFO chatter (elections,
 // log recovery) out of the test output unless RAFTKV_TEST_VERBOSE is set.
 #include <gtest/gtest.h>
 

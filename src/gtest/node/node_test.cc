@@ -248,7 +248,7 @@ TEST_F(NodeTest, SingleMemberElectsItselfAndSendsNothing) {
   EXPECT_EQ(peers_.sent_count(), 0u);
 }
 
-TEST_F(NodeTest, ProposePutThenReadBarrierSeesIt) {
+TEST_F(NodeTest, ProposePutThenReadIndexSeesIt) {
   StartSingle();
   const uint64_t term = node_->GetStatus().term;
   Outcome put = ProposeSync(node_.get(), PutCommand("alpha", "one"));

@@ -62,7 +62,7 @@ TEST_F(ServerMetricsCallsTest, EveryCallCountedByMethodAndCode) {
   EXPECT_GT(put->Latency().sum, 0);
   EXPECT_EQ(Method("KV", "Get")->finished(grpc::StatusCode::OK), 1u);
 
-  // A peer request naming another member: counted under the Raft service.
+  // A peer request naming another member: counted under the Peer service.
   {
     grpc::ClientContext ctx;
     ctx.set_deadline(In(10s));

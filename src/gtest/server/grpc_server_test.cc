@@ -699,7 +699,7 @@ TEST_F(ServerTest, ServerCapsCallsWithoutDeadline) {
 
 // ---------------------------------------------------------------------------
 // Three members, the peers dead: the test plays member 2's leader role
-// through the Raft service to make member 1 a follower.
+// through the Peer service to make member 1 a follower.
 // ---------------------------------------------------------------------------
 
 class FollowerServerTest : public ServerTest {

@@ -8,7 +8,7 @@
 // of old and new, never a file that opens as damaged.
 //
 // The suites are named PowerLoss* so `ctest -R PowerLoss` runs them with the
-// node and cluster ones (service_tests). scripts/powerloss_mutants.sh runs
+// node and cluster ones (node_tests). scripts/powerloss_mutants.sh runs
 // them with each kind of sync dropped (RAFTKV_FAULTFS_DROP_SYNC) and checks
 // that every kind makes at least one fail.
 #include <gtest/gtest.h>

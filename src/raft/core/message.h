@@ -61,7 +61,7 @@ struct Message {
 
 // ---- the peer RPCs as Messages (service layer and fuzz targets) ----
 
-// A request that arrived at this member over the Raft service: the sender is
+// A request that arrived at this member over the Peer service: the sender is
 // the request's leader_id / candidate_id, the recipient its `to`. The proto is
 // swapped into the Message (no copy of the entries).
 Message AppendRequestMessage(AppendEntriesRequest* req);
