@@ -190,7 +190,7 @@ uint64_t PickIndex(Reader& in, uint64_t last) {
 
 bool SameRef(const SnapshotRef& a, const SnapshotRef& b) {
   return a.index == b.index && a.term == b.term && a.cluster_time_ms == b.cluster_time_ms &&
-         SameMembership(a.config, b.config);
+         raft::SameMembership(a.config, b.config);
 }
 
 std::string Describe(const SnapshotRef& s) {
@@ -775,7 +775,7 @@ class Harness {
     FUZZ_ASSERT(p.index == last + 1 && p.index == raft_->last_index() && p.term == raft_->term(),
                 "configuration proposed at %" PRIu64 "/%" PRIu64, p.index, p.term);
     const std::optional<MembershipConfig> logged = ConfigOf(raft_->EntryAt(p.index));
-    FUZZ_ASSERT(logged && SameMembership(*logged, next) && SameMembership(raft_->membership(), next) &&
+    FUZZ_ASSERT(logged && raft::SameMembership(*logged, next) && raft::SameMembership(raft_->membership(), next) &&
                     raft_->membership_index() == p.index,
                 "accepted change not in effect: %s", raft::DescribeMembership(raft_->membership()).c_str());
   }
@@ -828,7 +828,7 @@ class Harness {
       ref.index = index;
       ref.term = r.TermAt(index);
       ref.config = ExpectedConfigAt(index);
-      FUZZ_ASSERT(SameMembership(ref.config, r.MembershipAt(index)), "MembershipAt(%" PRIu64 ") = %s",
+      FUZZ_ASSERT(raft::SameMembership(ref.config, r.MembershipAt(index)), "MembershipAt(%" PRIu64 ") = %s",
                   index, raft::DescribeMembership(r.MembershipAt(index)).c_str());
       ref.cluster_time_ms = r.EntryAt(index).cluster_time_ms();
     }
@@ -1010,12 +1010,12 @@ class Harness {
     pending_install_.reset();
     if (rd.config) {
       TRACE("ready: config %s", raft::DescribeMembership(*rd.config).c_str());
-      FUZZ_ASSERT(SameMembership(*rd.config, raft_->membership()), "Ready::config %s, in effect %s",
+      FUZZ_ASSERT(raft::SameMembership(*rd.config, raft_->membership()), "Ready::config %s, in effect %s",
                   raft::DescribeMembership(*rd.config).c_str(),
                   raft::DescribeMembership(raft_->membership()).c_str());
       reported_config_ = *rd.config;
     }
-    FUZZ_ASSERT(reported_config_ && SameMembership(*reported_config_, raft_->membership()),
+    FUZZ_ASSERT(reported_config_ && raft::SameMembership(*reported_config_, raft_->membership()),
                 "configuration %s in effect was not reported",
                 raft::DescribeMembership(raft_->membership()).c_str());
     if (rd.hard_state) {
@@ -1079,7 +1079,7 @@ class Harness {
       auto it = snapshots_.find({m.snapshot.last_index(), m.snapshot.last_term()});
       FUZZ_ASSERT(it != snapshots_.end(), "%s names a snapshot the node does not have",
                   m.DebugString().c_str());
-      FUZZ_ASSERT(SameMembership(it->second.config, m.snapshot.config()) &&
+      FUZZ_ASSERT(raft::SameMembership(it->second.config, m.snapshot.config()) &&
                       it->second.cluster_time_ms == m.snapshot.cluster_time_ms(),
                   "%s: not the metadata of snapshot %s", m.DebugString().c_str(),
                   Describe(it->second).c_str());
