@@ -29,6 +29,7 @@
 namespace {
 
 using raftkv::RequestLimits;
+using raftkv::Status;
 
 bool KeyOk(const std::string& key, const RequestLimits& limits) {
   return !key.empty() && key.size() <= limits.max_key_bytes;
