@@ -3,8 +3,9 @@
 # its own folder and of the folders listed for it below; the order, top to
 # bottom (doc/architecture.md draws it):
 #
-#   tools -> ops -> server -> node -> raft -> leader, follower -> raft/core
-#                          server -> client      node -> kv -> storage
+#   tools -> ops -> server -> server/api, server/peer -> server/rpc -> node
+#   node -> raft -> leader, follower -> raft/core      node -> kv -> storage
+#   server/* -> client
 #   storage -> raft/core (the hard state it saves)
 #   everything -> common (Status, endpoints, locks) and proto (generated)
 #
@@ -31,9 +32,12 @@ declare -A allowed=(
   [kv]="kv storage $base"
   [client]="client $base"
   [node]="node raft leader raft/core kv storage $base"
-  [server]="server node raft leader raft/core kv storage client $base"
-  [ops]="ops server node raft leader raft/core kv storage client $base"
-  [tools]="tools ops server node raft leader raft/core kv storage client $base"
+  [server/rpc]="server/rpc node raft leader raft/core kv storage client $base"
+  [server/api]="server/api server/rpc node raft leader raft/core kv storage client $base"
+  [server/peer]="server/peer server/rpc node raft leader raft/core kv storage client $base"
+  [server]="server server/api server/peer server/rpc node raft leader raft/core kv storage client $base"
+  [ops]="ops server server/api server/peer server/rpc node raft leader raft/core kv storage client $base"
+  [tools]="tools ops server server/api server/peer server/rpc node raft leader raft/core kv storage client $base"
   [check]="check common"
   [testing]="testing client $base"
   [bench]="bench testing client $base"

@@ -120,7 +120,7 @@ on_exit cleanup
 cd "$ROOT" || exit 1
 mapfile -t SOURCES < <(
   ls src/common/*.cc src/storage/*.cc src/raft/*.cc src/raft/core/*.cc src/leader/*.cc \
-     src/follower/*.cc src/kv/*.cc src/client/*.cc src/node/*.cc src/server/*.cc src/ops/*.cc \
+     src/follower/*.cc src/kv/*.cc src/client/*.cc src/node/*.cc src/server/*.cc src/server/*/*.cc src/ops/*.cc \
      src/tools/raftkv_server.cc src/tools/raftkvctl*.cc | sort)
 
 # ---- generated code: protobuf/gRPC (CMakeLists.txt: PROTO_NAMES) and the version ----

@@ -5,7 +5,7 @@
 // server's certificate must be signed by that CA and name the address dialled
 // (a SAN with the IP address or DNS name, or --tls_server_name). A certificate
 // and key of our own are presented when given: servers present theirs on peer
-// calls (the peer methods require one, see server/call_auth.h); clients
+// calls (the peer methods require one, see server/rpc/call_auth.h); clients
 // present one when the server requires client certificates. A bearer token,
 // when given, travels with every call as "authorization: Bearer <token>".
 //

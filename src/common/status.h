@@ -2,7 +2,7 @@
 // message that names what failed (file and offset, member, field, the value
 // refused and why). Nothing throws across a module boundary; functions that
 // can fail return a Status (or take a Status* beside their result). The
-// service turns it into a gRPC status at the edge (server/grpc_status.h).
+// service turns it into a gRPC status at the edge (server/rpc/grpc_status.h).
 #pragma once
 
 #include <ostream>

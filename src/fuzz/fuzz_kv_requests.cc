@@ -1,5 +1,5 @@
 // Fuzz target: the client request checks and their translation into Commands
-// (kv/kv_requests.h, the functions the KV handlers in server/client_handlers.cc use).
+// (kv/kv_requests.h, the functions the KV handlers in server/api/client_handlers.cc use).
 //
 // Input: [max_key_bytes:u8] [max_value_bytes:u8], then records [kind:u8]
 // [length:u16le] [serialized request]: kind % 8 picks Put, Get, Delete,

@@ -1,5 +1,5 @@
 // Validation of the client requests and their translation into state-machine
-// Commands: pure functions, used by the KV handlers (server/client_handlers.cc) and by
+// Commands: pure functions, used by the KV handlers (server/api/client_handlers.cc) and by
 // the fuzz target src/fuzz/fuzz_kv_requests.cc.
 #pragma once
 

@@ -14,35 +14,35 @@ void ApplyThread::Start() {
 }
 
 void ApplyThread::SetDispatcher(DispatchFn dispatch) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   dispatch_ = std::move(dispatch);
   // A batch being handed to the previous dispatcher: it returns first.
-  cv_.wait(lock, [this] { return !dispatching_; });
+  while (dispatching_) cv_.Wait(&mu_);
 }
 
 void ApplyThread::Hand(std::vector<Entry> entries, Completions* completions) {
   if (entries.empty() && completions->empty()) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (Entry& e : entries) entries_.push_back(std::move(e));
     for (auto& fn : *completions) completions_.push_back(std::move(fn));
   }
   completions->clear();
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void ApplyThread::WaitApplied() {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return entries_.empty() || stop_; });
-  cv_.wait(lock, [this] { return !applying_; });
+  MutexLock lock(&mu_);
+  while (!entries_.empty() && !stop_) cv_.Wait(&mu_);
+  while (applying_) cv_.Wait(&mu_);
 }
 
 void ApplyThread::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -52,8 +52,8 @@ void ApplyThread::Loop() {
     Completions completions;
     DispatchFn dispatch;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !entries_.empty() || !completions_.empty(); });
+      MutexLock lock(&mu_);
+      while (!stop_ && entries_.empty() && completions_.empty()) cv_.Wait(&mu_);
       if (wakeups_ != nullptr) wakeups_->fetch_add(1, std::memory_order_relaxed);
       completions.swap(completions_);
       if (!stop_) dispatch = dispatch_;
@@ -66,22 +66,22 @@ void ApplyThread::Loop() {
     if (!entries.empty()) {
       apply_(entries, &completions);
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         applying_ = false;
       }
-      cv_.notify_all();
+      cv_.SignalAll();
     }
     if (dispatch) {
       if (!completions.empty()) dispatch(std::move(completions));
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         dispatching_ = false;
       }
-      cv_.notify_all();
+      cv_.SignalAll();
     } else {
       RunAll(&completions);
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stop_ && completions_.empty()) return;
   }
 }

@@ -10,14 +10,13 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "proto/internal.h"
 #include "node/pending_calls.h"
 
@@ -41,31 +40,31 @@ class ApplyThread {
   // restores the default. Safe to call at any time; returns once no batch
   // is being handed to the previous dispatcher.
   using DispatchFn = std::function<void(Completions batch)>;
-  void SetDispatcher(DispatchFn dispatch);
+  void SetDispatcher(DispatchFn dispatch) EXCLUDES(mu_);
   // Queues `entries` and the completions (moved out of *completions).
-  void Hand(std::vector<Entry> entries, Completions* completions);
+  void Hand(std::vector<Entry> entries, Completions* completions) EXCLUDES(mu_);
   // Returns once every entry handed so far has been applied.
-  void WaitApplied();
+  void WaitApplied() EXCLUDES(mu_);
   // Runs the completions already handed, drops the entries not applied yet
   // (their calls are the caller's to fail) and joins the thread.
-  void Stop();
+  void Stop() EXCLUDES(mu_);
 
  private:
-  void Loop();
+  void Loop() EXCLUDES(mu_);
 
   const ApplyFn apply_;
   std::atomic<uint64_t>* const wakeups_;
   // cv_ is notified when work is queued, when a batch is done (applying_
   // becomes false) and on stop. mu_ is taken alone: never while the caller
   // holds another lock that apply_ takes.
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Entry> entries_;  // committed, in index order
-  Completions completions_;
-  DispatchFn dispatch_;  // guarded by mu_
-  bool dispatching_ = false;  // a batch is being handed to dispatch_ (guarded by mu_)
-  bool applying_ = false;  // the thread holds a batch taken from the queue
-  bool stop_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<Entry> entries_ GUARDED_BY(mu_);  // committed, in index order
+  Completions completions_ GUARDED_BY(mu_);
+  DispatchFn dispatch_ GUARDED_BY(mu_);
+  bool dispatching_ GUARDED_BY(mu_) = false;  // a batch is being handed to dispatch_
+  bool applying_ GUARDED_BY(mu_) = false;  // the thread holds a batch taken from the queue
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

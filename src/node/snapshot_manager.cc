@@ -50,7 +50,7 @@ SnapshotManager::~SnapshotManager() {
 
 void SnapshotManager::Request(Callback done) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!stopped_) {
       // A snapshot already running answers this call too: it was started
       // before the call, but it is at most as old as a snapshot started now
@@ -68,7 +68,7 @@ void SnapshotManager::Request(Callback done) {
 }
 
 bool SnapshotManager::HasWork(uint64_t applied_index) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (result_.has_value()) return true;
   if (running_ || stopped_) return false;
   return requested_ || DueByCountLocked(applied_index);
@@ -80,13 +80,13 @@ bool SnapshotManager::DueByCountLocked(uint64_t applied_index) const {
 }
 
 raft::SnapshotRef SnapshotManager::newest() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return newest_;
 }
 
 Status SnapshotManager::BeginReceive(uint64_t last_index, uint64_t last_term,
                                      std::unique_ptr<SnapshotReceiver>* out) {
-  std::lock_guard<std::mutex> lock(store_mu_);
+  MutexLock lock(&store_mu_);
   return store_->BeginReceive(last_index, last_term, out);
 }
 
@@ -96,7 +96,7 @@ Status SnapshotManager::OpenSource(uint64_t last_index, uint64_t last_term,
   info.last_index = last_index;
   info.last_term = last_term;
   info.path = file::JoinPath(dir_, SnapshotStore::FileName(last_index, last_term));
-  std::lock_guard<std::mutex> lock(store_mu_);
+  MutexLock lock(&store_mu_);
   return store_->OpenSource(info, out);
 }
 
@@ -104,7 +104,7 @@ void SnapshotManager::MaybeStart(uint64_t applied_index) {
   // The log size is the I/O loop's to read.
   const uint64_t log_bytes = options_.snapshot_log_bytes > 0 ? log_->SizeBytes() : 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopped_ || running_ || result_) return;
     // Due: asked for, or enough entries applied since the newest snapshot,
     // or (only the I/O loop can tell) a log grown past --snapshot_log_bytes.
@@ -150,7 +150,7 @@ void SnapshotManager::TakeInBackground() {
   } else {
     // store_mu_ is held from the check below to the end of the write, so
     // nothing else uses the store in between.
-    std::lock_guard<std::mutex> store_lock(store_mu_);
+    MutexLock store_lock(&store_mu_);
     const raft::SnapshotRef have = newest();
     bool write = false;
     if (index < have.index) {
@@ -180,14 +180,14 @@ void SnapshotManager::TakeInBackground() {
     result.info.bytes = std::filesystem::file_size(result.info.path, ec);
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     result_ = std::move(result);
   }
   hooks_.wake();
 }
 
 std::optional<SnapshotManager::Result> SnapshotManager::TakeFinished(Completions* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!result_) return std::nullopt;
   std::optional<Result> finished = std::move(result_);
   result_.reset();
@@ -251,7 +251,7 @@ void SnapshotManager::Install(const raft::SnapshotRef& snap) {
   LOG_IF(FATAL, !s.ok()) << "cannot reset the log after installing snapshot " << path << ": "
                          << s.ToString();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (snap.index > newest_.index) {
       newest_.index = snap.index;
       newest_.term = snap.term;
@@ -276,16 +276,15 @@ void SnapshotManager::Install(const raft::SnapshotRef& snap) {
 // suffix is complete: every kept snapshot, the fallback included, has the
 // log entries after it on disk.
 void SnapshotManager::PruneAndCompactLog(bool wait) {
-  std::unique_lock<std::mutex> store_lock(store_mu_, std::defer_lock);
   if (wait) {
-    store_lock.lock();
-  } else if (!store_lock.try_lock()) {
+    store_mu_.lock();
+  } else if (!store_mu_.try_lock()) {
     return;
   }
   std::vector<SnapshotFileInfo> files;
   Status s = store_->Prune(options_.snapshots_kept);
   if (s.ok()) s = store_->List(&files);
-  store_lock.unlock();
+  store_mu_.unlock();
   if (!s.ok()) {
     LOG(ERROR) << "cannot prune the snapshot files in " << dir_ << ": " << s.ToString()
                << " (the log is not compacted)";
@@ -311,7 +310,7 @@ void SnapshotManager::Stop(Completions* out) {
   // A snapshot being taken finishes its file (it is complete and valid
   // either way); the log is not compacted for it, which is safe.
   if (thread_.joinable()) thread_.join();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   stopped_ = true;
   for (auto& done : waiters_) {
     out->push_back([done = std::move(done)] {

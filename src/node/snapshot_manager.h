@@ -18,11 +18,9 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -35,6 +33,7 @@
 #include "kv/kv_state_machine.h"
 #include "storage/log_store.h"
 #include "storage/snapshot_store.h"
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace raftkv {
@@ -77,29 +76,29 @@ class SnapshotManager {
 
   // Takes a snapshot now unless one is being taken (then `done` gets that
   // one's result). `done` runs on the apply thread, or at once after Stop().
-  void Request(Callback done);
+  void Request(Callback done) EXCLUDES(mu_);
   // The I/O loop has something to do: a finished snapshot, a request, or
   // (none running) enough entries applied since the newest snapshot. The
   // apply thread asks after each batch, so a snapshot falls due even when
   // no Ready follows the last apply.
-  bool HasWork(uint64_t applied_index) const;
+  bool HasWork(uint64_t applied_index) const EXCLUDES(mu_);
   // The newest snapshot this member has (index 0: none).
-  raft::SnapshotRef newest() const;
+  raft::SnapshotRef newest() const EXCLUDES(mu_);
 
   // InstallSnapshot, follower side: receives a file into the store.
   Status BeginReceive(uint64_t last_index, uint64_t last_term,
-                      std::unique_ptr<SnapshotReceiver>* out);
+                      std::unique_ptr<SnapshotReceiver>* out) EXCLUDES(store_mu_);
   // InstallSnapshot, leader side: opens snap-<last_index>-<last_term>.
   Status OpenSource(uint64_t last_index, uint64_t last_term,
-                    std::unique_ptr<SnapshotFileSource>* out);
+                    std::unique_ptr<SnapshotFileSource>* out) EXCLUDES(store_mu_);
 
   // I/O loop: starts the snapshot thread if a snapshot is due or requested
   // and none is running.
-  void MaybeStart(uint64_t applied_index);
+  void MaybeStart(uint64_t applied_index) EXCLUDES(mu_);
   // I/O loop, under the node's lock: the finished snapshot, if any, with the
   // completions of the calls that asked for it. If result.written, the
   // caller compacts the core to result.info.last_index, then calls Finish.
-  std::optional<Result> TakeFinished(Completions* out);
+  std::optional<Result> TakeFinished(Completions* out) EXCLUDES(mu_);
   // I/O loop, without the node's lock: logs the result, prunes and compacts.
   void Finish(const Result& result);
   // I/O loop: the core installed the leader's snapshot `snap` (the file is
@@ -108,14 +107,14 @@ class SnapshotManager {
   void Install(const raft::SnapshotRef& snap);
   // Joins the snapshot thread (a file being written is finished) and fails
   // the waiting requests.
-  void Stop(Completions* out);
+  void Stop(Completions* out) EXCLUDES(mu_);
 
  private:
-  void TakeInBackground();
+  void TakeInBackground() EXCLUDES(mu_, store_mu_);
   // Deletes snapshot files beyond snapshots_kept and the log segments wholly
   // below the oldest kept snapshot. With `wait` false it gives up if the
   // store is busy (a snapshot being written): the next snapshot prunes.
-  void PruneAndCompactLog(bool wait);
+  void PruneAndCompactLog(bool wait) EXCLUDES(store_mu_);
 
   const NodeOptions& options_;
   KvStateMachine* const state_machine_;
@@ -124,21 +123,21 @@ class SnapshotManager {
   const Hooks hooks_;
   const std::string dir_;
 
-  std::mutex store_mu_;
-  std::unique_ptr<SnapshotStore> store_;  // guarded by store_mu_
+  Mutex store_mu_;
+  std::unique_ptr<SnapshotStore> store_ GUARDED_BY(store_mu_);
 
   // Enough entries applied since the newest snapshot (--snapshot_entries).
-  bool DueByCountLocked(uint64_t applied_index) const;  // mu_ held
+  bool DueByCountLocked(uint64_t applied_index) const REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  raft::SnapshotRef newest_;       // guarded by mu_ (index and term only)
-  bool running_ = false;           // guarded by mu_: the snapshot thread is busy
-  bool requested_ = false;         // guarded by mu_
-  bool stopped_ = false;           // guarded by mu_
-  std::vector<Callback> waiters_;  // guarded by mu_
-  std::optional<Result> result_;   // guarded by mu_: from the snapshot thread
+  mutable Mutex mu_;
+  raft::SnapshotRef newest_ GUARDED_BY(mu_);  // index and term only
+  bool running_ GUARDED_BY(mu_) = false;      // the snapshot thread is busy
+  bool requested_ GUARDED_BY(mu_) = false;
+  bool stopped_ GUARDED_BY(mu_) = false;
+  std::vector<Callback> waiters_ GUARDED_BY(mu_);
+  std::optional<Result> result_ GUARDED_BY(mu_);  // from the snapshot thread
   // After a failed snapshot, automatic ones wait until then (no retry storm).
-  std::chrono::steady_clock::time_point retry_after_{};  // guarded by mu_
+  std::chrono::steady_clock::time_point retry_after_ GUARDED_BY(mu_){};
   std::thread thread_;  // started and joined by the I/O loop (and Stop)
   // Log bytes right after the last compaction (I/O loop only): the size
   // trigger waits for snapshot_log_bytes / 2 of growth beyond it, so a log

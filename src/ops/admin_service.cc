@@ -1,4 +1,4 @@
-#include "server/grpc_status.h"
+#include "server/rpc/grpc_status.h"
 #include "ops/admin_service.h"
 
 #include <glog/logging.h>
@@ -14,7 +14,7 @@
 #include "common/endpoint.h"
 #include "ops/backup.h"
 #include "node/cluster_config.h"
-#include "server/server_options.h"
+#include "server/rpc/server_options.h"
 
 namespace raftkv {
 
@@ -77,26 +77,6 @@ grpc::Status TimedOut(const char* what) {
                       std::string(what) + " did not complete before the deadline");
 }
 
-// The frame of every synchronous Admin method: the call is counted in
-// `metrics` (null: not counted) and refused unless `auth` lets `caller` make
-// it (null: every call allowed); otherwise `body` answers it.
-// AdminServiceImpl passes its authorizer, MeteredAdminService its metrics.
-template <class Body>
-grpc::Status Guard(const grpc::ServerContext& context, Caller caller, const CallAuthorizer* auth,
-                   RpcMethodMetrics* metrics, Body&& body) {
-  SyncCallRecorder call(metrics);
-  if (grpc::Status refused = AuthorizeCall(auth, context, caller); !refused.ok()) {
-    return call.Done(refused);
-  }
-  return call.Done(body());
-}
-
-// Guard for a call that is only counted (the inner service authorizes it).
-template <class Body>
-grpc::Status Metered(const grpc::ServerContext& context, RpcMethodMetrics* metrics, Body&& body) {
-  return Guard(context, Caller::kClient, /*auth=*/nullptr, metrics, std::forward<Body>(body));
-}
-
 // INVALID_ARGUMENT for member id 0 (no member has it), else OK.
 grpc::Status CheckMemberId(uint64_t id) {
   if (id == 0) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "member id must be > 0");
@@ -126,8 +106,38 @@ MembershipConfig ToConfig(const std::vector<MemberInfo>& members) {
 }  // namespace
 
 AdminServiceImpl::AdminServiceImpl(RaftNode* node, int max_request_timeout_ms,
-                                   const CallAuthorizer* auth)
-    : node_(node), max_request_timeout_ms_(std::max(1, max_request_timeout_ms)), auth_(auth) {}
+                                   const CallAuthorizer* auth, ServerMetrics* metrics)
+    : node_(node),
+      max_request_timeout_ms_(std::max(1, max_request_timeout_ms)),
+      auth_(auth),
+      methods_(MethodsOf(metrics)) {}
+
+AdminServiceImpl::Methods AdminServiceImpl::MethodsOf(ServerMetrics* metrics) {
+  Methods m;
+  if (metrics == nullptr) return m;
+  auto method = [metrics](const char* name, RpcMethodMetrics::Kind kind) {
+    return metrics->Method(RpcName::Of<Admin>(name), kind);
+  };
+  using Kind = RpcMethodMetrics::Kind;
+  m.take_snapshot = method("TakeSnapshot", Kind::kUnary);
+  m.snapshot_save = method("SnapshotSave", Kind::kStream);
+  m.list_members = method("ListMembers", Kind::kUnary);
+  m.add_member = method("AddMember", Kind::kUnary);
+  m.promote_member = method("PromoteMember", Kind::kUnary);
+  m.remove_member = method("RemoveMember", Kind::kUnary);
+  m.transfer_leader = method("TransferLeader", Kind::kUnary);
+  return m;
+}
+
+template <class Body>
+grpc::Status AdminServiceImpl::Serve(const grpc::ServerContext& context, Caller caller,
+                                     RpcMethodMetrics* metrics, Body&& body) {
+  SyncCallRecorder call(metrics);
+  if (grpc::Status refused = AuthorizeCall(auth_, context, caller); !refused.ok()) {
+    return call.Done(refused);
+  }
+  return call.Done(body());
+}
 
 Clock::time_point AdminServiceImpl::Deadline(const grpc::ServerContext& context) const {
   return CallDeadline(context, max_request_timeout_ms_);
@@ -179,7 +189,7 @@ grpc::Status AdminServiceImpl::WaitForSnapshot(grpc::ServerContext* context, con
 grpc::Status AdminServiceImpl::TakeSnapshot(grpc::ServerContext* context,
                                             const TakeSnapshotRequest* /*request*/,
                                             TakeSnapshotResponse* response) {
-  return Guard(*context, Caller::kAdmin, auth_, /*metrics=*/nullptr, [&] {
+  return Serve(*context, Caller::kAdmin, methods_.take_snapshot, [&] {
     SnapshotInfo info;
     if (grpc::Status s = WaitForSnapshot(context, "TakeSnapshot", &info); !s.ok()) return s;
     response->set_last_index(info.last_index);
@@ -195,7 +205,7 @@ grpc::Status AdminServiceImpl::TakeSnapshot(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::SnapshotSave(grpc::ServerContext* context,
                                             const SnapshotSaveRequest* /*request*/,
                                             grpc::ServerWriter<SnapshotSaveResponse>* writer) {
-  return Guard(*context, Caller::kAdmin, auth_, /*metrics=*/nullptr,
+  return Serve(*context, Caller::kAdmin, methods_.snapshot_save,
                [&] { return StreamSnapshot(context, writer); });
 }
 
@@ -273,7 +283,7 @@ grpc::Status AdminServiceImpl::StreamSnapshot(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::ListMembers(grpc::ServerContext* context,
                                            const ListMembersRequest* /*request*/,
                                            ListMembersResponse* response) {
-  return Guard(*context, Caller::kClient, auth_, /*metrics=*/nullptr, [&] {
+  return Serve(*context, Caller::kClient, methods_.list_members, [&] {
     FillMembers(node_->GetStatus(), response);
     return grpc::Status::OK;
   });
@@ -302,7 +312,7 @@ grpc::Status AdminServiceImpl::ChangeMembership(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::AddMember(grpc::ServerContext* context,
                                          const AddMemberRequest* request,
                                          MemberChangeResponse* response) {
-  return Guard(*context, Caller::kAdmin, auth_, /*metrics=*/nullptr, [&] {
+  return Serve(*context, Caller::kAdmin, methods_.add_member, [&] {
     if (grpc::Status bad = CheckMemberId(request->id()); !bad.ok()) return bad;
     if (Status bad = ParseEndpoint(request->address()); !bad.ok()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -318,7 +328,7 @@ grpc::Status AdminServiceImpl::AddMember(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::PromoteMember(grpc::ServerContext* context,
                                              const PromoteMemberRequest* request,
                                              MemberChangeResponse* response) {
-  return Guard(*context, Caller::kAdmin, auth_, /*metrics=*/nullptr, [&] {
+  return Serve(*context, Caller::kAdmin, methods_.promote_member, [&] {
     if (grpc::Status bad = CheckMemberId(request->id()); !bad.ok()) return bad;
     return ChangeMembership(context, Change(raft::ChangeType::kPromote, request->id()), response);
   });
@@ -327,7 +337,7 @@ grpc::Status AdminServiceImpl::PromoteMember(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::RemoveMember(grpc::ServerContext* context,
                                             const RemoveMemberRequest* request,
                                             MemberChangeResponse* response) {
-  return Guard(*context, Caller::kAdmin, auth_, /*metrics=*/nullptr, [&] {
+  return Serve(*context, Caller::kAdmin, methods_.remove_member, [&] {
     if (grpc::Status bad = CheckMemberId(request->id()); !bad.ok()) return bad;
     return ChangeMembership(context, Change(raft::ChangeType::kRemove, request->id()), response);
   });
@@ -336,7 +346,7 @@ grpc::Status AdminServiceImpl::RemoveMember(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::TransferLeader(grpc::ServerContext* context,
                                               const TransferLeaderRequest* request,
                                               TransferLeaderResponse* response) {
-  return Guard(*context, Caller::kAdmin, auth_, /*metrics=*/nullptr, [&] {
+  return Serve(*context, Caller::kAdmin, methods_.transfer_leader, [&] {
     if (grpc::Status bad = CheckMemberId(request->id()); !bad.ok()) return bad;
     if (request->id() == node_->id()) {
       // Transferring to the current leader is a no-op, not an error.
@@ -360,78 +370,6 @@ grpc::Status AdminServiceImpl::TransferLeader(grpc::ServerContext* context,
               << out->term << ")";
     return grpc::Status::OK;
   });
-}
-
-// ---------------------------------------------------------------------------
-// MeteredAdminService
-// ---------------------------------------------------------------------------
-
-namespace {
-
-RpcMethodMetrics* AdminMethod(ServerMetrics* metrics, const char* method, bool stream = false) {
-  return metrics->Method(RpcName::Of<Admin>(method), stream ? RpcMethodMetrics::Kind::kStream
-                                                            : RpcMethodMetrics::Kind::kUnary);
-}
-
-}  // namespace
-
-MeteredAdminService::MeteredAdminService(Admin::Service* inner, ServerMetrics* metrics)
-    : inner_(inner),
-      take_snapshot_(AdminMethod(metrics, "TakeSnapshot")),
-      snapshot_save_(AdminMethod(metrics, "SnapshotSave", /*stream=*/true)),
-      list_members_(AdminMethod(metrics, "ListMembers")),
-      add_member_(AdminMethod(metrics, "AddMember")),
-      promote_member_(AdminMethod(metrics, "PromoteMember")),
-      remove_member_(AdminMethod(metrics, "RemoveMember")),
-      transfer_leader_(AdminMethod(metrics, "TransferLeader")) {}
-
-grpc::Status MeteredAdminService::TakeSnapshot(grpc::ServerContext* context,
-                                               const TakeSnapshotRequest* request,
-                                               TakeSnapshotResponse* response) {
-  return Metered(*context, take_snapshot_,
-                 [&] { return inner_->TakeSnapshot(context, request, response); });
-}
-
-grpc::Status MeteredAdminService::SnapshotSave(grpc::ServerContext* context,
-                                               const SnapshotSaveRequest* request,
-                                               grpc::ServerWriter<SnapshotSaveResponse>* writer) {
-  return Metered(*context, snapshot_save_,
-                 [&] { return inner_->SnapshotSave(context, request, writer); });
-}
-
-grpc::Status MeteredAdminService::ListMembers(grpc::ServerContext* context,
-                                              const ListMembersRequest* request,
-                                              ListMembersResponse* response) {
-  return Metered(*context, list_members_,
-                 [&] { return inner_->ListMembers(context, request, response); });
-}
-
-grpc::Status MeteredAdminService::AddMember(grpc::ServerContext* context,
-                                            const AddMemberRequest* request,
-                                            MemberChangeResponse* response) {
-  return Metered(*context, add_member_,
-                 [&] { return inner_->AddMember(context, request, response); });
-}
-
-grpc::Status MeteredAdminService::PromoteMember(grpc::ServerContext* context,
-                                                const PromoteMemberRequest* request,
-                                                MemberChangeResponse* response) {
-  return Metered(*context, promote_member_,
-                 [&] { return inner_->PromoteMember(context, request, response); });
-}
-
-grpc::Status MeteredAdminService::RemoveMember(grpc::ServerContext* context,
-                                               const RemoveMemberRequest* request,
-                                               MemberChangeResponse* response) {
-  return Metered(*context, remove_member_,
-                 [&] { return inner_->RemoveMember(context, request, response); });
-}
-
-grpc::Status MeteredAdminService::TransferLeader(grpc::ServerContext* context,
-                                                 const TransferLeaderRequest* request,
-                                                 TransferLeaderResponse* response) {
-  return Metered(*context, transfer_leader_,
-                 [&] { return inner_->TransferLeader(context, request, response); });
 }
 
 }  // namespace raftkv

@@ -22,9 +22,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "proto/internal.h"
-#include "server/call_auth.h"
+#include "server/rpc/call_auth.h"
 #include "node/node.h"
-#include "server/server_metrics.h"
+#include "server/rpc/server_metrics.h"
 
 namespace raftkv {
 
@@ -32,10 +32,15 @@ class AdminServiceImpl final : public Admin::Service {
  public:
   // `node` must outlive the service. Calls without a deadline (or with a
   // later one) wait at most max_request_timeout_ms. `auth` (not owned; null =
-  // every call allowed) decides who may call (server/call_auth.h):
+  // every call allowed) decides who may call (server/rpc/call_auth.h):
   // ListMembers is a client method, every other Admin method an admin one.
+  // Every call is counted in `metrics` (not owned; null: not counted) as
+  // raftkv_grpc_requests_total and raftkv_grpc_request_duration_seconds,
+  // service "Admin". The asynchronous services are counted by UnaryCall;
+  // a synchronous one has no such common path, so each method passes
+  // through one frame here that authorizes and counts it.
   AdminServiceImpl(RaftNode* node, int max_request_timeout_ms,
-                   const CallAuthorizer* auth = nullptr);
+                   const CallAuthorizer* auth = nullptr, ServerMetrics* metrics = nullptr);
 
   grpc::Status TakeSnapshot(grpc::ServerContext* context, const TakeSnapshotRequest* request,
                             TakeSnapshotResponse* response) override;
@@ -75,45 +80,28 @@ class AdminServiceImpl final : public Admin::Service {
                                 const raft::MembershipChange& change,
                                 MemberChangeResponse* response);
 
+  // The frame of every method: refused unless `auth_` lets `caller` make
+  // the call, counted in `metrics` (null: not counted); `body` answers it.
+  template <class Body>
+  grpc::Status Serve(const grpc::ServerContext& context, Caller caller, RpcMethodMetrics* metrics,
+                     Body&& body);
+
+  // Each method's counters (null without metrics).
+  struct Methods {
+    RpcMethodMetrics* take_snapshot = nullptr;
+    RpcMethodMetrics* snapshot_save = nullptr;
+    RpcMethodMetrics* list_members = nullptr;
+    RpcMethodMetrics* add_member = nullptr;
+    RpcMethodMetrics* promote_member = nullptr;
+    RpcMethodMetrics* remove_member = nullptr;
+    RpcMethodMetrics* transfer_leader = nullptr;
+  };
+  static Methods MethodsOf(ServerMetrics* metrics);
+
   RaftNode* const node_;
   const int max_request_timeout_ms_;
   const CallAuthorizer* const auth_;
-};
-
-// An Admin service (AdminServiceImpl) with every call counted in
-// `metrics` (raftkv_grpc_requests_total, raftkv_grpc_request_duration_seconds;
-// service "Admin"). The asynchronous methods are counted by UnaryCall, the
-// one place their calls all pass through; a synchronous service has no such
-// place, so this wrapper is it. raftkv-server serves it around AdminServiceImpl.
-class MeteredAdminService final : public Admin::Service {
- public:
-  // Neither is owned; both must outlive the service.
-  MeteredAdminService(Admin::Service* inner, ServerMetrics* metrics);
-
-  grpc::Status TakeSnapshot(grpc::ServerContext* context, const TakeSnapshotRequest* request,
-                            TakeSnapshotResponse* response) override;
-  grpc::Status SnapshotSave(grpc::ServerContext* context, const SnapshotSaveRequest* request,
-                            grpc::ServerWriter<SnapshotSaveResponse>* writer) override;
-  grpc::Status ListMembers(grpc::ServerContext* context, const ListMembersRequest* request,
-                           ListMembersResponse* response) override;
-  grpc::Status AddMember(grpc::ServerContext* context, const AddMemberRequest* request,
-                         MemberChangeResponse* response) override;
-  grpc::Status PromoteMember(grpc::ServerContext* context, const PromoteMemberRequest* request,
-                             MemberChangeResponse* response) override;
-  grpc::Status RemoveMember(grpc::ServerContext* context, const RemoveMemberRequest* request,
-                            MemberChangeResponse* response) override;
-  grpc::Status TransferLeader(grpc::ServerContext* context, const TransferLeaderRequest* request,
-                              TransferLeaderResponse* response) override;
-
- private:
-  Admin::Service* const inner_;
-  RpcMethodMetrics* const take_snapshot_;
-  RpcMethodMetrics* const snapshot_save_;
-  RpcMethodMetrics* const list_members_;
-  RpcMethodMetrics* const add_member_;
-  RpcMethodMetrics* const promote_member_;
-  RpcMethodMetrics* const remove_member_;
-  RpcMethodMetrics* const transfer_leader_;
+  const Methods methods_;
 };
 
 }  // namespace raftkv

@@ -15,7 +15,7 @@
 #include "node/metrics.h"
 #include "node/node.h"
 #include "ops/process_metrics.h"
-#include "server/server_metrics.h"
+#include "server/rpc/server_metrics.h"
 
 namespace raftkv {
 

@@ -9,9 +9,9 @@
 #include <limits>
 #include <mutex>
 
-#include "server/client_handlers.h"
-#include "server/lease_service.h"
-#include "server/peer_service.h"
+#include "server/api/client_handlers.h"
+#include "server/api/lease_service.h"
+#include "server/peer/peer_service.h"
 #include "common/thread_name.h"
 #include "common/tsan_handoff.h"
 

@@ -21,14 +21,14 @@
 #include <grpcpp/grpcpp.h>
 
 #include "proto/internal.h"
-#include "server/async_call.h"
-#include "server/forwarder.h"
+#include "server/rpc/async_call.h"
+#include "server/api/forwarder.h"
 #include "node/node.h"
 #include "node/lease_keeper.h"
-#include "server/reflection_service.h"
-#include "server/server_options.h"
-#include "server/watch_call.h"
-#include "server/watch_hub.h"
+#include "server/rpc/reflection_service.h"
+#include "server/rpc/server_options.h"
+#include "server/api/watch_call.h"
+#include "server/api/watch_hub.h"
 
 namespace raftkv {
 

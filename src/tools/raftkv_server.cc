@@ -33,14 +33,14 @@
 #include "ops/admin_service.h"
 
 DECLARE_string(tls_ca_file);  // client/security.cc
-#include "server/call_auth.h"
+#include "server/rpc/call_auth.h"
 #include "node/cluster_config.h"
 #include "ops/flag_files.h"
 #include "server/grpc_server.h"
 #include "ops/metrics_endpoint.h"
 #include "node/node.h"
 #include "ops/tls_check.h"
-#include "server/peer_client.h"
+#include "server/peer/peer_client.h"
 
 DEFINE_uint64(id, 0,
               "This member's id (required). Must appear in --cluster_file, unless --join is set.");
@@ -414,7 +414,7 @@ static int CheckLimitFlags() {
   return 0;
 }
 
-// TLS and tokens (client/security.h, server/call_auth.h): loads the files
+// TLS and tokens (client/security.h, server/rpc/call_auth.h): loads the files
 // named by the flags into *shared (the process-wide channel security: the
 // member's own channels to its peers use the same CA, certificate and key)
 // and makes *auth. 0 on success, else the exit code of the reported error.
@@ -723,13 +723,12 @@ static int Serve(int argc, char** argv) {
 
   raftkv::ServerOptions server_options = MakeServerOptions(
       self_address, peer_options.snapshot_chunk_bytes, &faults, auth.get(), security);
-  raftkv::AdminServiceImpl admin(raw_node, FLAGS_max_request_timeout_ms, auth.get());
   // The gRPC server's per-method counters; the metrics endpoint, which starts
   // first and stops last, reads them.
   raftkv::ServerMetrics rpc_metrics;
   server_options.metrics = &rpc_metrics;
-  raftkv::MeteredAdminService metered_admin(&admin, &rpc_metrics);
-  server_options.admin_service = &metered_admin;
+  raftkv::AdminServiceImpl admin(raw_node, FLAGS_max_request_timeout_ms, auth.get(), &rpc_metrics);
+  server_options.admin_service = &admin;
   // Metrics first: a port that cannot be bound stops the start-up before
   // this member serves anything.
   std::unique_ptr<raftkv::MetricsEndpoint> metrics;

@@ -368,8 +368,8 @@ TEST_F(BackupTest, RefusesADamagedBackupAndWritesNothing) {
 // server of its own (the fixture's GrpcServer is built without one).
 class SnapshotSaveTest : public ServerTest {
  protected:
-  void StartAdmin() {
-    admin_ = std::make_unique<AdminServiceImpl>(node_.get(), 10000);
+  void StartAdmin(const CallAuthorizer* auth = nullptr, ServerMetrics* metrics = nullptr) {
+    admin_ = std::make_unique<AdminServiceImpl>(node_.get(), 10000, auth, metrics);
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -463,4 +463,38 @@ TEST_F(SnapshotSaveTest, StreamsAFreshVerifiedSnapshot) {
 }
 
 }  // namespace
+
+
+// Every Admin method passes through one frame that authorizes and counts it:
+// an allowed call and a refused one are both counted, by their status.
+TEST_F(SnapshotSaveTest, EveryCallIsAuthorizedAndCounted) {
+  StartSingleLeader();
+  ServerSecurityOptions security;
+  security.admin_token = "admin-secret";
+  security.files.peer_token = "peer-secret";  // tokens without TLS need one
+  std::unique_ptr<CallAuthorizer> auth;
+  ASSERT_TRUE(CallAuthorizer::Create(security, &auth).ok());
+  ServerMetrics metrics;
+  StartAdmin(auth.get(), &metrics);
+  auto stub = Admin::NewStub(grpc::CreateChannel(admin_address_, grpc::InsecureChannelCredentials()));
+
+  grpc::ClientContext list_context;
+  ListMembersRequest list_request;
+  ListMembersResponse members;
+  ASSERT_TRUE(stub->ListMembers(&list_context, list_request, &members).ok());
+  grpc::ClientContext snapshot_context;  // no admin token
+  TakeSnapshotRequest snapshot_request;
+  TakeSnapshotResponse snapshot;
+  const grpc::Status refused = stub->TakeSnapshot(&snapshot_context, snapshot_request, &snapshot);
+  ASSERT_FALSE(refused.ok());
+
+  RpcMethodMetrics* list = metrics.Method(RpcName::Of<Admin>("ListMembers"), RpcMethodMetrics::Kind::kUnary);
+  RpcMethodMetrics* take =
+      metrics.Method(RpcName::Of<Admin>("TakeSnapshot"), RpcMethodMetrics::Kind::kUnary);
+  EXPECT_EQ(list->finished(grpc::StatusCode::OK), 1u);
+  EXPECT_EQ(take->finished(refused.error_code()), 1u);
+  EXPECT_EQ(take->finished(grpc::StatusCode::OK), 0u);
+  EXPECT_EQ(node_->GetStatus().snapshot_index, 0u) << "a refused call must not take a snapshot";
+}
+
 }  // namespace raftkv

@@ -25,7 +25,7 @@
 #include "ops/metrics_endpoint.h"
 #include "node/node.h"
 #include "ops/process_metrics.h"
-#include "server/server_metrics.h"
+#include "server/rpc/server_metrics.h"
 #include "gtest/common/fake_peers.h"
 #include "gtest/common/service_test_util.h"
 

@@ -1,8 +1,8 @@
-// The gRPC server's per-method metrics (server/server_metrics.h) on a real
+// The gRPC server's per-method metrics (server/rpc/server_metrics.h) on a real
 // server: every call counted once, by method and status code, when it
 // finishes (unary calls through UnaryCall, the watch stream through
 // WatchCall), the watchers' gauge, and the families as a scrape renders them.
-#include "server/server_metrics.h"
+#include "server/rpc/server_metrics.h"
 
 #include <gtest/gtest.h>
 

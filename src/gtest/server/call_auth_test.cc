@@ -6,7 +6,7 @@
 
 #include "client/security.h"
 #include "gtest/common/temp_dir.h"
-#include "server/call_auth.h"
+#include "server/rpc/call_auth.h"
 
 namespace raftkv {
 namespace {

@@ -25,7 +25,7 @@
 #include "kv/kv_state_machine.h"
 #include "storage/snapshot_format.h"
 #include "proto/internal.h"
-#include "server/peer_client.h"
+#include "server/peer/peer_client.h"
 #include "gtest/common/service_test_util.h"
 #include "gtest/server/server_fixture.h"
 

@@ -26,7 +26,7 @@
 #include "client/kv_client.h"
 #include "server/grpc_server.h"
 #include "node/node.h"
-#include "server/peer_client.h"
+#include "server/peer/peer_client.h"
 #include "gtest/common/service_test_util.h"
 
 namespace raftkv {

@@ -12,7 +12,7 @@
 #include "client/kv_client.h"
 #include "gtest/server/server_fixture.h"
 #include "node/lease_keeper.h"
-#include "server/watch_hub.h"
+#include "server/api/watch_hub.h"
 
 namespace raftkv {
 namespace {

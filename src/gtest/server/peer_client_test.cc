@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "server/peer_client.h"
+#include "server/peer/peer_client.h"
 
 namespace raftkv {
 namespace {

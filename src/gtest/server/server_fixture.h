@@ -13,7 +13,7 @@
 #include "gtest/common/fake_peers.h"
 #include "proto/internal.h"
 #include "server/grpc_server.h"
-#include "server/peer_client.h"
+#include "server/peer/peer_client.h"
 #include "gtest/common/service_test_util.h"
 
 namespace raftkv {

@@ -30,6 +30,7 @@
 #include "common/mutex.h"
 #include "proto/internal.h"
 #include "kv/kv_state_machine.h"
+#include "server/rpc/server_options.h"
 
 namespace raftkv {
 
@@ -48,12 +49,6 @@ class WatchSink {
   virtual void Cut(const grpc::Status& status) = 0;
 };
 
-struct WatchOptions {
-  size_t max_watchers = 10000;           // per member; more get RESOURCE_EXHAUSTED
-  size_t max_watchers_per_client = 1000;  // per client address
-  size_t batch_bytes = 1 << 20;          // events per response (whole revisions)
-  int stall_timeout_ms = 30000;          // a response not taken by then cuts the watcher off
-};
 
 class WatchHub {
  public:

@@ -1,4 +1,4 @@
-#include "server/watch_hub.h"
+#include "server/api/watch_hub.h"
 
 #include <glog/logging.h>
 
@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "server/grpc_status.h"
+#include "server/rpc/grpc_status.h"
 #include "common/thread_name.h"
 
 namespace raftkv {

@@ -1,4 +1,4 @@
-#include "server/watch_call.h"
+#include "server/api/watch_call.h"
 
 #include <grpc/grpc.h>
 
@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "common/tsan_handoff.h"
-#include "server/grpc_status.h"
+#include "server/rpc/grpc_status.h"
 
 namespace raftkv {
 

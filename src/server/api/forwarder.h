@@ -32,7 +32,8 @@
 #include <vector>
 
 #include "client/security.h"
-#include "server/async_call.h"
+#include "common/mutex.h"
+#include "server/rpc/async_call.h"
 
 namespace raftkv {
 
@@ -144,11 +145,11 @@ class Forwarder {
   std::thread poller_;
   std::atomic<uint64_t> forwarded_{0};
 
-  std::mutex mu_;
-  std::condition_variable idle_cv_;
-  bool stopped_ = false;                                         // guarded by mu_
-  std::set<grpc::ClientContext*> inflight_;                      // guarded by mu_
-  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // by address; guarded by mu_
+  Mutex mu_;
+  CondVar idle_cv_;
+  bool stopped_ GUARDED_BY(mu_) = false;
+  std::set<grpc::ClientContext*> inflight_ GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_ GUARDED_BY(mu_);  // by address
 };
 
 template <class Req, class Resp>

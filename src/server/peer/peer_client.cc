@@ -1,4 +1,4 @@
-#include "server/peer_client.h"
+#include "server/peer/peer_client.h"
 
 #include <glog/logging.h>
 
@@ -58,7 +58,7 @@ PeerClient::PeerClient(const ClusterConfig& cluster, uint64_t self_id,
       on_unreachable_(std::move(on_unreachable)),
       open_snapshot_(std::move(open_snapshot)) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const Member& m : cluster.members) {
       if (m.id != self_id) DialLocked(m.id, m.address);
     }
@@ -85,7 +85,7 @@ void PeerClient::DialLocked(uint64_t id, const std::string& address) {
 }
 
 void PeerClient::UpdateMembers(const MembershipConfig& config) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const MemberConfig& m : config.members()) {
     if (m.id() == self_id_ || m.address().empty()) continue;
     auto it = peers_.find(m.id());
@@ -107,7 +107,7 @@ bool PeerClient::ShouldLogFailureLocked(uint64_t peer) {
 void PeerClient::Send(raft::Message m) {
   std::shared_ptr<internal::Peer::Stub> stub;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (shut_down_) return;
     auto it = peers_.find(m.to);
     if (it == peers_.end()) {
@@ -135,7 +135,7 @@ void PeerClient::Send(raft::Message m) {
   call->type = m.type;
   call->stub = std::move(stub);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (shut_down_) {
       delete call;
       return;
@@ -170,7 +170,7 @@ void PeerClient::Send(raft::Message m) {
     default: {
       handoff.unlock();
       LOG(DFATAL) << "responses travel as RPC replies, not calls: " << m.DebugString();
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       inflight_.erase(call);
       delete call;
     }
@@ -186,7 +186,7 @@ void PeerClient::Poll(grpc::CompletionQueue* cq) {
     { std::lock_guard<std::mutex> handoff(call->handoff_mu); }
     bool shutting_down;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       inflight_.erase(call.get());
       shutting_down = shut_down_;
     }
@@ -213,7 +213,7 @@ void PeerClient::Poll(grpc::CompletionQueue* cq) {
     }
     bool log_it = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       log_it = ShouldLogFailureLocked(call->peer);
     }
     LOG_IF(WARNING, log_it) << "RPC " << raft::MessageTypeName(call->type) << " to member "
@@ -226,7 +226,7 @@ void PeerClient::Poll(grpc::CompletionQueue* cq) {
 void PeerClient::StartSnapshotTransfer(raft::Message m, std::shared_ptr<internal::Peer::Stub> stub) {
   std::shared_ptr<Transfer> previous;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (shut_down_) return;
     std::shared_ptr<Transfer>& slot = transfers_[m.to];
     if (slot && !slot->finished) {
@@ -255,7 +255,7 @@ void PeerClient::StartSnapshotTransfer(raft::Message m, std::shared_ptr<internal
                                     stub = std::move(stub)]() mutable {
       for (;;) {
         RunSnapshotTransfer(t, m, std::move(stub));
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         if (t->next == nullptr || shut_down_) {
           t->finished = true;
           return;
@@ -350,7 +350,7 @@ void PeerClient::RunSnapshotTransfer(Transfer* transfer, const raft::Message& m,
     }
     bool shutting_down;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       shutting_down = shut_down_;
       if (failure.empty()) transfer->reported = true;
     }
@@ -358,13 +358,14 @@ void PeerClient::RunSnapshotTransfer(Transfer* transfer, const raft::Message& m,
   }
   bool shutting_down;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!failure.empty() && !shut_down_) {
       LOG(WARNING) << "snapshot " << index << "/" << term << " to member " << peer
                    << " failed: " << failure << "; the core retries in "
                    << options_.snapshot_retry_ms << " ms";
-      shutdown_cv_.wait_for(lock, std::chrono::milliseconds(options_.snapshot_retry_ms),
-                            [this] { return shut_down_; });
+      const auto until = Clock::now() + std::chrono::milliseconds(options_.snapshot_retry_ms);
+      while (!shut_down_ && shutdown_cv_.WaitUntil(&mu_, until)) {
+      }
     }
     shutting_down = shut_down_;
     if (!failure.empty()) transfer->reported = true;
@@ -375,7 +376,7 @@ void PeerClient::RunSnapshotTransfer(Transfer* transfer, const raft::Message& m,
 void PeerClient::Shutdown() {
   std::vector<std::shared_ptr<Transfer>> transfers;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (shut_down_) return;
     shut_down_ = true;
     for (Call* call : inflight_) call->context.TryCancel();
@@ -385,7 +386,7 @@ void PeerClient::Shutdown() {
     }
     transfers_.clear();
   }
-  shutdown_cv_.notify_all();
+  shutdown_cv_.SignalAll();
   for (auto& t : transfers) {
     if (t->thread.joinable()) t->thread.join();
   }

@@ -1,4 +1,4 @@
-#include "server/reflection_service.h"
+#include "server/rpc/reflection_service.h"
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/descriptor.pb.h>

@@ -1,4 +1,6 @@
-#include "server/peer_service.h"
+#include "server/peer/peer_service.h"
+
+#include "server/peer/fault_injector.h"
 
 #include <glog/logging.h>
 
@@ -9,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include "server/grpc_status.h"
+#include "server/rpc/grpc_status.h"
 
 namespace raftkv {
 

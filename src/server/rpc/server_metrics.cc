@@ -1,4 +1,4 @@
-#include "server/server_metrics.h"
+#include "server/rpc/server_metrics.h"
 
 #include <algorithm>
 #include <tuple>

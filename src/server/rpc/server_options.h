@@ -12,14 +12,22 @@
 #include <grpcpp/grpcpp.h>
 
 #include "client/security.h"
-#include "server/call_auth.h"
-#include "server/fault_injector.h"
-#include "server/server_metrics.h"
+#include "server/rpc/call_auth.h"
+#include "server/rpc/server_metrics.h"
 #include "kv/kv_requests.h"
 #include "node/lease_keeper.h"
-#include "server/watch_hub.h"
 
 namespace raftkv {
+
+class FaultInjector;  // server/peer/fault_injector.h
+
+// Watches (server/api/watch_hub.h).
+struct WatchOptions {
+  size_t max_watchers = 10000;           // per member; more get RESOURCE_EXHAUSTED
+  size_t max_watchers_per_client = 1000;  // per client address
+  size_t batch_bytes = 1 << 20;          // events per response (whole revisions)
+  int stall_timeout_ms = 30000;          // a response not taken by then cuts the watcher off
+};
 
 struct ServerOptions {
   std::string listen_address;  // host:port to bind
@@ -83,11 +91,11 @@ struct ServerOptions {
   // The Admin service (AdminServiceImpl, a synchronous service), served when
   // set. Not owned; must outlive the server.
   grpc::Service* admin_service = nullptr;
-  // TLS credentials of the port and who may call what (server/call_auth.h).
+  // TLS credentials of the port and who may call what (server/rpc/call_auth.h).
   // Not owned; null = plaintext, every call allowed.
   const CallAuthorizer* auth = nullptr;
   // A follower forwards the calls only the leader can answer to the leader
-  // (server/forwarder.h) instead of refusing them with a leader hint.
+  // (server/api/forwarder.h) instead of refusing them with a leader hint.
   bool forward_to_leader = true;
   // Security of the member's own channels (to the leader when forwarding);
   // null: the process setting (client/security.h).

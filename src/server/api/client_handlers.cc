@@ -1,7 +1,7 @@
-#include "server/client_handlers.h"
+#include "server/api/client_handlers.h"
 
 #include "common/version.h"
-#include "server/grpc_status.h"
+#include "server/rpc/grpc_status.h"
 
 #include <algorithm>
 #include <chrono>

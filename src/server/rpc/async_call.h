@@ -21,8 +21,8 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "server/call_auth.h"
-#include "server/server_metrics.h"
+#include "server/rpc/call_auth.h"
+#include "server/rpc/server_metrics.h"
 #include "common/tsan_handoff.h"
 
 namespace raftkv {

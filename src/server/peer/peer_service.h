@@ -11,9 +11,9 @@
 #include <mutex>
 
 #include "proto/internal.h"
-#include "server/async_call.h"
+#include "server/rpc/async_call.h"
 #include "node/node.h"
-#include "server/server_options.h"
+#include "server/rpc/server_options.h"
 
 namespace raftkv {
 

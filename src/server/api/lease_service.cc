@@ -1,5 +1,5 @@
-#include "server/grpc_status.h"
-#include "server/lease_service.h"
+#include "server/rpc/grpc_status.h"
+#include "server/api/lease_service.h"
 
 #include <chrono>
 #include <functional>
@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "server/client_handlers.h"
+#include "server/api/client_handlers.h"
 
 namespace raftkv {
 

@@ -1,4 +1,4 @@
-#include "server/call_auth.h"
+#include "server/rpc/call_auth.h"
 
 #include <glog/logging.h>
 #include <grpc/grpc_security_constants.h>

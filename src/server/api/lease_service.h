@@ -10,11 +10,11 @@
 #pragma once
 
 #include "proto/internal.h"
-#include "server/async_call.h"
-#include "server/forwarder.h"
+#include "server/rpc/async_call.h"
+#include "server/api/forwarder.h"
 #include "node/lease_keeper.h"
 #include "node/node.h"
-#include "server/server_options.h"
+#include "server/rpc/server_options.h"
 
 namespace raftkv {
 

@@ -10,27 +10,28 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <set>
+
+#include "common/mutex.h"
 
 namespace raftkv {
 
 class FaultInjector {
  public:
-  void SetBlockedPeers(std::set<uint64_t> peers) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void SetBlockedPeers(std::set<uint64_t> peers) EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     blocked_ = std::move(peers);
     any_.store(!blocked_.empty(), std::memory_order_release);
   }
-  bool IsBlocked(uint64_t peer) const {
+  bool IsBlocked(uint64_t peer) const EXCLUDES(mu_) {
     if (!any_.load(std::memory_order_acquire)) return false;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return blocked_.count(peer) > 0;
   }
 
  private:
-  mutable std::mutex mu_;
-  std::set<uint64_t> blocked_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::set<uint64_t> blocked_ GUARDED_BY(mu_);
   std::atomic<bool> any_{false};
 };
 

@@ -5,13 +5,13 @@
 
 #include <functional>
 
-#include "server/grpc_status.h"
+#include "server/rpc/grpc_status.h"
 #include "proto/internal.h"
-#include "server/async_call.h"
-#include "server/forwarder.h"
+#include "server/rpc/async_call.h"
+#include "server/api/forwarder.h"
 #include "kv/kv_requests.h"
 #include "node/node.h"
-#include "server/server_options.h"
+#include "server/rpc/server_options.h"
 
 namespace raftkv {
 

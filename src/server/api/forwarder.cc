@@ -1,4 +1,4 @@
-#include "server/forwarder.h"
+#include "server/api/forwarder.h"
 
 #include <glog/logging.h>
 
@@ -44,7 +44,7 @@ bool Forwarder::Target(const grpc::ServerContextBase& incoming, grpc::ClientCont
     if (key == "authorization") outgoing->AddMetadata("authorization", std::string(value.data(), value.size()));
   }
   outgoing->AddMetadata(kForwardedMetadataKey, std::to_string(node_->id()));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stopped_) return false;
   auto& ch = channels_[address];
   if (!ch) {
@@ -66,9 +66,9 @@ bool Forwarder::Target(const grpc::ServerContextBase& incoming, grpc::ClientCont
 }
 
 void Forwarder::Done(grpc::ClientContext* context) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   inflight_.erase(context);
-  if (inflight_.empty()) idle_cv_.notify_all();
+  if (inflight_.empty()) idle_cv_.SignalAll();
 }
 
 void Forwarder::CopyTrailers(const grpc::ClientContext& from, uint64_t leader_id,
@@ -96,16 +96,16 @@ void Forwarder::Poll() {
 }
 
 void Forwarder::BeginStop() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   stopped_ = true;
 }
 
 void Forwarder::Stop() {
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopped_ = true;
     for (grpc::ClientContext* c : inflight_) c->TryCancel();
-    idle_cv_.wait(lock, [this] { return inflight_.empty(); });
+    while (!inflight_.empty()) idle_cv_.Wait(&mu_);
     channels_.clear();
   }
   if (poller_.joinable()) {

@@ -13,9 +13,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "proto/internal.h"
-#include "server/async_call.h"
+#include "server/rpc/async_call.h"
 #include "kv/kv_requests.h"
-#include "server/watch_hub.h"
+#include "server/api/watch_hub.h"
 
 namespace raftkv {
 

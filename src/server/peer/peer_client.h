@@ -32,9 +32,10 @@
 #include <grpcpp/grpcpp.h>
 
 #include "client/security.h"
+#include "common/mutex.h"
 #include "proto/internal.h"
 #include "node/cluster_config.h"
-#include "server/fault_injector.h"
+#include "server/peer/fault_injector.h"
 #include "node/node.h"
 
 namespace raftkv {
@@ -88,14 +89,14 @@ class PeerClient : public PeerSender {
   struct Call;
   struct Transfer;
   void Poll(grpc::CompletionQueue* cq);
-  // Creates (or re-creates, for a new address) the stub of `id`. Requires mu_.
-  void DialLocked(uint64_t id, const std::string& address);
+  // Creates (or re-creates, for a new address) the stub of `id`.
+  void DialLocked(uint64_t id, const std::string& address) REQUIRES(mu_);
   void StartSnapshotTransfer(raft::Message m, std::shared_ptr<internal::Peer::Stub> stub);
   // The body of a transfer thread: streams the file, then reports.
   void RunSnapshotTransfer(Transfer* transfer, const raft::Message& m,
                            std::shared_ptr<internal::Peer::Stub> stub);
-  // True at most every 5 s per peer: failure logs are throttled. Requires mu_.
-  bool ShouldLogFailureLocked(uint64_t peer);
+  // True at most every 5 s per peer: failure logs are throttled.
+  bool ShouldLogFailureLocked(uint64_t peer) REQUIRES(mu_);
 
   const uint64_t self_id_;
   const PeerClientOptions options_;
@@ -106,20 +107,20 @@ class PeerClient : public PeerSender {
   std::vector<std::thread> threads_;
   std::atomic<uint64_t> next_cq_{0};
 
-  std::mutex mu_;
+  Mutex mu_;
   struct Peer {
     std::string address;
     std::shared_ptr<internal::Peer::Stub> stub;  // calls in flight hold a reference
   };
-  std::map<uint64_t, Peer> peers_;  // guarded by mu_
-  std::set<Call*> inflight_;  // guarded by mu_: for cancellation at shutdown
+  std::map<uint64_t, Peer> peers_ GUARDED_BY(mu_);
+  std::set<Call*> inflight_ GUARDED_BY(mu_);  // for cancellation at shutdown
   // Snapshot transfers by peer (finished ones are joined when the next one
-  // to that peer starts, or at shutdown). Guarded by mu_.
-  std::map<uint64_t, std::shared_ptr<Transfer>> transfers_;
-  bool shut_down_ = false;    // guarded by mu_
-  std::condition_variable shutdown_cv_;  // wakes transfer threads waiting to report
-  // Failed-call log throttling, per peer. Guarded by mu_.
-  std::map<uint64_t, Clock::time_point> last_failure_log_;
+  // to that peer starts, or at shutdown).
+  std::map<uint64_t, std::shared_ptr<Transfer>> transfers_ GUARDED_BY(mu_);
+  bool shut_down_ GUARDED_BY(mu_) = false;
+  CondVar shutdown_cv_;  // wakes transfer threads waiting to report
+  // Failed-call log throttling, per peer.
+  std::map<uint64_t, Clock::time_point> last_failure_log_ GUARDED_BY(mu_);
 };
 
 
