@@ -9,10 +9,10 @@
 // and version. The changes are kept in a KvHistory (kv_history.h) for
 // watches and reads at a past revision.
 //
-// Leases: LEASE_GRANT creates one (id and TTL), a PUT may attach its key to
-// one, LEASE_REVOKE deletes the lease and its keys at one revision. When a
-// lease expires is the leader's business (node/lease_keeper.h): here a
-// lease only exists or not.
+// Leases (lease_table.h): LEASE_GRANT creates one (id and TTL), a PUT may
+// attach its key to one, LEASE_REVOKE deletes the lease and its keys at one
+// revision. When a lease expires is the leader's business
+// (node/lease_keeper.h): here a lease only exists or not.
 //
 // Sessions (session_table.h): a command carrying client_id != 0 is applied
 // at most once per (client_id, sequence); duplicates get the saved answer.
@@ -33,6 +33,13 @@
 // with one read from a snapshot file. See Snapshot() for the locking
 // trade-off and snapshot_format.h for the file layout.
 //
+// The code, by job:
+//   kv_state_machine.cc  applies committed entries (MVCC writes, sessions)
+//   kv_reads.cc          the reads (Range, ReadTxn, ReadEvents, answer estimates)
+//   kv_snapshot.cc       the snapshot codec (Snapshot, Restore)
+//   lease_table.h        the leases
+//   session_table.h      the sessions
+//
 // Thread safety: Apply() runs on the node's apply thread; Restore() on the
 // I/O loop at start and when a leader's snapshot is installed, while the
 // apply thread is idle (the node drains it first), so the two never
@@ -44,9 +51,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -58,6 +63,7 @@
 #include "kv/apply_result.h"
 #include "kv/cow_btree.h"
 #include "kv/kv_history.h"
+#include "kv/lease_table.h"
 #include "kv/session_table.h"
 #include "storage/snapshot_store.h"
 
@@ -67,13 +73,6 @@ class SnapshotWriter;
 
 // A key's record as the wire's KeyValue (value left empty when keys_only).
 void ToKeyValue(const std::string& key, const KvRecord& r, bool keys_only, KeyValue* out);
-
-// A lease as the leader's clock needs it (node/lease_keeper.h).
-struct LeaseInfo {
-  int64_t id = 0;
-  int64_t ttl = 0;             // seconds granted
-  uint64_t granted_index = 0;  // the entry that granted it (0: restored from an older file)
-};
 
 class KvStateMachine : public SnapshotTarget {
  public:
@@ -232,7 +231,6 @@ class KvStateMachine : public SnapshotTarget {
   // Range at a past revision.
   Status RangeAtLocked(const RangeRequest& req, RangeResponse* resp, size_t max_bytes) const
       REQUIRES_SHARED(mu_);
-  void DetachLease(const std::string& key, int64_t lease) REQUIRES(mu_);
 
   // Decodes `entry`'s command outside the lock; false if it has none to run.
   static bool Decode(const Entry& entry, Command* command, ApplyResult* result);
@@ -251,19 +249,12 @@ class KvStateMachine : public SnapshotTarget {
   static Status RestoreKv(std::string_view msg, RestoreState* st);
   void SwapInRestored(const SnapshotMeta& meta, RestoreState* st) EXCLUDES(mu_);
 
-  struct LeaseState {
-    int64_t ttl = 0;
-    uint64_t granted_index = 0;
-    std::set<std::string> keys;
-  };
-
   mutable SharedMutex mu_;
   CowBTree<std::string, KvRecord> data_ GUARDED_BY(mu_);
   int64_t revision_ GUARDED_BY(mu_) = 0;
   KvHistory history_ GUARDED_BY(mu_) = KvHistory(kDefaultHistoryRevisions, kDefaultHistoryBytes);
   size_t snapshot_history_revisions_ GUARDED_BY(mu_) = kDefaultSnapshotHistoryRevisions;
-  std::map<int64_t, LeaseState> leases_ GUARDED_BY(mu_);
-  uint64_t lease_generation_ GUARDED_BY(mu_) = 0;
+  LeaseTable leases_ GUARDED_BY(mu_);
   uint64_t applied_index_ GUARDED_BY(mu_) = 0;
   uint64_t applied_term_ GUARDED_BY(mu_) = 0;
   uint64_t cluster_time_ms_ GUARDED_BY(mu_) = 0;  // of the last entry

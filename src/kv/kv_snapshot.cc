@@ -1,0 +1,342 @@
+// KvStateMachine, the snapshot codec: Snapshot() writes the state's image
+// as records, Restore() reads them back, checks them and swaps the result
+// in (kv_state_machine.h; the file layout in storage/snapshot_format.h).
+#include <algorithm>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kv/kv_state_machine.h"
+#include "storage/snapshot_format.h"
+
+namespace raftkv {
+
+namespace {
+
+constexpr uint32_t kMaxSessionError =
+    static_cast<uint32_t>(ApplyResult::SessionError::kStaleSequence);
+
+void RecordToKeyValue(const std::string& key, const KvRecord& r, KeyValue* out) {
+  out->set_key(key);
+  out->set_value(r.value);
+  out->set_create_revision(r.create_revision);
+  out->set_mod_revision(r.mod_revision);
+  out->set_version(r.version);
+  out->set_lease(r.lease);
+}
+
+KvRecord KeyValueToRecord(KeyValue* kv) {
+  KvRecord r;
+  r.value = std::move(*kv->mutable_value());
+  r.create_revision = kv->create_revision();
+  r.mod_revision = kv->mod_revision();
+  r.version = kv->version();
+  r.lease = kv->lease();
+  return r;
+}
+
+}  // namespace
+
+void KvStateMachine::Snapshot(SnapshotWriter* out) const {
+  // The image: the map's root is shared (O(1)); the sessions are copied.
+  // Apply waits only for this; it goes on while the image is encoded.
+  CowBTree<std::string, KvRecord> data;
+  SessionTable sessions;
+  SnapshotStoreState store;
+  std::vector<KvEvent> history;  // the newest snapshot_history_revisions_ of it
+  {
+    ReaderLock lock(&mu_);
+    out->meta().last_index = applied_index_;
+    out->meta().last_term = applied_term_;
+    out->meta().cluster_time_ms = cluster_time_ms_;
+    data = data_;
+    sessions = sessions_;
+    store.set_revision(revision_);
+    for (const LeaseInfo& lease : leases_.Infos()) {
+      SnapshotStoreState::LeaseRecord* l = store.add_leases();
+      l->set_id(lease.id);
+      l->set_ttl(lease.ttl);
+      l->set_granted_index(lease.granted_index);
+    }
+    // Whole revisions from the newest back; the history kept covers every
+    // revision above history_.compacted().
+    const int64_t wanted = static_cast<int64_t>(std::min<size_t>(
+        snapshot_history_revisions_, static_cast<size_t>(std::max<int64_t>(revision_, 0))));
+    const int64_t from = std::max(history_.compacted(), revision_ - wanted);
+    store.set_history_compacted(from);
+    for (size_t i = history_.LowerBound(from + 1); i < history_.size(); ++i) {
+      history.push_back(history_.at(i));
+    }
+  }
+  SnapshotSession session;
+  SnapshotSessionResult saved;
+  std::string buf;
+  for (const auto& [id, s] : sessions.sessions()) {
+    session.set_client_id(id);
+    session.set_timeout_ms(s.timeout_ms);
+    session.set_expires_at_ms(s.expires_at_ms);
+    session.set_first_outstanding(s.first_outstanding);
+    session.set_result_count(s.results.size());
+    session.SerializeToString(&buf);
+    out->AddRecord(SnapshotRecordType::kSession, buf);
+    for (const auto& [sequence, r] : s.results) {
+      saved.Clear();
+      saved.set_client_id(id);
+      saved.set_sequence(sequence);
+      saved.set_ok(r.ok);
+      saved.set_existed(r.existed);
+      saved.set_swapped(r.swapped);
+      saved.set_found(r.found);
+      saved.set_current(r.current);
+      saved.set_error(r.error);
+      saved.set_session_error(static_cast<uint32_t>(r.session_error));
+      saved.set_duplicate(r.duplicate);
+      saved.set_index(r.index);
+      saved.set_term(r.term);
+      saved.set_result_client_id(r.client_id);
+      for (bool e : r.batch_existed) saved.add_batch_existed(e);
+      r.answer.SerializeToString(saved.mutable_answer());
+      saved.SerializeToString(&buf);
+      out->AddRecord(SnapshotRecordType::kSessionResult, buf);
+    }
+  }
+  store.SerializeToString(&buf);
+  out->AddRecord(SnapshotRecordType::kStore, buf);
+  SnapshotEvent event;
+  for (const KvEvent& e : history) {
+    event.Clear();
+    event.set_revision(e.revision);
+    event.set_is_delete(e.is_delete);
+    RecordToKeyValue(e.key, e.kv, event.mutable_kv());
+    if (e.has_prev) RecordToKeyValue(e.key, e.prev, event.mutable_prev());
+    event.SerializeToString(&buf);
+    out->AddRecord(SnapshotRecordType::kHistory, buf);
+  }
+  for (auto it = data.begin(); it.Valid(); it.Next()) {
+    const KvRecord& r = it.value();
+    out->AddKv(it.key(), r.value, r.create_revision, r.mod_revision, r.version, r.lease);
+  }
+}
+
+// What Restore() builds aside from the file's records, and where it is in
+// them (for the checks that span records and for the error messages).
+struct KvStateMachine::RestoreState {
+  explicit RestoreState(const std::string& path) : path(path) {}
+  // A corruption at the current record.
+  Status Bad(const std::string& what) const {
+    return Status::Corruption(path + ": record " + std::to_string(record) + ": " + what);
+  }
+
+  const std::string& path;
+  uint64_t record = 0;
+  CowBTree<std::string, KvRecord> data;
+  SessionTable sessions;
+  LeaseTable leases;
+  int64_t revision = 0;
+  bool have_store = false;  // files written before revisions have no store record
+  int64_t history_compacted = 0;
+  std::vector<std::deque<KvEvent>> history;  // one entry per revision, in order
+  uint64_t session_id = 0;  // the session whose results are being read
+  uint64_t results_left = 0;
+  bool in_data = false;     // a KV record was seen: no more sessions
+  std::string last_key;     // of the previous KV record
+  // Parsed into again for each record of their kind.
+  SnapshotSession session_msg;
+  SnapshotSessionResult result_msg;
+  SnapshotKv kv_msg;
+  SnapshotStoreState store_msg;
+  SnapshotEvent event_msg;
+};
+
+Status KvStateMachine::Restore(SnapshotReader* in) {
+  // Built aside; swapped in only once the reader has verified the file.
+  RestoreState st(in->path());
+  for (;; ++st.record) {
+    SnapshotRecordType type;
+    std::string_view msg;
+    bool done = false;
+    Status s = in->Next(&type, &msg, &done);
+    if (!s.ok()) return s;
+    if (done) break;
+    if (type != SnapshotRecordType::kSessionResult && st.results_left > 0) {
+      return st.Bad("session " + std::to_string(st.session_id) + " is missing " +
+                    std::to_string(st.results_left) + " saved results");
+    }
+    s = RestoreRecord(type, msg, &st);
+    if (!s.ok()) return s;
+  }
+  if (st.results_left > 0) {
+    return st.Bad("session " + std::to_string(st.session_id) + " is missing " +
+                  std::to_string(st.results_left) + " saved results");
+  }
+  SwapInRestored(in->meta(), &st);
+  // The old state (now in `st`) is freed here, outside the lock.
+  return Status::OK();
+}
+
+Status KvStateMachine::RestoreRecord(SnapshotRecordType type, std::string_view msg,
+                                     RestoreState* st) {
+  switch (type) {
+    case SnapshotRecordType::kSession:
+      return RestoreSession(msg, st);
+    case SnapshotRecordType::kSessionResult:
+      return RestoreSessionResult(msg, st);
+    case SnapshotRecordType::kStore:
+      return RestoreStore(msg, st);
+    case SnapshotRecordType::kHistory:
+      return RestoreHistory(msg, st);
+    case SnapshotRecordType::kKv:
+      return RestoreKv(msg, st);
+  }
+  return Status::OK();
+}
+
+Status KvStateMachine::RestoreSession(std::string_view msg, RestoreState* st) {
+  if (st->in_data) return st->Bad("session record after the key/value records");
+  SnapshotSession& m = st->session_msg;
+  if (!m.ParseFromArray(msg.data(), static_cast<int>(msg.size()))) {
+    return st->Bad("bad SnapshotSession");
+  }
+  const uint64_t id = m.client_id();
+  SessionTable::Session fields;
+  fields.timeout_ms = m.timeout_ms();
+  fields.expires_at_ms = m.expires_at_ms();
+  fields.first_outstanding = m.first_outstanding();
+  if (!st->sessions.AddRestored(id, fields)) {
+    return st->Bad("session id " + std::to_string(id) + " out of order");
+  }
+  st->session_id = id;
+  st->results_left = m.result_count();
+  return Status::OK();
+}
+
+Status KvStateMachine::RestoreSessionResult(std::string_view msg, RestoreState* st) {
+  if (st->results_left == 0) return st->Bad("saved result without a session expecting it");
+  SnapshotSessionResult& m = st->result_msg;
+  if (!m.ParseFromArray(msg.data(), static_cast<int>(msg.size()))) {
+    return st->Bad("bad SnapshotSessionResult");
+  }
+  if (m.client_id() != st->session_id) {
+    return st->Bad("saved result of session " + std::to_string(m.client_id()) +
+                   " inside session " + std::to_string(st->session_id));
+  }
+  const uint64_t sequence = m.sequence();
+  if (m.session_error() > kMaxSessionError) {
+    return st->Bad("unknown session error " + std::to_string(m.session_error()));
+  }
+  ApplyResult r;
+  r.ok = m.ok();
+  r.existed = m.existed();
+  r.swapped = m.swapped();
+  r.found = m.found();
+  r.current = std::move(*m.mutable_current());
+  r.error = std::move(*m.mutable_error());
+  r.session_error = static_cast<ApplyResult::SessionError>(m.session_error());
+  r.duplicate = m.duplicate();
+  r.index = m.index();
+  r.term = m.term();
+  r.client_id = m.result_client_id();
+  r.batch_existed.assign(m.batch_existed().begin(), m.batch_existed().end());
+  if (!r.answer.ParseFromString(m.answer())) return st->Bad("bad saved answer");
+  if (!st->sessions.AddRestoredResult(st->session_id, sequence, std::move(r))) {
+    return st->Bad("saved result sequence " + std::to_string(sequence) + " out of order");
+  }
+  --st->results_left;
+  return Status::OK();
+}
+
+Status KvStateMachine::RestoreStore(std::string_view msg, RestoreState* st) {
+  if (st->in_data || st->have_store) return st->Bad("store record after the key/value records");
+  SnapshotStoreState& m = st->store_msg;
+  if (!m.ParseFromArray(msg.data(), static_cast<int>(msg.size()))) {
+    return st->Bad("bad SnapshotStoreState");
+  }
+  if (m.revision() < 0) return st->Bad("negative revision");
+  st->revision = m.revision();
+  for (const SnapshotStoreState::LeaseRecord& l : m.leases()) {
+    if (l.id() <= 0 || !st->leases.AddRestored(l.id(), l.ttl(), l.granted_index())) {
+      return st->Bad("lease id " + std::to_string(l.id()) + " out of order");
+    }
+  }
+  // Used only when history records follow (older files have none).
+  st->history_compacted = m.history_compacted();
+  st->have_store = true;
+  return Status::OK();
+}
+
+Status KvStateMachine::RestoreHistory(std::string_view msg, RestoreState* st) {
+  if (!st->have_store || st->in_data) return st->Bad("history record outside the store's records");
+  SnapshotEvent& m = st->event_msg;
+  if (!m.ParseFromArray(msg.data(), static_cast<int>(msg.size()))) {
+    return st->Bad("bad SnapshotEvent");
+  }
+  std::vector<std::deque<KvEvent>>& history = st->history;
+  const int64_t rev = m.revision();
+  const int64_t last = history.empty() ? st->history_compacted : history.back().front().revision;
+  if (rev <= st->history_compacted || rev > st->revision || rev < last) {
+    return st->Bad("history revision " + std::to_string(rev) + " out of order or bounds");
+  }
+  KvEvent e;
+  e.revision = rev;
+  e.is_delete = m.is_delete();
+  e.key = m.kv().key();
+  e.kv = KeyValueToRecord(m.mutable_kv());
+  e.has_prev = m.has_prev();  // the message is present
+  if (e.has_prev) e.prev = KeyValueToRecord(m.mutable_prev());
+  if (history.empty() || rev != last) history.emplace_back();
+  history.back().push_back(std::move(e));
+  return Status::OK();
+}
+
+Status KvStateMachine::RestoreKv(std::string_view msg, RestoreState* st) {
+  SnapshotKv& m = st->kv_msg;
+  if (!m.ParseFromArray(msg.data(), static_cast<int>(msg.size()))) return st->Bad("bad SnapshotKv");
+  if (!st->last_key.empty() && !(st->last_key < m.key())) return st->Bad("key out of order");
+  st->last_key = m.key();
+  KvRecord r;
+  if (!st->have_store) {  // before revisions: every key as created at revision 1
+    st->revision = 1;
+    r.create_revision = r.mod_revision = r.version = 1;
+  } else {
+    r.create_revision = m.create_revision();
+    r.mod_revision = m.mod_revision();
+    r.version = m.version();
+    r.lease = m.lease();
+    if (r.create_revision <= 0 || r.mod_revision < r.create_revision ||
+        r.mod_revision > st->revision || r.version <= 0) {
+      return st->Bad("key revisions out of bounds (create " + std::to_string(r.create_revision) +
+                     ", mod " + std::to_string(r.mod_revision) + ", version " +
+                     std::to_string(r.version) + ", store revision " +
+                     std::to_string(st->revision) + ")");
+    }
+    if (r.lease != 0 && !st->leases.Attach(m.key(), r.lease)) {
+      return st->Bad("key attached to unknown lease " + std::to_string(r.lease));
+    }
+  }
+  r.value = std::move(*m.mutable_value());
+  if (!st->data.insert_or_assign(std::move(*m.mutable_key()), std::move(r))) {
+    return st->Bad("key out of order");  // a repeated key (possible only for "")
+  }
+  st->in_data = true;
+  return Status::OK();
+}
+
+void KvStateMachine::SwapInRestored(const SnapshotMeta& meta, RestoreState* st) {
+  WriterLock lock(&mu_);
+  data_.swap(st->data);
+  std::swap(sessions_, st->sessions);
+  leases_.Swap(&st->leases);
+  revision_ = st->revision;
+  int64_t history_compacted = st->history_compacted;
+  if (history_compacted < 0 || history_compacted > st->revision) history_compacted = st->revision;
+  history_.Reset(st->history.empty() ? st->revision : history_compacted);
+  for (auto& events : st->history) history_.AppendRevision(&events);
+  applied_index_ = meta.last_index;
+  applied_term_ = meta.last_term;
+  cluster_time_ms_ = meta.cluster_time_ms;
+  PublishLocked();
+}
+
+}  // namespace raftkv
