@@ -3,7 +3,7 @@
 # its own folder and of the folders listed for it below; the order, top to
 # bottom (doc/architecture.md draws it):
 #
-#   tools -> ops -> server -> server/api, server/peer -> server/rpc -> node
+#   tools -> ops -> server -> server/etcd -> server/api, server/peer -> server/rpc -> node
 #   node -> raft -> leader, follower -> raft/core      node -> kv -> storage
 #   server/* -> client
 #   storage -> raft/core (the hard state it saves)
@@ -20,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-base="common proto raftkv grpc"
+base="common proto raftkv grpc etcd"
 declare -A allowed=(
   [common]="common"
   [proto]="proto raftkv grpc"
@@ -35,9 +35,10 @@ declare -A allowed=(
   [server/rpc]="server/rpc node raft leader raft/core kv storage client $base"
   [server/api]="server/api server/rpc node raft leader raft/core kv storage client $base"
   [server/peer]="server/peer server/rpc node raft leader raft/core kv storage client $base"
-  [server]="server server/api server/peer server/rpc node raft leader raft/core kv storage client $base"
-  [ops]="ops server server/api server/peer server/rpc node raft leader raft/core kv storage client $base"
-  [tools]="tools ops server server/api server/peer server/rpc node raft leader raft/core kv storage client $base"
+  [server/etcd]="server/etcd server/api server/rpc node raft leader raft/core kv storage client $base"
+  [server]="server server/etcd server/api server/peer server/rpc node raft leader raft/core kv storage client $base"
+  [ops]="ops server server/etcd server/api server/peer server/rpc node raft leader raft/core kv storage client $base"
+  [tools]="tools ops server server/etcd server/api server/peer server/rpc node raft leader raft/core kv storage client $base"
   [check]="check common"
   [testing]="testing client $base"
   [bench]="bench testing client $base"
@@ -57,6 +58,7 @@ layer_of() {
     gtest|gtest/*) echo gtest ;;
     raftkv|raftkv/*) echo raftkv ;;
     grpc|grpc/*) echo grpc ;;
+    etcd|etcd/*) echo etcd ;;
     *) echo "$dir" ;;
   esac
 }

@@ -18,6 +18,7 @@ APT_PACKAGES=(
   iproute2  # scripts/multihost_test.sh: ip netns, veth pairs, a bridge; ss
   protoc-gen-go protoc-gen-go-grpc  # scripts/api_stubs_test.sh: Go stubs from the v1 API
   prometheus  # promtool: scripts/metrics_check.sh lints the scrapes and deploy/prometheus rules
+  etcd-client  # etcdctl: scripts/etcdctl_test.sh drives raftkv's etcd API with it
   g++-mingw-w64-x86-64-posix  # scripts/cross_check.sh windows: MinGW-w64 cross compiler
   wine64  # scripts/cross_check.sh windows: runs the Windows smoke program
   python3-venv  # the virtualenv of Zig (install_zig below)

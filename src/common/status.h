@@ -26,6 +26,7 @@ class Status {
     kAborted,             // the operation was cut short (its session expired); retry anew
     kDeadlineExceeded,    // the caller's deadline passed first; the outcome may be unknown
     kInternal,            // an invariant of ours broke (a bug), not the caller's fault
+    kUnimplemented,       // a well-formed request for something not built (yet)
   };
 
   Status() = default;
@@ -69,6 +70,7 @@ class Status {
       case Code::kAborted: return "Aborted: " + message_;
       case Code::kDeadlineExceeded: return "Deadline exceeded: " + message_;
       case Code::kInternal: return "Internal: " + message_;
+      case Code::kUnimplemented: return "Unimplemented: " + message_;
     }
     return message_;
   }

@@ -68,8 +68,9 @@ std::optional<std::string> KvStateMachine::Get(const std::string& key) const {
   return r->value;
 }
 
-std::optional<KvRecord> KvStateMachine::GetRecord(const std::string& key) const {
+std::optional<KvRecord> KvStateMachine::GetRecord(const std::string& key, int64_t* revision) const {
   ReaderLock lock(&mu_);
+  if (revision != nullptr) *revision = revision_;
   const KvRecord* r = data_.find(key);
   if (r == nullptr) return std::nullopt;
   return *r;

@@ -120,7 +120,10 @@ class KvStateMachine : public SnapshotTarget {
   Status Restore(SnapshotReader* in) override;
 
   std::optional<std::string> Get(const std::string& key) const EXCLUDES(mu_);
-  std::optional<KvRecord> GetRecord(const std::string& key) const EXCLUDES(mu_);
+  // The key's record; *revision (if not null) gets the store's revision the
+  // record was read at (never below the record's mod_revision).
+  std::optional<KvRecord> GetRecord(const std::string& key, int64_t* revision = nullptr) const
+      EXCLUDES(mu_);
   // The keys of req's range at req.revision() (0: now), with limit,
   // keys_only and count_only; resp->header().revision() is the store's
   // revision. OutOfRange for a revision compacted away or in the future;

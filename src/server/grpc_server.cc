@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "server/api/client_handlers.h"
+#include "server/etcd/etcd_kv.h"
 #include "server/api/lease_service.h"
 #include "server/peer/peer_service.h"
 #include "common/thread_name.h"
@@ -46,17 +47,22 @@ GrpcServer::GrpcServer(const ServerOptions& options_in, RaftNode* node)
                      : nullptr),
       lease_service_(std::make_unique<LeaseService>(options_, node, &keeper_, forwarder_.get())),
       client_handlers_(std::make_unique<ClientHandlers>(options_, node, forwarder_.get())),
+      etcd_kv_(std::make_unique<EtcdKv>(options_, node, forwarder_.get())),
       peer_service_(std::make_unique<PeerService>(options_, node)) {
   // Every asynchronous method, registered once with who may call it.
   client_handlers_->Register(&kv_service_, options_.calls_per_cq, &methods_);
   // Reads that walk a range leave the apply thread, which answers them once
   // their barrier is reached: its writes do not wait behind a long read
   // (before Start, with no queue yet, they run where they are).
-  client_handlers_->SetOffload([this](std::function<void()> read) {
+  auto offload = [this](std::function<void()> read) {
     Completions one;
     one.push_back(std::move(read));
     RunOnCq(std::move(one), 1);
-  });
+  };
+  client_handlers_->SetOffload(offload);
+  // etcd's KV service, served by the same checks and state machine.
+  etcd_kv_->Register(&etcd_kv_service_, options_.calls_per_cq, &methods_);
+  etcd_kv_->SetOffload(offload);
   peer_service_->Register(&testing_service_, options_.calls_per_cq, &methods_);
   lease_service_->Register(&methods_);
   methods_.Add<LeaseKeepAliveRequest, LeaseKeepAliveResponse>(
@@ -102,7 +108,8 @@ Status GrpcServer::Start() {
   });
   std::vector<std::string> public_services = {KV::service_full_name(), Watch::service_full_name(),
                                               Lease::service_full_name(), "grpc.health.v1.Health",
-                                              "grpc.reflection.v1alpha.ServerReflection"};
+                                              "grpc.reflection.v1alpha.ServerReflection",
+                                              etcdserverpb::KV::service_full_name()};
   if (options_.admin_service != nullptr) public_services.push_back(Admin::service_full_name());
   reflection_ = std::make_unique<ReflectionService>(std::move(public_services));
   grpc::ServerBuilder builder;
@@ -130,6 +137,7 @@ Status GrpcServer::Start() {
                                                     : grpc::InsecureServerCredentials(),
                            &bound_port_);
   builder.RegisterService(&kv_service_);
+  builder.RegisterService(&etcd_kv_service_);
   builder.RegisterService(&watch_service_);
   builder.RegisterService(lease_service_.get());
   builder.RegisterService(peer_service_.get());

@@ -24,6 +24,7 @@
 #include "server/rpc/async_call.h"
 #include "server/api/forwarder.h"
 #include "node/node.h"
+#include "proto/etcd.h"
 #include "node/lease_keeper.h"
 #include "server/rpc/reflection_service.h"
 #include "server/rpc/server_options.h"
@@ -33,6 +34,7 @@
 namespace raftkv {
 
 class ClientHandlers;
+class EtcdKv;
 class PeerService;
 class LeaseService;
 
@@ -78,6 +80,7 @@ class GrpcServer {
   DrainGate gate_;
   AsyncMethods methods_;
   KV::AsyncService kv_service_;
+  etcdserverpb::KV::AsyncService etcd_kv_service_;
   Testing::AsyncService testing_service_;
   Watch::AsyncService watch_service_;
   WatchHub hub_;
@@ -88,6 +91,7 @@ class GrpcServer {
   // The node tells hub_ when it applies; the metrics count hub_'s watchers.
   bool observer_set_ = false;
   std::unique_ptr<ClientHandlers> client_handlers_;
+  std::unique_ptr<EtcdKv> etcd_kv_;
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<ReflectionService> reflection_;
   std::unique_ptr<grpc::Server> server_;

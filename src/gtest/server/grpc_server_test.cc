@@ -911,6 +911,37 @@ TEST_F(ForwardingFollowerServerTest, ForwardsToTheLeaderAndNeverForwardsTwice) {
   for (auto& c : clients) c.join();
 }
 
+// Once the connection to the leader is known down (the first forward failed
+// to connect), a follower sends nothing more and says the write was not
+// applied, so that even a write without a session may be retried.
+TEST_F(ForwardingFollowerServerTest, ALeaderKnownDownIsReportedAsNotApplied) {
+  AppendEntriesResponse resp;
+  ASSERT_TRUE(Append(3, 2, 1, 0, 0, {}, 0, &resp).ok());
+  StartHeartbeats(3, 0);
+  ASSERT_TRUE(WaitFor([&] { return node_->KnownLeader() == 2; }));
+  bool not_applied = false;
+  for (int attempt = 0; attempt < 50 && !not_applied; ++attempt) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    CompareAndSwapRequest req;  // not idempotent: the case the trailer is for
+    req.set_key("k");
+    req.set_value("v");
+    CompareAndSwapResponse cas;
+    grpc::Status s = kv_->CompareAndSwap(&ctx, req, &cas);
+    ASSERT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << StatusText(s);
+    EXPECT_EQ(Trailer(ctx, kLeaderIdMetadataKey), "2");
+    EXPECT_EQ(Trailer(ctx, kLeaderAddrMetadataKey), "127.0.0.1:1");
+    if (Trailer(ctx, kNotAppliedMetadataKey) == "1") {
+      not_applied = true;
+      EXPECT_CONTAINS(s.error_message(), "cannot reach the leader (member 2 at 127.0.0.1:1)");
+    } else {  // the attempt that found the connection down: outcome unknown
+      EXPECT_CONTAINS(s.error_message(), "forwarded to the leader (member 2 at 127.0.0.1:1)");
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  EXPECT_TRUE(not_applied) << "no refusal said the write was not applied";
+}
+
 TEST_F(FollowerServerTest, NoLeaderIsUnavailable) {
   // Nobody heartbeats and the peers are dead: member 1 never leads.
   std::this_thread::sleep_for(50ms);

@@ -11,10 +11,7 @@
 namespace raftkv {
 
 ClientHandlers::ClientHandlers(const ServerOptions& options, RaftNode* node, Forwarder* forwarder)
-    : options_(options),
-      limits_(options.Limits()),
-      node_(node),
-      forwarder_(forwarder) {}
+    : KeyValueHandlers(options, node, forwarder) {}
 
 void ClientHandlers::Register(KV::AsyncService* kv, int busy, AsyncMethods* methods) {
   using S = KV::AsyncService;
@@ -56,10 +53,6 @@ void ClientHandlers::FillHeader(int64_t revision, uint64_t term, ResponseHeader*
   header->set_member_id(node_->id());
   header->set_revision(revision);
   header->set_raft_term(term);
-}
-
-Clock::time_point ClientHandlers::Deadline(grpc::ServerContext& context) const {
-  return CallDeadline(context, options_.max_request_timeout_ms);
 }
 
 void ClientHandlers::HandleEcho(EchoCall* call) {
@@ -146,6 +139,7 @@ void ClientHandlers::HandleCompareAndSwap(CasCall* call) {
     resp.set_current(std::move(out.apply.current));
     resp.set_index(out.index);
     resp.set_term(out.term);
+    resp.set_revision(out.apply.answer.revision());
     call->Finish(resp);
   });
 }
@@ -163,6 +157,7 @@ void ClientHandlers::HandleBatch(BatchCall* call) {
     resp.set_term(out.term);
     resp.mutable_existed()->Reserve(static_cast<int>(out.apply.batch_existed.size()));
     for (bool e : out.apply.batch_existed) resp.add_existed(e);
+    resp.set_revision(out.apply.answer.revision());
     call->Finish(resp);
   });
 }
@@ -177,11 +172,14 @@ void ClientHandlers::HandleGet(GetCall* call) {
   const KvStateMachine& sm = node_->state_machine();
   auto answer = [call, &sm](uint64_t index) {
     GetResponse resp;
-    resp.set_revision(sm.Revision());
-    if (auto record = sm.GetRecord(call->request().key())) {
+    int64_t revision = 0;  // read with the record, under one lock
+    std::optional<KvRecord> record = sm.GetRecord(call->request().key(), &revision);
+    resp.set_revision(revision);
+    if (record) {
       resp.set_found(true);
-      resp.set_value(std::move(record->value));
       KeyValue* kv = resp.mutable_kv();
+      kv->set_value(record->value);
+      resp.set_value(std::move(record->value));
       kv->set_key(call->request().key());
       kv->set_create_revision(record->create_revision);
       kv->set_mod_revision(record->mod_revision);

@@ -8,25 +8,17 @@
 #include "server/rpc/grpc_status.h"
 #include "proto/internal.h"
 #include "server/rpc/async_call.h"
-#include "server/api/forwarder.h"
-#include "kv/kv_requests.h"
-#include "node/node.h"
-#include "server/rpc/server_options.h"
+#include "server/api/key_value_handlers.h"
 
 namespace raftkv {
 
-class ClientHandlers {
+class ClientHandlers : public KeyValueHandlers {
  public:
-  // `forwarder` (may be null: no forwarding) sends the calls only the
-  // leader can answer to the leader when this member does not lead.
+  // `forwarder` may be null (no forwarding).
   ClientHandlers(const ServerOptions& options, RaftNode* node, Forwarder* forwarder);
   // Registers every KV method in `methods`; `calls_per_cq` calls wait per
   // queue for the busy ones (Put, Get, Echo), fewer for the rest.
   void Register(KV::AsyncService* kv, int calls_per_cq, AsyncMethods* methods);
-  // Where the reads that walk a range run once their barrier is reached
-  // (the server: a completion-queue thread); unset: where the barrier
-  // completes (the apply thread). Set before the server starts.
-  void SetOffload(std::function<void(std::function<void()>)> offload) { offload_ = std::move(offload); }
 
  private:
   using PutCall = UnaryCall<PutRequest, PutResponse>;
@@ -41,9 +33,6 @@ class ClientHandlers {
   using RangeCall = UnaryCall<RangeRequest, RangeResponse>;
   using DeleteRangeCall = UnaryCall<DeleteRangeRequest, DeleteRangeResponse>;
   using TxnCall = UnaryCall<TxnRequest, TxnResponse>;
-
-  // The client's deadline, capped at --max_request_timeout_ms.
-  Clock::time_point Deadline(grpc::ServerContext& context) const;
 
   void HandlePut(PutCall* call);
   void HandleGet(GetCall* call);
@@ -60,17 +49,6 @@ class ClientHandlers {
   // member_id, raft_term and revision of an answer.
   void FillHeader(int64_t revision, uint64_t term, ResponseHeader* header) const;
 
-  // Runs `read` where SetOffload said.
-  void Offload(std::function<void()> read) const {
-    if (offload_) return offload_(std::move(read));
-    read();
-  }
-
-  const ServerOptions options_;
-  const RequestLimits limits_;
-  RaftNode* const node_;
-  Forwarder* const forwarder_;
-  std::function<void(std::function<void()>)> offload_;
 };
 
 // Finishes `call` with the error of `out`, with the trailers a client acts

@@ -32,7 +32,7 @@ bool Forwarder::LeaderElsewhere() const {
 
 bool Forwarder::Target(const grpc::ServerContextBase& incoming, grpc::ClientContext* outgoing,
                        uint64_t* leader_id, std::string* leader_address,
-                       std::shared_ptr<grpc::Channel>* channel) {
+                       std::shared_ptr<grpc::Channel>* channel, bool* leader_down) {
   const uint64_t leader = node_->KnownLeader();
   if (leader == 0 || leader == node_->id() || IsForwarded(incoming)) return false;
   const std::string address = node_->AddressOf(leader);
@@ -60,9 +60,26 @@ bool Forwarder::Target(const grpc::ServerContextBase& incoming, grpc::ClientCont
   *channel = ch;
   *leader_id = leader;
   *leader_address = address;
+  if (leader_down != nullptr &&
+      ch->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+    *leader_down = true;
+    return true;
+  }
   inflight_.insert(outgoing);
   forwarded_.fetch_add(1, std::memory_order_relaxed);
   return true;
+}
+
+grpc::Status Forwarder::LeaderDown(uint64_t leader_id, const std::string& leader_address,
+                                   grpc::ServerContext* context) {
+  context->AddTrailingMetadata("raftkv-leader-id", std::to_string(leader_id));
+  context->AddTrailingMetadata("raftkv-leader-addr", leader_address);
+  context->AddTrailingMetadata("raftkv-not-applied", "1");
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      "cannot reach the leader (member " + std::to_string(leader_id) + " at " +
+                          leader_address +
+                          "): the connection to it is down, so nothing was sent (not applied; "
+                          "retry, here or at another member)");
 }
 
 void Forwarder::Done(grpc::ClientContext* context) {

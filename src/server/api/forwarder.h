@@ -130,9 +130,18 @@ class Forwarder {
   template <class Req, class Resp>
   bool Forward(UnaryCall<Req, Resp>* call, const std::string& path);
   // The leader to forward to, with a channel to it; false when the call is
-  // answered locally. Registers `context` as in flight on success.
+  // answered locally. Registers `context` as in flight on success, unless
+  // `leader_down` is given and the channel to the leader is known down
+  // (gRPC's TRANSIENT_FAILURE: a call would fail without being sent): then
+  // *leader_down is set and nothing is registered.
   bool Target(const grpc::ServerContextBase& incoming, grpc::ClientContext* outgoing,
-              uint64_t* leader_id, std::string* leader_address, std::shared_ptr<grpc::Channel>* channel);
+              uint64_t* leader_id, std::string* leader_address, std::shared_ptr<grpc::Channel>* channel,
+              bool* leader_down = nullptr);
+  // Answers `context`'s call for a leader known down: UNAVAILABLE with the
+  // leader hint and "raftkv-not-applied" (nothing was sent, so nothing can
+  // have been applied: a retry is safe).
+  static grpc::Status LeaderDown(uint64_t leader_id, const std::string& leader_address,
+                                 grpc::ServerContext* context);
   void Done(grpc::ClientContext* context);
   void Poll();
   // Copies the raftkv-* trailers of `from` and the leader hint to `to`.
@@ -237,8 +246,14 @@ template <class Req, class Resp>
 bool Forwarder::Forward(UnaryCall<Req, Resp>* call, const std::string& path) {
   auto op = std::make_unique<TypedOp<Req, Resp>>();
   std::shared_ptr<grpc::Channel> channel;
-  if (!Target(call->context(), &op->context, &op->leader_id, &op->leader_address, &channel)) {
+  bool leader_down = false;
+  if (!Target(call->context(), &op->context, &op->leader_id, &op->leader_address, &channel,
+              &leader_down)) {
     return false;
+  }
+  if (leader_down) {
+    call->FinishWithError(LeaderDown(op->leader_id, op->leader_address, &call->context()));
+    return true;
   }
   op->forwarder = this;
   op->call = call;

@@ -21,6 +21,7 @@ inline grpc::StatusCode ToGrpcCode(Status::Code code) {
     case Status::Code::kAborted: return grpc::StatusCode::ABORTED;
     case Status::Code::kDeadlineExceeded: return grpc::StatusCode::DEADLINE_EXCEEDED;
     case Status::Code::kInternal: return grpc::StatusCode::INTERNAL;
+    case Status::Code::kUnimplemented: return grpc::StatusCode::UNIMPLEMENTED;
   }
   return grpc::StatusCode::UNKNOWN;
 }

@@ -1,0 +1,150 @@
+#include "server/etcd/etcd_kv.h"
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "server/api/client_handlers.h"
+#include "server/etcd/etcd_convert.h"
+#include "server/rpc/grpc_status.h"
+
+namespace raftkv {
+
+EtcdKv::EtcdKv(const ServerOptions& options, RaftNode* node, Forwarder* forwarder)
+    : KeyValueHandlers(options, node, forwarder) {}
+
+void EtcdKv::Register(etcdserverpb::KV::AsyncService* service, int busy, AsyncMethods* methods) {
+  using S = etcdserverpb::KV::AsyncService;
+  namespace pb = etcdserverpb;
+  const int some = std::max(4, busy / 4);
+  const Caller c = Caller::kClient;
+  auto name = [](const char* method) { return RpcName::Of<pb::KV>(method); };
+  methods->Add<pb::RangeRequest, pb::RangeResponse>(service, &S::RequestRange, name("Range"), c, busy,
+                                                    [this](RangeCall* call) { HandleRange(call); });
+  methods->Add<pb::PutRequest, pb::PutResponse>(service, &S::RequestPut, name("Put"), c, busy,
+                                                [this](PutCall* call) { HandlePut(call); });
+  methods->Add<pb::DeleteRangeRequest, pb::DeleteRangeResponse>(
+      service, &S::RequestDeleteRange, name("DeleteRange"), c, some,
+      [this](DeleteRangeCall* call) { HandleDeleteRange(call); });
+  methods->Add<pb::TxnRequest, pb::TxnResponse>(service, &S::RequestTxn, name("Txn"), c, some,
+                                                [this](TxnCall* call) { HandleTxn(call); });
+}
+
+void EtcdKv::FillHeader(uint64_t member_id, int64_t revision, uint64_t term,
+                        etcdserverpb::ResponseHeader* header) {
+  header->set_member_id(member_id);
+  header->set_revision(revision);
+  header->set_raft_term(term);
+}
+
+// As ClientHandlers::HandleRange: served from this member's state after a
+// ReadIndex barrier, or at once when serializable.
+void EtcdKv::HandleRange(RangeCall* call) {
+  if (!call->request().serializable() &&
+      Forwarder::MaybeForward<etcdserverpb::KV>(forwarder_, call, "Range")) {
+    return;
+  }
+  auto req = std::make_shared<RangeRequest>();
+  Status bad = etcd::ToV1(&call->request(), req.get());
+  if (bad.ok()) bad = CheckRangeRequest(*req, limits_);
+  if (!bad.ok()) return call->FinishWithError(ToGrpcStatus(bad));
+  auto answer = [this, call, req](uint64_t term) {
+    RangeResponse v1;
+    Status s = node_->state_machine().Range(*req, &v1, options_.max_response_bytes);
+    if (!s.ok()) return call->FinishWithError(ToGrpcStatus(s));
+    etcdserverpb::RangeResponse resp;
+    FillHeader(node_->id(), v1.header().revision(), term, resp.mutable_header());
+    etcd::FromV1(&v1, &resp);
+    call->Finish(resp);
+  };
+  if (req->serializable()) return answer(node_->GetStatus().term);
+  node_->ReadIndex(Deadline(call->context()), [this, call, req, answer](Outcome out) {
+    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    if (req->range_end().empty()) return answer(out.term);  // one key: here
+    Offload([answer, term = out.term] { answer(term); });
+  });
+}
+
+void EtcdKv::HandlePut(PutCall* call) {
+  if (Forwarder::MaybeForward<etcdserverpb::KV>(forwarder_, call, "Put")) return;
+  PutRequest req;
+  Command cmd;
+  Status bad = etcd::ToV1(&call->request(), &req);
+  if (bad.ok()) bad = PutCommand(&req, limits_, &cmd);
+  if (!bad.ok()) return call->FinishWithError(ToGrpcStatus(bad));
+  node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [this, call](Outcome out) {
+    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    etcdserverpb::PutResponse resp;
+    FillHeader(node_->id(), out.apply.answer.revision(), out.term, resp.mutable_header());
+    if (out.apply.answer.has_prev_kv()) {
+      etcd::FromV1(out.apply.answer.mutable_prev_kv(), resp.mutable_prev_kv());
+    }
+    call->Finish(resp);
+  });
+}
+
+void EtcdKv::HandleDeleteRange(DeleteRangeCall* call) {
+  if (Forwarder::MaybeForward<etcdserverpb::KV>(forwarder_, call, "DeleteRange")) return;
+  DeleteRangeRequest req;
+  Command cmd;
+  Status bad = etcd::ToV1(&call->request(), &req);
+  if (bad.ok()) bad = DeleteRangeCommand(&req, limits_, &cmd);
+  if (bad.ok() && cmd.prev_kv()) {  // refused before it is proposed, as in raftkv.v1
+    bad = node_->state_machine().CheckDeleteAnswer(cmd.key(), cmd.range_end(), cmd.max_result_bytes());
+  }
+  if (!bad.ok()) return call->FinishWithError(ToGrpcStatus(bad));
+  node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [this, call](Outcome out) {
+    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    DeleteRangeResponse v1;
+    v1.set_deleted(out.apply.answer.deleted());
+    v1.mutable_prev_kvs()->Swap(out.apply.answer.mutable_prev_kvs());
+    etcdserverpb::DeleteRangeResponse resp;
+    FillHeader(node_->id(), out.apply.answer.revision(), out.term, resp.mutable_header());
+    etcd::FromV1(&v1, &resp);
+    call->Finish(resp);
+  });
+}
+
+// Through the log as one entry, or, without writes, like a range.
+void EtcdKv::HandleTxn(TxnCall* call) {
+  if (Forwarder::MaybeForward<etcdserverpb::KV>(forwarder_, call, "Txn")) return;
+  auto txn = std::make_shared<TxnRequest>();
+  Status bad = etcd::ToV1(&call->request(), txn.get());
+  if (!bad.ok()) return call->FinishWithError(ToGrpcStatus(bad));
+  if (TxnIsReadOnly(*txn)) return ReadTxn(call, std::move(txn));
+  Command cmd;
+  bad = TxnCommand(txn.get(), limits_, &cmd);
+  // Refused before it is proposed when its answer would be over the bound
+  // on the state as it is now (checked again when applied).
+  if (bad.ok()) bad = node_->state_machine().CheckTxnAnswer(cmd.txn(), limits_.max_txn_result_bytes);
+  if (!bad.ok()) return call->FinishWithError(ToGrpcStatus(bad));
+  node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [this, call](Outcome out) {
+    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    TxnResponse* v1 = out.apply.answer.mutable_txn();
+    etcdserverpb::TxnResponse resp;
+    FillHeader(node_->id(), v1->header().revision(), out.term, resp.mutable_header());
+    etcd::FromV1(v1, resp.header(), &resp);
+    call->Finish(resp);
+  });
+}
+
+void EtcdKv::ReadTxn(TxnCall* call, std::shared_ptr<TxnRequest> txn) {
+  Command unused;
+  TxnRequest copy = *txn;  // TxnCommand moves what it checks
+  Status bad = TxnCommand(&copy, limits_, &unused);
+  if (!bad.ok()) return call->FinishWithError(ToGrpcStatus(bad));
+  node_->ReadIndex(Deadline(call->context()), [this, call, txn](Outcome out) {
+    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    Offload([this, call, txn, term = out.term] {
+      TxnResponse v1;
+      Status s = node_->state_machine().ReadTxn(*txn, &v1, options_.max_response_bytes);
+      if (!s.ok()) return call->FinishWithError(ToGrpcStatus(s));
+      etcdserverpb::TxnResponse resp;
+      FillHeader(node_->id(), v1.header().revision(), term, resp.mutable_header());
+      etcd::FromV1(&v1, resp.header(), &resp);
+      call->Finish(resp);
+    });
+  });
+}
+
+}  // namespace raftkv
