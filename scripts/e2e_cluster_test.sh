@@ -7,23 +7,14 @@
 # `member list` / `snapshot` work. Run by ctest with RAFTKV_BIN_DIR set.
 set -euo pipefail
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-# fail, remove_at_exit, stop_cluster_at_exit
+# fail, start_test_cluster
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$REPO_ROOT/scripts/lib/common.sh"
 : "${RAFTKV_BIN_DIR:?set RAFTKV_BIN_DIR to the build directory}"
-export RAFTKV_DATA
-RAFTKV_DATA=$(mktemp -d /tmp/raftkv-e2e.XXXXXX)
-remove_at_exit "$RAFTKV_DATA" "data kept in $RAFTKV_DATA"
-stop_cluster_at_exit "$RAFTKV_DATA"
-. "$REPO_ROOT/scripts/lib/ports.sh"
-export RAFTKV_BASE_PORT=${RAFTKV_BASE_PORT:-$(free_base_port 5)}
 CLUSTER="$REPO_ROOT/scripts/cluster.sh"
 CTL="$RAFTKV_BIN_DIR/raftkvctl"
 
-ENDPOINTS=$("$CLUSTER" start 3 | sed -n 's/^ENDPOINTS=//p')
-[ -n "$ENDPOINTS" ] || fail "cluster.sh start printed no ENDPOINTS line"
-IFS=, read -r -a EP <<<"$ENDPOINTS"
-[ "${#EP[@]}" = 3 ] || fail "expected 3 endpoints, got $ENDPOINTS"
+start_test_cluster 3 e2e
 
 # put/get through each single endpoint (followers redirect to the leader).
 for i in 0 1 2; do

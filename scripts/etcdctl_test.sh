@@ -12,16 +12,7 @@ source "$REPO_ROOT/scripts/lib/common.sh"
 : "${RAFTKV_BIN_DIR:?set RAFTKV_BIN_DIR to the build directory}"
 command -v etcdctl >/dev/null 2>&1 || skip "etcdctl not installed (Debian: etcd-client; scripts/install-deps.sh)"
 export ETCDCTL_API=3
-export RAFTKV_DATA
-RAFTKV_DATA=$(mktemp -d /tmp/raftkv-etcdctl.XXXXXX)
-remove_at_exit "$RAFTKV_DATA" "data kept in $RAFTKV_DATA"
-stop_cluster_at_exit "$RAFTKV_DATA"
-. "$REPO_ROOT/scripts/lib/ports.sh"
-export RAFTKV_BASE_PORT=${RAFTKV_BASE_PORT:-$(free_base_port 5)}
-
-ENDPOINTS=$("$REPO_ROOT/scripts/cluster.sh" start 3 | sed -n 's/^ENDPOINTS=//p')
-[ -n "$ENDPOINTS" ] || fail "cluster.sh start printed no ENDPOINTS line"
-IFS=, read -r -a EP <<<"$ENDPOINTS"
+start_test_cluster 3 etcdctl
 ctl() { etcdctl --dial-timeout=5s --command-timeout=10s "$@"; }
 # The store's revision as an answer's header gives it (etcdctl -w json).
 revision_of() { sed -n 's/.*"revision":\([0-9]*\).*/\1/p' | head -1; }

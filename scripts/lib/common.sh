@@ -111,6 +111,26 @@ _stop_cluster() {  # DATA
   RAFTKV_DATA=$1 bash "$_COMMON_LIB_DIR/../cluster.sh" stop >/dev/null 2>&1
 }
 
+# start_test_cluster N NAME: scripts/cluster.sh start N in a new directory
+# /tmp/raftkv-NAME.XXXXXX (removed at exit if the script passed, else kept
+# and named), on free ports, stopped at exit. Exports RAFTKV_DATA and
+# RAFTKV_BASE_PORT (an exported RAFTKV_BASE_PORT is kept); sets ENDPOINTS
+# (comma-separated) and EP (an array of them).
+start_test_cluster() {
+  local n=$1 name=$2
+  RAFTKV_DATA=$(mktemp -d "/tmp/raftkv-$name.XXXXXX")
+  export RAFTKV_DATA
+  remove_at_exit "$RAFTKV_DATA" "data kept in $RAFTKV_DATA"
+  stop_cluster_at_exit "$RAFTKV_DATA"
+  # shellcheck source=ports.sh
+  . "$_COMMON_LIB_DIR/ports.sh"
+  export RAFTKV_BASE_PORT=${RAFTKV_BASE_PORT:-$(free_base_port $((n + 2)))}
+  ENDPOINTS=$(bash "$_COMMON_LIB_DIR/../cluster.sh" start "$n" | sed -n 's/^ENDPOINTS=//p')
+  [ -n "$ENDPOINTS" ] || fail "cluster.sh start printed no ENDPOINTS line"
+  IFS=, read -r -a EP <<<"$ENDPOINTS"
+  [ "${#EP[@]}" = "$n" ] || fail "expected $n endpoints, got $ENDPOINTS"
+}
+
 kill_wait() {
   local sig=$1 pid
   shift
