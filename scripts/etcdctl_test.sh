@@ -71,6 +71,50 @@ out=$(printf 'mod("rev-key") < "1"\n\nput txn-key yes\n\nput txn-key no\n\n' |
 out=$(ctl --endpoints="$ENDPOINTS" get txn-key --print-value-only) || fail "get txn-key"
 [ "$out" = no ] || fail "txn-key is '$out', expected no"
 
+step "member list, endpoint status and health"
+out=$(ctl --endpoints="$ENDPOINTS" member list) || fail "member list"
+[ "$(grep -c ', started, ' <<<"$out")" = 3 ] || fail "member list printed '$out'"
+for ep in "${EP[@]}"; do
+  grep -q "http://$ep, http://$ep, false" <<<"$out" || fail "member list lacks $ep: '$out'"
+done
+out=$(ctl --endpoints="$ENDPOINTS" endpoint status) || fail "endpoint status"
+[ "$(grep -c ', true, false, ' <<<"$out")" = 1 ] || fail "endpoint status shows no single leader: '$out'"
+leader_ep=$(awk -F', ' '$5 == "true" {print $1}' <<<"$out")
+ctl --endpoints="$ENDPOINTS" endpoint health >/dev/null 2>&1 || fail "endpoint health"
+
+step "lease grant, put --lease, timetolive --keys, keep-alive --once, list, revoke"
+out=$(ctl --endpoints="${EP[0]}" lease grant 60) || fail "lease grant"
+lease=$(sed -n 's/^lease \([0-9a-f]*\) granted with TTL(60s)$/\1/p' <<<"$out")
+[ -n "$lease" ] || fail "lease grant printed '$out'"
+ctl --endpoints="${EP[1]}" put --lease="$lease" leased-key v >/dev/null || fail "put --lease"
+out=$(ctl --endpoints="${EP[2]}" lease timetolive "$lease" --keys) || fail "lease timetolive"
+grep -q "granted with TTL(60s), remaining([0-9]*s), attached keys(\[leased-key\])" <<<"$out" ||
+  fail "lease timetolive printed '$out'"
+out=$(ctl --endpoints="${EP[1]}" lease keep-alive --once "$lease") || fail "lease keep-alive --once"
+[ "$out" = "lease $lease keepalived with TTL(60)" ] || fail "lease keep-alive --once printed '$out'"
+out=$(ctl --endpoints="$ENDPOINTS" lease list) || fail "lease list"
+[ "$out" = "$(printf 'found 1 leases\n%s' "$lease")" ] || fail "lease list printed '$out'"
+out=$(ctl --endpoints="$ENDPOINTS" lease revoke "$lease") || fail "lease revoke"
+[ "$out" = "lease $lease revoked" ] || fail "lease revoke printed '$out'"
+out=$(ctl --endpoints="$ENDPOINTS" get leased-key) || fail "get leased-key"
+[ -z "$out" ] || fail "the revoked lease's key is still there: '$out'"
+
+step "watch --prefix from a revision, on a follower"
+from=$(ctl --endpoints="$ENDPOINTS" put w/1 a -w json | revision_of)
+ctl --endpoints="$ENDPOINTS" del w/1 >/dev/null || fail "del w/1"
+ctl --endpoints="$ENDPOINTS" put w/2 b >/dev/null || fail "put w/2"
+follower=${EP[0]}
+[ "$follower" != "$leader_ep" ] || follower=${EP[1]}
+out=$(timeout 5 etcdctl --endpoints="$follower" watch w/ --prefix --rev="$from" 2>&1 || true)
+[ "$out" = "$(printf 'PUT\nw/1\na\nDELETE\nw/1\n\nPUT\nw/2\nb')" ] || fail "watch printed '$out'"
+
+step "move-leader"
+target=$(ctl --endpoints="$ENDPOINTS" member list | awk -F', ' -v l="http://$leader_ep" '$4 != l {print $1; exit}')
+out=$(ctl --endpoints="$leader_ep" move-leader "$target") || fail "move-leader $target"
+grep -q "^Leadership transferred from [0-9a-f]* to $target$" <<<"$out" || fail "move-leader printed '$out'"
+out=$(ctl --endpoints="$ENDPOINTS" endpoint status) || fail "endpoint status after move-leader"
+[ "$(awk -F', ' '$5 == "true" {print $2}' <<<"$out")" = "$target" ] || fail "member $target does not lead: '$out'"
+
 step "what raftkv does not do yet is refused by name"
 if out=$(ctl --endpoints="$ENDPOINTS" get a --prefix --sort-by=MODIFY --order=DESCEND 2>&1); then
   fail "a sorted get succeeded: '$out'"

@@ -413,6 +413,7 @@ void RaftNode::IoLoop() {
       }
       applied_index = applied_index_;
       known_leader_.store(raft_.leader_id(), std::memory_order_relaxed);
+      known_term_.store(raft_.term(), std::memory_order_relaxed);
       if (raft_.leader_id() != 0 && raft_.leader_id() != last_leader_seen_) {
         last_leader_seen_ = raft_.leader_id();
         metrics_.leader_changes.fetch_add(1, std::memory_order_relaxed);

@@ -177,6 +177,8 @@ class RaftNode {
   // of the I/O loop's last pass: a lock-free hint for forwarding, which
   // falls back to the refusal when it is stale.
   uint64_t KnownLeader() const { return known_leader_.load(std::memory_order_relaxed); }
+  // The term as of the I/O loop's last pass (lock-free, for answers' headers).
+  uint64_t KnownTerm() const { return known_term_.load(std::memory_order_relaxed); }
 
   NodeStatus GetStatus() const EXCLUDES(mu_);
   // The configuration in effect (the newest one in the log, committed or not).
@@ -231,6 +233,7 @@ class RaftNode {
   // The state machine has its own copy.
   uint64_t applied_index_ GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> known_leader_{0};  // written by the I/O loop
+  std::atomic<uint64_t> known_term_{0};    // written by the I/O loop
   uint64_t last_leader_seen_ = 0;  // I/O loop only: counts metrics_.leader_changes
 
   SnapshotManager snapshots_;

@@ -11,6 +11,9 @@
 
 #include "server/api/client_handlers.h"
 #include "server/etcd/etcd_kv.h"
+#include "server/etcd/etcd_lease.h"
+#include "server/etcd/etcd_maintenance.h"
+#include "server/etcd/etcd_watch.h"
 #include "server/api/lease_service.h"
 #include "server/peer/peer_service.h"
 #include "common/thread_name.h"
@@ -48,6 +51,11 @@ GrpcServer::GrpcServer(const ServerOptions& options_in, RaftNode* node)
       lease_service_(std::make_unique<LeaseService>(options_, node, &keeper_, forwarder_.get())),
       client_handlers_(std::make_unique<ClientHandlers>(options_, node, forwarder_.get())),
       etcd_kv_(std::make_unique<EtcdKv>(options_, node, forwarder_.get())),
+      etcd_lease_(std::make_unique<EtcdLease>(options_, lease_service_.get(), node, forwarder_.get())),
+      etcd_watch_(std::make_unique<EtcdWatch>(
+          &hub_, node, options_.Limits(), options_.auth,
+          options_.metrics->Method(RpcName::Of<etcdserverpb::Watch>("Watch"), RpcMethodMetrics::Kind::kStream))),
+      etcd_maintenance_(std::make_unique<EtcdMaintenance>(options_, node)),
       peer_service_(std::make_unique<PeerService>(options_, node)) {
   // Every asynchronous method, registered once with who may call it.
   client_handlers_->Register(&kv_service_, options_.calls_per_cq, &methods_);
@@ -63,6 +71,11 @@ GrpcServer::GrpcServer(const ServerOptions& options_in, RaftNode* node)
   // etcd's KV service, served by the same checks and state machine.
   etcd_kv_->Register(&etcd_kv_service_, options_.calls_per_cq, &methods_);
   etcd_kv_->SetOffload(offload);
+  // etcd's Lease and Watch, served by raftkv.v1's lease operations and
+  // watchers' hub; and the services etcd's tools call.
+  etcd_lease_->Register(&methods_);
+  etcd_maintenance_->Register(&etcd_cluster_service_, &etcd_maintenance_service_, &etcd_auth_service_,
+                              &methods_);
   peer_service_->Register(&testing_service_, options_.calls_per_cq, &methods_);
   lease_service_->Register(&methods_);
   methods_.Add<LeaseKeepAliveRequest, LeaseKeepAliveResponse>(
@@ -109,7 +122,12 @@ Status GrpcServer::Start() {
   std::vector<std::string> public_services = {KV::service_full_name(), Watch::service_full_name(),
                                               Lease::service_full_name(), "grpc.health.v1.Health",
                                               "grpc.reflection.v1alpha.ServerReflection",
-                                              etcdserverpb::KV::service_full_name()};
+                                              etcdserverpb::KV::service_full_name(),
+                                              etcdserverpb::Watch::service_full_name(),
+                                              etcdserverpb::Lease::service_full_name(),
+                                              etcdserverpb::Cluster::service_full_name(),
+                                              etcdserverpb::Maintenance::service_full_name(),
+                                              etcdserverpb::Auth::service_full_name()};
   if (options_.admin_service != nullptr) public_services.push_back(Admin::service_full_name());
   reflection_ = std::make_unique<ReflectionService>(std::move(public_services));
   grpc::ServerBuilder builder;
@@ -138,6 +156,11 @@ Status GrpcServer::Start() {
                            &bound_port_);
   builder.RegisterService(&kv_service_);
   builder.RegisterService(&etcd_kv_service_);
+  builder.RegisterService(etcd_lease_.get());
+  builder.RegisterService(etcd_watch_.get());
+  builder.RegisterService(&etcd_cluster_service_);
+  builder.RegisterService(&etcd_maintenance_service_);
+  builder.RegisterService(&etcd_auth_service_);
   builder.RegisterService(&watch_service_);
   builder.RegisterService(lease_service_.get());
   builder.RegisterService(peer_service_.get());

@@ -25,6 +25,8 @@
 #include "server/api/forwarder.h"
 #include "node/node.h"
 #include "proto/etcd.h"
+#include "server/etcd/etcd_kv.h"
+#include "server/etcd/etcd_maintenance.h"
 #include "node/lease_keeper.h"
 #include "server/rpc/reflection_service.h"
 #include "server/rpc/server_options.h"
@@ -34,7 +36,8 @@
 namespace raftkv {
 
 class ClientHandlers;
-class EtcdKv;
+class EtcdLease;
+class EtcdWatch;
 class PeerService;
 class LeaseService;
 
@@ -80,7 +83,10 @@ class GrpcServer {
   DrainGate gate_;
   AsyncMethods methods_;
   KV::AsyncService kv_service_;
-  etcdserverpb::KV::AsyncService etcd_kv_service_;
+  EtcdKvService etcd_kv_service_;
+  EtcdClusterService etcd_cluster_service_;
+  EtcdMaintenanceService etcd_maintenance_service_;
+  EtcdAuthService etcd_auth_service_;
   Testing::AsyncService testing_service_;
   Watch::AsyncService watch_service_;
   WatchHub hub_;
@@ -92,6 +98,9 @@ class GrpcServer {
   bool observer_set_ = false;
   std::unique_ptr<ClientHandlers> client_handlers_;
   std::unique_ptr<EtcdKv> etcd_kv_;
+  std::unique_ptr<EtcdLease> etcd_lease_;
+  std::unique_ptr<EtcdWatch> etcd_watch_;
+  std::unique_ptr<EtcdMaintenance> etcd_maintenance_;
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<ReflectionService> reflection_;
   std::unique_ptr<grpc::Server> server_;

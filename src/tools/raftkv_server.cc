@@ -148,6 +148,10 @@ DEFINE_uint64(max_watchers_per_client, 1000,
 DEFINE_int32(watch_stall_timeout_ms, 30000,
              "A watcher whose client has not taken a response for this long (it stopped reading) "
              "is cut off with RESOURCE_EXHAUSTED and its slot freed.");
+DEFINE_int32(watch_progress_notify_interval_ms, 600000,
+             "A watcher that asked for progress notices (etcd's progress_notify) and had nothing "
+             "to send for this long gets an answer without events naming the revision it is "
+             "up to date with (etcd's --experimental-watch-progress-notify-interval, 10 min).");
 DEFINE_int32(max_concurrent_streams, 1000,
              "Most calls and streams open at once on one client connection (HTTP/2 "
              "SETTINGS_MAX_CONCURRENT_STREAMS); more wait in the client.");
@@ -360,6 +364,7 @@ static int CheckLimitFlags() {
         {"--max_sessions", static_cast<int64_t>(FLAGS_max_sessions)},
         {"--max_watchers_per_client", static_cast<int64_t>(FLAGS_max_watchers_per_client)},
         {"--watch_stall_timeout_ms", FLAGS_watch_stall_timeout_ms},
+        {"--watch_progress_notify_interval_ms", FLAGS_watch_progress_notify_interval_ms},
         {"--max_concurrent_streams", FLAGS_max_concurrent_streams},
         {"--grpc_keepalive_min_time_ms", FLAGS_grpc_keepalive_min_time_ms},
         {"--grpc_keepalive_interval_ms", FLAGS_grpc_keepalive_interval_ms},
@@ -613,6 +618,7 @@ static raftkv::ServerOptions MakeServerOptions(
   server_options.watch.batch_bytes = FLAGS_watch_batch_bytes;
   server_options.watch.max_watchers_per_client = FLAGS_max_watchers_per_client;
   server_options.watch.stall_timeout_ms = FLAGS_watch_stall_timeout_ms;
+  server_options.watch.progress_notify_interval_ms = FLAGS_watch_progress_notify_interval_ms;
   if (FLAGS_enable_test_faults) server_options.faults = faults;
   server_options.auth = auth;
   server_options.forward_to_leader = FLAGS_forward_to_leader;

@@ -16,6 +16,7 @@
 #include "client/security.h"
 #include "gtest/common/temp_dir.h"
 #include "gtest/integration/integration_test_util.h"
+#include "proto/etcd.h"
 
 namespace raftkv {
 namespace integration {
@@ -214,6 +215,49 @@ TEST_F(Tls, MutualTlsOnPeerMethodsKeepsOutsidersFromDisturbingTheCluster) {
       EXPECT_NE(log.find("refused a peer call"), std::string::npos) << "member " << i;
     }
   }
+}
+
+// etcd's clients log in with Auth.Authenticate and then send the token it
+// answers in the "token" metadata key: with --token_file, the token is the
+// password, and what it answers is accepted as raftkv's bearer token.
+TEST_F(Tls, EtcdClientsAuthenticateWithTheTokenAsPassword) {
+  const std::string token_file = dir_.Join("token");
+  std::ofstream(token_file) << "s3cret-token\n";
+  ProcessSecurityGuard guard(Security(certs_.ca(), certs_.crt("ops"), certs_.key("ops"), "s3cret-token"));
+  uint64_t leader = 0;
+  ASSERT_NO_FATAL_FAILURE(StartTlsCluster({"--token_file=" + token_file}, &leader));
+  auto channel = MakeChannel(cluster().Endpoint(static_cast<int>(leader)), RaftkvChannelArguments(),
+                             Security(certs_.ca()));  // TLS, no token
+  auto auth = etcdserverpb::Auth::NewStub(channel);
+  auto kv = etcdserverpb::KV::NewStub(channel);
+  auto login = [&](const std::string& password, etcdserverpb::AuthenticateResponse* resp) {
+    etcdserverpb::AuthenticateRequest req;
+    req.set_name("root");
+    req.set_password(password);
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, 3000 * kTimeScale);
+    return auth->Authenticate(&ctx, req, resp);
+  };
+  auto put = [&](const std::string& token) {
+    etcdserverpb::PutRequest req;
+    req.set_key("etcd-client");
+    req.set_value("v");
+    etcdserverpb::PutResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, 3000 * kTimeScale);
+    if (!token.empty()) ctx.AddMetadata("token", token);
+    return kv->Put(&ctx, req, &resp);
+  };
+  etcdserverpb::AuthenticateResponse resp;
+  grpc::Status s = login("wrong", &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << Code(s);
+  EXPECT_EQ(s.error_message(), "etcdserver: authentication failed, invalid user ID or password");
+  EXPECT_EQ(put("").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(put("wrong").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  s = login("s3cret-token", &resp);
+  ASSERT_TRUE(s.ok()) << Code(s) << " " << s.error_message();
+  s = put(resp.token());
+  EXPECT_TRUE(s.ok()) << Code(s) << " " << s.error_message();
 }
 
 TEST_F(Tls, ClientCertificateRequiredAndBearerToken) {

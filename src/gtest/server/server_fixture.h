@@ -67,6 +67,7 @@ class ServerTest : public ::testing::Test {
     // ServerOptions::forward_to_leader: off, as the fake leaders here are
     // dead addresses; the refusal with the leader hint is tested instead.
     bool forward_to_leader = false;
+    int watch_progress_notify_interval_ms = 600000;  // WatchOptions
   };
 
   // 2000 asynchronous Puts at once, then reads them all back.
@@ -119,6 +120,7 @@ class ServerTest : public ::testing::Test {
     so.session_timeout_ms = setup.session_timeout_ms;
     so.finish_on_cq = setup.finish_on_cq;
     so.forward_to_leader = setup.forward_to_leader;
+    so.watch.progress_notify_interval_ms = setup.watch_progress_notify_interval_ms;
     server_ = std::make_unique<GrpcServer>(so, raw);
     s = server_->Start();
     ASSERT_TRUE(s.ok()) << s.ToString();

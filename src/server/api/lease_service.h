@@ -9,6 +9,10 @@
 // a stream may be opened on any member.
 #pragma once
 
+#include <functional>
+#include <string>
+#include <vector>
+
 #include "proto/internal.h"
 #include "server/rpc/async_call.h"
 #include "server/api/forwarder.h"
@@ -46,8 +50,29 @@ class LeaseService final : public LeaseHybridService {
   };
   void Renew(const grpc::ServerContextBase& incoming, int64_t id, std::function<void(Renewal)> done);
 
-  RpcMethodMetrics* keep_alive_metrics() const { return keep_alive_metrics_; }
   const CallAuthorizer* auth() const { return options_.auth; }
+
+  // The lease operations below either service's wire format (raftkv.v1's
+  // Lease here, etcd's in server/etcd): each runs `done` once, with the
+  // node's outcome (an error, or OK and the answer). A grant's id and TTL
+  // and a revoke's revision are in the outcome's apply answer.
+  void Grant(const LeaseGrantRequest& req, Clock::time_point deadline, OutcomeCallback done);
+  void Revoke(int64_t id, Clock::time_point deadline, OutcomeCallback done);
+  struct LeaseTtl {
+    int64_t remaining = 0;  // seconds left (-1: no such lease)
+    int64_t granted = 0;
+    std::vector<std::string> keys;
+  };
+  void TimeToLive(int64_t id, bool keys, Clock::time_point deadline,
+                  std::function<void(Outcome, LeaseTtl)> done);
+  void List(Clock::time_point deadline, std::function<void(Outcome, std::vector<int64_t>)> done);
+
+  // The client's deadline, capped at --max_request_timeout_ms.
+  Clock::time_point Deadline(const grpc::ServerContextBase& context) const {
+    return CallDeadline(context, options_.max_request_timeout_ms);
+  }
+  // The member's header fields: id, revision now, `term`.
+  void FillHeader(uint64_t term, ResponseHeader* header) const;
 
  private:
   using GrantCall = UnaryCall<LeaseGrantRequest, LeaseGrantResponse>;
@@ -59,7 +84,6 @@ class LeaseService final : public LeaseHybridService {
   void HandleRevoke(RevokeCall* call);
   void HandleTimeToLive(TtlCall* call);
   void HandleLeases(LeasesCall* call);
-  void FillHeader(uint64_t term, ResponseHeader* header) const;
   // The leader's renewal after its read barrier.
   void RenewHere(Clock::time_point deadline, int64_t id, std::function<void(Renewal)> done);
 

@@ -67,6 +67,12 @@ grpc::Status WatchHub::Add(uint64_t id, const WatchRequest& req, WatchSink* sink
   w.end = req.range_end();
   w.start = req.start_revision();
   w.prev_kv = req.prev_kv();
+  for (int f : req.filters()) {
+    if (f == WatchRequest::NOPUT) w.no_put = true;
+    if (f == WatchRequest::NODELETE) w.no_delete = true;
+  }
+  w.progress_notify = req.progress_notify();
+  w.last_sent = std::chrono::steady_clock::now();
   w.sink = sink;
   work_ = true;
   cv_.Signal();
@@ -122,6 +128,40 @@ void WatchHub::Notify() {
   cv_.Signal();
 }
 
+std::optional<int64_t> WatchHub::SentThrough(uint64_t id) const {
+  MutexLock lock(&mu_);
+  auto it = watchers_.find(id);
+  if (it == watchers_.end()) return std::nullopt;
+  const Watcher& w = it->second;
+  if (w.next > 0) return w.next - 1;
+  // Not created yet: its events start after the revision it is created at
+  // (now or later), or at its start revision.
+  return w.start > 0 ? w.start - 1 : sm_->Revision();
+}
+
+void WatchHub::NotifyProgressLocked(std::chrono::steady_clock::time_point now) {
+  const auto interval = std::chrono::milliseconds(options_.progress_notify_interval_ms);
+  const int64_t revision = sm_->Revision();
+  for (auto& [id, w] : watchers_) {
+    // Only a watcher with nothing to send: its next answer would have events.
+    if (!w.progress_notify || w.busy || w.next == 0 || w.next <= revision ||
+        now - w.last_sent < interval) {
+      continue;
+    }
+    WatchResponse resp;
+    resp.mutable_header()->set_member_id(member_id_);
+    resp.mutable_header()->set_revision(w.next - 1);
+    SendLocked(&w, std::move(resp));
+  }
+}
+
+void WatchHub::SendLocked(Watcher* w, WatchResponse resp) {
+  w->busy = true;
+  w->busy_since = std::chrono::steady_clock::now();
+  w->last_sent = w->busy_since;
+  w->sink->Send(std::move(resp));
+}
+
 void WatchHub::SetLeaderless(bool leaderless, int64_t ms) {
   MutexLock lock(&mu_);
   if (!leaderless) {
@@ -157,8 +197,10 @@ uint64_t WatchHub::stalled() const {
 
 void WatchHub::Loop() {
   MutexLock lock(&mu_);
-  // Stalled watchers are looked for at least this often.
-  const auto check = std::chrono::milliseconds(std::clamp(options_.stall_timeout_ms / 4, 10, 1000));
+  // Stalled watchers and idle ones owed a progress notice are looked for
+  // at least this often.
+  const auto check = std::chrono::milliseconds(std::clamp(
+      std::min(options_.stall_timeout_ms, options_.progress_notify_interval_ms) / 4, 10, 1000));
   auto next_check = std::chrono::steady_clock::now() + check;
   while (!stopping_) {
     while (!work_ && !stopping_) {
@@ -168,6 +210,7 @@ void WatchHub::Loop() {
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_check) {
       CutStalledLocked(now);
+      NotifyProgressLocked(now);
       next_check = now + check;
     }
     if (!work_) continue;
@@ -191,9 +234,7 @@ bool WatchHub::PumpLocked(uint64_t id, Watcher* w) {
     w->next = w->start > 0 ? w->start : revision + 1;
     resp.mutable_header()->set_revision(revision);
     resp.set_created(true);
-    w->busy = true;
-    w->busy_since = std::chrono::steady_clock::now();
-    w->sink->Send(std::move(resp));
+    SendLocked(w, std::move(resp));
     return true;
   }
   KvStateMachine::EventBatch batch;
@@ -210,6 +251,7 @@ bool WatchHub::PumpLocked(uint64_t id, Watcher* w) {
   if (batch.events.empty()) return true;
   resp.mutable_header()->set_revision(batch.revision);
   for (KvEvent& e : batch.events) {
+    if (e.is_delete ? w->no_delete : w->no_put) continue;
     Event* ev = resp.add_events();
     ev->set_type(e.is_delete ? Event::DELETE : Event::PUT);
     if (e.is_delete) {
@@ -220,10 +262,9 @@ bool WatchHub::PumpLocked(uint64_t id, Watcher* w) {
     }
     if (w->prev_kv && e.has_prev) ToKeyValue(e.key, e.prev, false, ev->mutable_prev_kv());
   }
+  if (resp.events_size() == 0) return true;  // every event filtered out
   events_sent_ += static_cast<uint64_t>(resp.events_size());
-  w->busy = true;
-  w->busy_since = std::chrono::steady_clock::now();
-  w->sink->Send(std::move(resp));
+  SendLocked(w, std::move(resp));
   return true;
 }
 

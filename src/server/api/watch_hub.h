@@ -13,6 +13,11 @@
 // `stall_timeout_ms` to be taken by its client (a client that stopped
 // reading) is cut off with RESOURCE_EXHAUSTED, and its slot freed.
 //
+// A watcher may leave out PUT or DELETE events (filters), and may ask for
+// progress notices: an answer without events, once it has had nothing to
+// send for `progress_notify_interval_ms`, whose header revision is one it
+// has sent every event up to.
+//
 // Bounds: at most `max_watchers` per member and `max_watchers_per_client`
 // per client address (RESOURCE_EXHAUSTED beyond either), so one client
 // cannot take every slot.
@@ -22,6 +27,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -73,6 +79,10 @@ class WatchHub {
   void SendDone(uint64_t id) EXCLUDES(mu_);
   // The store advanced (any thread; cheap).
   void Notify() EXCLUDES(mu_);
+  // The revision up to which watcher `id` has handed every event of its
+  // range to its sink (its answers to come start after it); nullopt when
+  // the hub does not have it (any more).
+  std::optional<int64_t> SentThrough(uint64_t id) const EXCLUDES(mu_);
   // The member has heard from no leader for `ms` (RaftNode's leaderless
   // observer): its store may never move again, so every watcher is ended
   // with UNAVAILABLE and new ones are refused until a leader is heard from.
@@ -90,6 +100,10 @@ class WatchHub {
     int64_t next = 0;  // first revision not yet sent; 0: the created response is not sent yet
     int64_t start = 0;
     bool prev_kv = false;
+    bool no_put = false;
+    bool no_delete = false;
+    bool progress_notify = false;
+    std::chrono::steady_clock::time_point last_sent;  // when it was last handed a response
     bool busy = false;  // a response is in flight
     std::chrono::steady_clock::time_point busy_since;  // when it was handed to the sink
     std::string client;
@@ -101,6 +115,10 @@ class WatchHub {
   WatcherMap::iterator EraseLocked(WatcherMap::iterator it) REQUIRES(mu_);
   // Cuts off the watchers whose response waited past stall_timeout_ms.
   void CutStalledLocked(std::chrono::steady_clock::time_point now) REQUIRES(mu_);
+  // Sends a progress notice to every idle watcher that asked for them.
+  void NotifyProgressLocked(std::chrono::steady_clock::time_point now) REQUIRES(mu_);
+  // Hands `resp` to watcher `w`'s sink.
+  void SendLocked(Watcher* w, WatchResponse resp) REQUIRES(mu_);
   // Sends watcher `w` its next response if it has one.
   // Returns false when the watcher was ended (and must be erased).
   bool PumpLocked(uint64_t id, Watcher* w) REQUIRES(mu_);

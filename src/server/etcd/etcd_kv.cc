@@ -13,8 +13,8 @@ namespace raftkv {
 EtcdKv::EtcdKv(const ServerOptions& options, RaftNode* node, Forwarder* forwarder)
     : KeyValueHandlers(options, node, forwarder) {}
 
-void EtcdKv::Register(etcdserverpb::KV::AsyncService* service, int busy, AsyncMethods* methods) {
-  using S = etcdserverpb::KV::AsyncService;
+void EtcdKv::Register(EtcdKvService* service, int busy, AsyncMethods* methods) {
+  using S = EtcdKvService;
   namespace pb = etcdserverpb;
   const int some = std::max(4, busy / 4);
   const Caller c = Caller::kClient;

@@ -15,12 +15,17 @@
 
 namespace raftkv {
 
+// The methods served (Compact is not yet: gRPC's generated answer,
+// UNIMPLEMENTED, instead of a call left waiting for a handler).
+using EtcdKvService = etcdserverpb::KV::WithAsyncMethod_Range<etcdserverpb::KV::WithAsyncMethod_Put<
+    etcdserverpb::KV::WithAsyncMethod_DeleteRange<etcdserverpb::KV::WithAsyncMethod_Txn<etcdserverpb::KV::Service>>>>;
+
 class EtcdKv : public KeyValueHandlers {
  public:
   // `forwarder` may be null (no forwarding).
   EtcdKv(const ServerOptions& options, RaftNode* node, Forwarder* forwarder);
   // Registers the methods; `busy` calls wait per queue for Range and Put.
-  void Register(etcdserverpb::KV::AsyncService* service, int busy, AsyncMethods* methods);
+  void Register(EtcdKvService* service, int busy, AsyncMethods* methods);
 
   // etcd's header: this member, the revision the answer was served at, the
   // term. cluster_id stays 0 (raftkv has no cluster id yet).

@@ -72,10 +72,11 @@ bool FindMetadata(const grpc::ServerContextBase& context, const char* key, grpc:
   return true;
 }
 
-// The bearer token of the call ("authorization: Bearer <token>"), or false.
+// The bearer token of the call ("authorization: Bearer <token>", or
+// "token: <token>" as etcd's clients send it), or false.
 bool BearerToken(const grpc::ServerContextBase& context, grpc::string_ref* token) {
   grpc::string_ref value;
-  if (!FindMetadata(context, "authorization", &value)) return false;
+  if (!FindMetadata(context, "authorization", &value)) return FindMetadata(context, "token", token);
   static constexpr char kPrefix[] = "Bearer ";
   const size_t prefix = sizeof(kPrefix) - 1;
   if (value.size() < prefix || value.substr(0, prefix) != grpc::string_ref(kPrefix, prefix)) return false;
@@ -135,6 +136,13 @@ grpc::Status CallAuthorizer::AuthorizeClient(const grpc::ServerContextBase& cont
   return grpc::Status::OK;
 }
 
+bool CallAuthorizer::AcceptsClientToken(const std::string& token) const {
+  const std::string& client = options_.files.token;
+  const std::string& admin = options_.admin_token;
+  const grpc::string_ref given(token);
+  return (!client.empty() && SameToken(given, client)) || (!admin.empty() && SameToken(given, admin));
+}
+
 grpc::Status CallAuthorizer::AuthorizeAdmin(const grpc::ServerContextBase& context) const {
   const std::string& admin = options_.admin_token;
   if (admin.empty()) return AuthorizeClient(context);
@@ -179,7 +187,7 @@ Status CallAuthorizer::ParseNames(const std::string& csv, std::vector<std::strin
 }
 
 grpc::Status AuthorizeCall(const CallAuthorizer* auth, const grpc::ServerContextBase& context, Caller caller) {
-  if (auth == nullptr) return grpc::Status::OK;
+  if (auth == nullptr || caller == Caller::kAnyone) return grpc::Status::OK;
   grpc::Status refused = caller == Caller::kPeer    ? auth->AuthorizePeer(context)
                          : caller == Caller::kAdmin ? auth->AuthorizeAdmin(context)
                                                     : auth->AuthorizeClient(context);

@@ -12,8 +12,8 @@
 //    --peer_token_file they need the members' shared secret
 //    ("raftkv-peer-token: <token>"; UNAUTHENTICATED otherwise);
 //  - clients (KV, Watch, Lease, Admin's reads): with --token_file the bearer
-//    token ("authorization: Bearer <token>"; UNAUTHENTICATED otherwise); the
-//    admin token is accepted too;
+//    token ("authorization: Bearer <token>", or etcd's clients' "token:
+//    <token>"; UNAUTHENTICATED otherwise); the admin token is accepted too;
 //  - administrators (Admin's changes: members, leadership, snapshots, and
 //    Testing.SetFaults): with --admin_token_file its token only
 //    (PERMISSION_DENIED for the client token); without it, as clients.
@@ -46,7 +46,8 @@ struct ServerSecurityOptions {
 // Who a method is for: clients (the bearer token), administrators (the
 // admin token) or the other members (a certificate of the cluster CA, an
 // allowed name, the peer token).
-enum class Caller { kClient, kAdmin, kPeer };
+// kAnyone: a method that carries its own credentials (etcd's Authenticate).
+enum class Caller { kClient, kAdmin, kPeer, kAnyone };
 
 class CallAuthorizer {
  public:
@@ -65,6 +66,10 @@ class CallAuthorizer {
   grpc::Status AuthorizeClient(const grpc::ServerContextBase& context) const;
   // OK, or the status to refuse an administrator's call with.
   grpc::Status AuthorizeAdmin(const grpc::ServerContextBase& context) const;
+  // Whether clients must present a token (--token_file).
+  bool tokens_required() const { return !options_.files.token.empty(); }
+  // Whether `token` is the client token or the admin token.
+  bool AcceptsClientToken(const std::string& token) const;
   // Whether anything is asked of peers (a certificate or the peer token).
   bool peers_authenticated() const { return tls() || !options_.files.peer_token.empty(); }
 

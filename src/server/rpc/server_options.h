@@ -27,6 +27,9 @@ struct WatchOptions {
   size_t max_watchers_per_client = 1000;  // per client address
   size_t batch_bytes = 1 << 20;          // events per response (whole revisions)
   int stall_timeout_ms = 30000;          // a response not taken by then cuts the watcher off
+  // A watcher that asked for progress notices and has had nothing to send
+  // for this long gets an answer without events (etcd: 10 minutes).
+  int progress_notify_interval_ms = 600000;
 };
 
 struct ServerOptions {

@@ -1,0 +1,334 @@
+// etcd's Watch, Lease, Cluster, Maintenance and Auth services
+// (server/etcd/) through etcd's own messages, on a one-member cluster:
+// several watches on one stream, filters, cancel, progress, a compacted
+// start; leases granted, kept alive, listed and revoked; the status and
+// member list etcd's tools read.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <set>
+#include <string>
+
+#include "gtest/common/service_test_util.h"
+#include "gtest/server/server_fixture.h"
+#include "proto/etcd.h"
+
+namespace raftkv {
+namespace {
+
+using namespace std::chrono_literals;
+namespace pb = etcdserverpb;
+using WatchStream = grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>;
+
+class EtcdServicesTest : public ServerTest {
+ protected:
+  void Start(Setup setup = Setup()) {
+    StartSingleLeader(setup);
+    auto channel = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+    kv_etcd_ = pb::KV::NewStub(channel);
+    watch_ = pb::Watch::NewStub(channel);
+    lease_ = pb::Lease::NewStub(channel);
+    cluster_ = pb::Cluster::NewStub(channel);
+    maintenance_ = pb::Maintenance::NewStub(channel);
+    auth_ = pb::Auth::NewStub(channel);
+  }
+  int64_t Put(const std::string& key, const std::string& value, int64_t lease = 0) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    pb::PutRequest req;
+    req.set_key(key);
+    req.set_value(value);
+    req.set_lease(lease);
+    pb::PutResponse resp;
+    grpc::Status s = kv_etcd_->Put(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp.header().revision();
+  }
+  int64_t Delete(const std::string& key) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    pb::DeleteRangeRequest req;
+    req.set_key(key);
+    pb::DeleteRangeResponse resp;
+    EXPECT_TRUE(kv_etcd_->DeleteRange(&ctx, req, &resp).ok());
+    return resp.header().revision();
+  }
+  static void Create(WatchStream* stream, const std::string& key, const std::string& end, int64_t start,
+                     int64_t watch_id = 0, bool no_put = false) {
+    pb::WatchRequest req;
+    pb::WatchCreateRequest* c = req.mutable_create_request();
+    c->set_key(key);
+    c->set_range_end(end);
+    c->set_start_revision(start);
+    c->set_watch_id(watch_id);
+    if (no_put) c->add_filters(pb::WatchCreateRequest::NOPUT);
+    ASSERT_TRUE(stream->Write(req));
+  }
+  static pb::WatchResponse Next(WatchStream* stream) {
+    pb::WatchResponse resp;
+    EXPECT_TRUE(stream->Read(&resp)) << "the watch stream ended";
+    return resp;
+  }
+  std::unique_ptr<pb::KV::Stub> kv_etcd_;
+  std::unique_ptr<pb::Watch::Stub> watch_;
+  std::unique_ptr<pb::Lease::Stub> lease_;
+  std::unique_ptr<pb::Cluster::Stub> cluster_;
+  std::unique_ptr<pb::Maintenance::Stub> maintenance_;
+  std::unique_ptr<pb::Auth::Stub> auth_;
+};
+
+TEST_F(EtcdServicesTest, SeveralWatchesShareOneStream) {
+  Start();
+  const int64_t first = Put("a", "0");
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(20s));
+  std::unique_ptr<WatchStream> stream = watch_->Watch(&ctx);
+  Create(stream.get(), "a", "", 0);  // id chosen by the server: 0
+  pb::WatchResponse r = Next(stream.get());
+  EXPECT_TRUE(r.created());
+  EXPECT_EQ(r.watch_id(), 0);
+  EXPECT_EQ(r.header().revision(), first);
+  EXPECT_EQ(r.header().member_id(), 1u);
+  Create(stream.get(), "b", "c", 0);  // the prefix "b": id 1
+  r = Next(stream.get());
+  EXPECT_TRUE(r.created());
+  EXPECT_EQ(r.watch_id(), 1);
+  Create(stream.get(), "b", "c", 0, /*watch_id=*/7, /*no_put=*/true);  // chosen by the client
+  r = Next(stream.get());
+  EXPECT_TRUE(r.created());
+  EXPECT_EQ(r.watch_id(), 7);
+  Create(stream.get(), "x", "", 0, /*watch_id=*/7);  // taken
+  r = Next(stream.get());
+  EXPECT_TRUE(r.created());
+  EXPECT_TRUE(r.canceled());
+  EXPECT_EQ(r.watch_id(), -1);
+  EXPECT_NE(r.cancel_reason().find("duplicate watch ID"), std::string::npos) << r.cancel_reason();
+
+  const int64_t put_a = Put("a", "1");
+  const int64_t put_b = Put("b1", "2");
+  const int64_t del_b = Delete("b1");
+  // Each watch sees its own range, in order; watch 7 no puts.
+  std::map<int64_t, std::vector<std::pair<int, int64_t>>> seen;  // id -> (type, revision)
+  while (seen[0].size() + seen[1].size() + seen[7].size() < 4) {
+    r = Next(stream.get());
+    ASSERT_FALSE(r.canceled()) << r.cancel_reason();
+    for (const mvccpb::Event& e : r.events()) seen[r.watch_id()].emplace_back(e.type(), e.kv().mod_revision());
+  }
+  using E = std::vector<std::pair<int, int64_t>>;
+  EXPECT_EQ(seen[0], (E{{mvccpb::Event::PUT, put_a}}));
+  EXPECT_EQ(seen[1], (E{{mvccpb::Event::PUT, put_b}, {mvccpb::Event::DELETE, del_b}}));
+  EXPECT_EQ(seen[7], (E{{mvccpb::Event::DELETE, del_b}}));
+
+  pb::WatchRequest cancel;
+  cancel.mutable_cancel_request()->set_watch_id(1);
+  ASSERT_TRUE(stream->Write(cancel));
+  r = Next(stream.get());
+  EXPECT_TRUE(r.canceled());
+  EXPECT_EQ(r.watch_id(), 1);
+  // Every watch is up to date: a progress answer at the store's revision.
+  pb::WatchRequest progress;
+  progress.mutable_progress_request();
+  ASSERT_TRUE(stream->Write(progress));
+  r = Next(stream.get());
+  EXPECT_EQ(r.watch_id(), -1);
+  EXPECT_EQ(r.events_size(), 0);
+  EXPECT_EQ(r.header().revision(), del_b);
+  // The cancelled watch hears nothing more; the others go on.
+  Put("b2", "3");
+  const int64_t last = Put("a", "4");
+  r = Next(stream.get());
+  EXPECT_EQ(r.watch_id(), 0);
+  ASSERT_EQ(r.events_size(), 1);
+  EXPECT_EQ(r.events(0).kv().mod_revision(), last);
+  ctx.TryCancel();
+}
+
+TEST_F(EtcdServicesTest, AWatchFromACompactedRevisionIsCancelledWithTheCompactRevision) {
+  Setup setup;
+  setup.history_revisions = 5;
+  Start(setup);
+  for (int i = 0; i < 30; ++i) Put("k", std::to_string(i));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(20s));
+  std::unique_ptr<WatchStream> stream = watch_->Watch(&ctx);
+  Create(stream.get(), "k", "", 1);
+  pb::WatchResponse r = Next(stream.get());
+  EXPECT_TRUE(r.created());
+  r = Next(stream.get());
+  EXPECT_TRUE(r.canceled());
+  EXPECT_EQ(r.watch_id(), 0);
+  EXPECT_GT(r.compact_revision(), 1);
+  // The stream lives on: a watch from the compact revision works.
+  Create(stream.get(), "k", "", r.compact_revision());
+  r = Next(stream.get());
+  EXPECT_TRUE(r.created());
+  r = Next(stream.get());
+  EXPECT_FALSE(r.canceled()) << r.cancel_reason();
+  EXPECT_GT(r.events_size(), 0);
+  ctx.TryCancel();
+}
+
+TEST_F(EtcdServicesTest, AnIdleWatchAskingForProgressGetsNotices) {
+  Setup setup;
+  setup.watch_progress_notify_interval_ms = 100;
+  Start(setup);
+  const int64_t rev = Put("p", "1");
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(20s));
+  std::unique_ptr<WatchStream> stream = watch_->Watch(&ctx);
+  pb::WatchRequest req;
+  req.mutable_create_request()->set_key("p");
+  req.mutable_create_request()->set_progress_notify(true);
+  ASSERT_TRUE(stream->Write(req));
+  EXPECT_TRUE(Next(stream.get()).created());
+  pb::WatchResponse r = Next(stream.get());  // nothing changes: a notice
+  EXPECT_FALSE(r.created());
+  EXPECT_FALSE(r.canceled());
+  EXPECT_EQ(r.events_size(), 0);
+  EXPECT_EQ(r.watch_id(), 0);
+  EXPECT_EQ(r.header().revision(), rev);
+  ctx.TryCancel();
+}
+
+TEST_F(EtcdServicesTest, LeasesGrantedKeptAliveListedAndRevoked) {
+  Start();
+  grpc::ClientContext g;
+  pb::LeaseGrantRequest grant;
+  grant.set_ttl(30);
+  pb::LeaseGrantResponse granted;
+  ASSERT_TRUE(lease_->LeaseGrant(&g, grant, &granted).ok());
+  EXPECT_GT(granted.id(), 0);
+  EXPECT_EQ(granted.ttl(), 30);
+  EXPECT_EQ(granted.header().member_id(), 1u);
+  Put("leased", "v", granted.id());
+
+  grpc::ClientContext k;
+  k.set_deadline(In(10s));
+  auto keep = lease_->LeaseKeepAlive(&k);
+  pb::LeaseKeepAliveRequest ka;
+  ka.set_id(granted.id());
+  ASSERT_TRUE(keep->Write(ka));
+  pb::LeaseKeepAliveResponse kept;
+  ASSERT_TRUE(keep->Read(&kept));
+  EXPECT_EQ(kept.id(), granted.id());
+  EXPECT_EQ(kept.ttl(), 30);
+  EXPECT_EQ(kept.header().member_id(), 1u);
+  ka.set_id(granted.id() + 1000);  // no such lease: TTL 0, as etcd
+  ASSERT_TRUE(keep->Write(ka));
+  ASSERT_TRUE(keep->Read(&kept));
+  EXPECT_EQ(kept.ttl(), 0);
+  keep->WritesDone();
+  EXPECT_TRUE(keep->Finish().ok());
+
+  grpc::ClientContext t;
+  pb::LeaseTimeToLiveRequest ttl;
+  ttl.set_id(granted.id());
+  ttl.set_keys(true);
+  pb::LeaseTimeToLiveResponse left;
+  ASSERT_TRUE(lease_->LeaseTimeToLive(&t, ttl, &left).ok());
+  EXPECT_EQ(left.grantedttl(), 30);
+  EXPECT_GT(left.ttl(), 0);
+  ASSERT_EQ(left.keys_size(), 1);
+  EXPECT_EQ(left.keys(0), "leased");
+
+  grpc::ClientContext l;
+  pb::LeaseLeasesResponse leases;
+  ASSERT_TRUE(lease_->LeaseLeases(&l, pb::LeaseLeasesRequest(), &leases).ok());
+  ASSERT_EQ(leases.leases_size(), 1);
+  EXPECT_EQ(leases.leases(0).id(), granted.id());
+
+  grpc::ClientContext r;
+  pb::LeaseRevokeRequest revoke;
+  revoke.set_id(granted.id());
+  pb::LeaseRevokeResponse revoked;
+  ASSERT_TRUE(lease_->LeaseRevoke(&r, revoke, &revoked).ok());
+  grpc::ClientContext get;
+  pb::RangeRequest range;
+  range.set_key("leased");
+  pb::RangeResponse got;
+  ASSERT_TRUE(kv_etcd_->Range(&get, range, &got).ok());
+  EXPECT_EQ(got.kvs_size(), 0) << "the revoked lease's key is gone";
+  EXPECT_EQ(got.header().revision(), revoked.header().revision());
+
+  grpc::ClientContext t2;
+  ASSERT_TRUE(lease_->LeaseTimeToLive(&t2, ttl, &left).ok());
+  EXPECT_EQ(left.ttl(), -1) << "a lease that does not exist, as etcd";
+}
+
+TEST_F(EtcdServicesTest, StatusMembersAndAuthAsEtcdToolsReadThem) {
+  Start();
+  const int64_t rev = Put("s", "1");
+  grpc::ClientContext s;
+  pb::StatusResponse st;
+  ASSERT_TRUE(maintenance_->Status(&s, pb::StatusRequest(), &st).ok());
+  EXPECT_EQ(st.header().member_id(), 1u);
+  EXPECT_EQ(st.leader(), 1u);
+  EXPECT_EQ(st.header().revision(), rev);
+  EXPECT_GT(st.raftterm(), 0u);
+  EXPECT_GE(st.raftindex(), st.raftappliedindex() > 0 ? 1u : 0u);
+  EXPECT_FALSE(st.version().empty());
+  EXPECT_FALSE(st.islearner());
+  EXPECT_EQ(st.errors_size(), 0);
+
+  grpc::ClientContext m;
+  pb::MemberListResponse members;
+  ASSERT_TRUE(cluster_->MemberList(&m, pb::MemberListRequest(), &members).ok());
+  ASSERT_EQ(members.members_size(), 1);
+  EXPECT_EQ(members.members(0).id(), 1u);
+  ASSERT_EQ(members.members(0).clienturls_size(), 1);
+  EXPECT_EQ(members.members(0).clienturls(0), "http://" + std::string(kSelfAddress));
+
+  grpc::ClientContext a;
+  pb::AuthStatusResponse auth;
+  ASSERT_TRUE(auth_->AuthStatus(&a, pb::AuthStatusRequest(), &auth).ok());
+  EXPECT_FALSE(auth.enabled());
+  grpc::ClientContext a2;
+  pb::AuthenticateRequest login;
+  login.set_name("root");
+  login.set_password("pw");
+  pb::AuthenticateResponse token;
+  grpc::Status refused = auth_->Authenticate(&a2, login, &token);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(refused.error_message(), "etcdserver: authentication is not enabled");
+
+  // What is not served answers at once, not when the deadline passes.
+  grpc::ClientContext c;
+  c.set_deadline(In(10s));
+  pb::CompactionRequest compact;
+  compact.set_revision(1);
+  pb::CompactionResponse compacted;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(kv_etcd_->Compact(&c, compact, &compacted).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  grpc::ClientContext h;
+  pb::HashResponse hash;
+  EXPECT_EQ(maintenance_->Hash(&h, pb::HashRequest(), &hash).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+}
+
+TEST_F(EtcdServicesTest, HashKvFollowsTheStateAtARevision) {
+  Start();
+  auto hash_at = [&](int64_t revision, pb::HashKVResponse* resp) {
+    grpc::ClientContext ctx;
+    pb::HashKVRequest req;
+    req.set_revision(revision);
+    return maintenance_->HashKV(&ctx, req, resp);
+  };
+  const int64_t r1 = Put("h1", "a");
+  Put("h2", "b");
+  pb::HashKVResponse at_r1, now, again;
+  ASSERT_TRUE(hash_at(r1, &at_r1).ok());
+  ASSERT_TRUE(hash_at(0, &now).ok());
+  EXPECT_EQ(at_r1.hash_revision(), r1);
+  EXPECT_NE(at_r1.hash(), now.hash());
+  const int64_t r3 = Put("h2", "c");
+  ASSERT_TRUE(hash_at(r1, &again).ok());
+  EXPECT_EQ(again.hash(), at_r1.hash()) << "the state at a past revision does not change";
+  ASSERT_TRUE(hash_at(r3, &again).ok());
+  EXPECT_NE(again.hash(), now.hash());
+  grpc::Status future = hash_at(r3 + 10, &again);
+  EXPECT_EQ(future.error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_EQ(future.error_message(), "etcdserver: mvcc: required revision is a future revision");
+}
+
+}  // namespace
+}  // namespace raftkv

@@ -1,0 +1,197 @@
+#include "server/etcd/etcd_maintenance.h"
+
+#include <algorithm>
+#include <string>
+
+#include "server/api/client_handlers.h"
+#include "server/etcd/etcd_kv.h"
+#include "server/rpc/grpc_status.h"
+#include "storage/crc32c.h"
+
+namespace raftkv {
+
+namespace pb = etcdserverpb;
+
+void EtcdMaintenance::Register(EtcdClusterService* cluster, EtcdMaintenanceService* maintenance,
+                               EtcdAuthService* auth, AsyncMethods* methods) {
+  const int n = 2;
+  const Caller c = Caller::kClient;
+  using C = EtcdClusterService;
+  using M = EtcdMaintenanceService;
+  using A = EtcdAuthService;
+  methods->Add<pb::MemberListRequest, pb::MemberListResponse>(
+      cluster, &C::RequestMemberList, RpcName::Of<pb::Cluster>("MemberList"), c, n,
+      [this](MemberListCall* call) { HandleMemberList(call); });
+  auto name = [](const char* method) { return RpcName::Of<pb::Maintenance>(method); };
+  methods->Add<pb::StatusRequest, pb::StatusResponse>(maintenance, &M::RequestStatus, name("Status"), c, n,
+                                                      [this](StatusCall* call) { HandleStatus(call); });
+  methods->Add<pb::AlarmRequest, pb::AlarmResponse>(maintenance, &M::RequestAlarm, name("Alarm"), c, n,
+                                                    [this](AlarmCall* call) { HandleAlarm(call); });
+  methods->Add<pb::DefragmentRequest, pb::DefragmentResponse>(
+      maintenance, &M::RequestDefragment, name("Defragment"), Caller::kAdmin, n,
+      [this](DefragmentCall* call) { HandleDefragment(call); });
+  methods->Add<pb::HashKVRequest, pb::HashKVResponse>(maintenance, &M::RequestHashKV, name("HashKV"), c, n,
+                                                      [this](HashKvCall* call) { HandleHashKv(call); });
+  methods->Add<pb::MoveLeaderRequest, pb::MoveLeaderResponse>(
+      maintenance, &M::RequestMoveLeader, name("MoveLeader"), Caller::kAdmin, n,
+      [this](MoveLeaderCall* call) { HandleMoveLeader(call); });
+  methods->Add<pb::AuthStatusRequest, pb::AuthStatusResponse>(
+      auth, &A::RequestAuthStatus, RpcName::Of<pb::Auth>("AuthStatus"), c, n,
+      [this](AuthStatusCall* call) { HandleAuthStatus(call); });
+  // Carries its own credentials (the password): asked for no token.
+  methods->Add<pb::AuthenticateRequest, pb::AuthenticateResponse>(
+      auth, &A::RequestAuthenticate, RpcName::Of<pb::Auth>("Authenticate"), Caller::kAnyone, n,
+      [this](AuthenticateCall* call) { HandleAuthenticate(call); });
+}
+
+void EtcdMaintenance::FillHeader(pb::ResponseHeader* header) const {
+  EtcdKv::FillHeader(node_->id(), node_->state_machine().Revision(), node_->KnownTerm(), header);
+}
+
+void EtcdMaintenance::HandleMemberList(MemberListCall* call) {
+  const NodeStatus st = node_->GetStatus();
+  pb::MemberListResponse resp;
+  FillHeader(resp.mutable_header());
+  const std::string scheme = options_.auth != nullptr && options_.auth->tls() ? "https://" : "http://";
+  for (const MemberInfo& m : st.members) {
+    pb::Member* out = resp.add_members();
+    out->set_id(m.id);
+    out->set_name("member-" + std::to_string(m.id));
+    out->add_peerurls(scheme + m.address);
+    out->add_clienturls(scheme + m.address);
+    out->set_islearner(!m.voter);
+  }
+  call->Finish(resp);
+}
+
+void EtcdMaintenance::HandleStatus(StatusCall* call) {
+  const NodeStatus st = node_->GetStatus();
+  pb::StatusResponse resp;
+  EtcdKv::FillHeader(st.id, st.revision, st.term, resp.mutable_header());
+  resp.set_version(kEtcdVersion);
+  resp.set_leader(st.leader_id);
+  resp.set_raftindex(st.commit_index);
+  resp.set_raftterm(st.term);
+  resp.set_raftappliedindex(st.applied_index);
+  bool learner = true;
+  for (uint64_t v : st.voters) learner = learner && v != st.id;
+  resp.set_islearner(learner);
+  if (st.leader_id == 0) resp.add_errors("etcdserver: no leader");
+  call->Finish(resp);
+}
+
+void EtcdMaintenance::HandleAlarm(AlarmCall* call) {
+  // No alarm is ever raised: GET lists none, and there is none to clear.
+  if (call->request().action() == pb::AlarmRequest::ACTIVATE) {
+    return call->FinishWithError(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                              "raftkv raises no alarms on request"));
+  }
+  pb::AlarmResponse resp;
+  FillHeader(resp.mutable_header());
+  call->Finish(resp);
+}
+
+void EtcdMaintenance::HandleDefragment(DefragmentCall* call) {
+  // The state is in memory and the log is in segments removed whole by
+  // compaction: there is no file to defragment.
+  pb::DefragmentResponse resp;
+  FillHeader(resp.mutable_header());
+  call->Finish(resp);
+}
+
+namespace {
+
+uint32_t ExtendInt(uint32_t crc, int64_t v) {
+  unsigned char bytes[8];
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<unsigned char>(static_cast<uint64_t>(v) >> (8 * i));
+  return crc32c::Extend(crc, bytes, sizeof(bytes));
+}
+
+}  // namespace
+
+// Every key of the store as it was at the revision, read a page at a time
+// (each page within --max_response_bytes, as any range), folded into one
+// CRC-32C of keys, values, revisions, versions and leases.
+void EtcdMaintenance::HandleHashKv(HashKvCall* call) {
+  const KvStateMachine& sm = node_->state_machine();
+  const int64_t asked = call->request().revision();
+  if (asked < 0) {
+    return call->FinishWithError(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "revision must be >= 0"));
+  }
+  const int64_t now = sm.Revision();
+  if (asked > now) {
+    return call->FinishWithError(
+        grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "etcdserver: mvcc: required revision is a future revision"));
+  }
+  const int64_t revision = asked > 0 ? asked : now;
+  RangeRequest page;
+  page.set_key(std::string(1, '\0'));
+  page.set_range_end(std::string(1, '\0'));
+  page.set_revision(revision);
+  page.set_limit(static_cast<int64_t>(
+      std::max<size_t>(1, options_.max_response_bytes / (options_.max_key_bytes + options_.max_value_bytes + 64))));
+  uint32_t crc = 0;
+  for (;;) {
+    RangeResponse resp;
+    if (Status s = sm.Range(page, &resp, options_.max_response_bytes); !s.ok()) {
+      return call->FinishWithError(ToGrpcStatus(s));
+    }
+    for (const KeyValue& kv : resp.kvs()) {
+      crc = ExtendInt(crc, static_cast<int64_t>(kv.key().size()));
+      crc = crc32c::Extend(crc, kv.key().data(), kv.key().size());
+      crc = ExtendInt(crc, static_cast<int64_t>(kv.value().size()));
+      crc = crc32c::Extend(crc, kv.value().data(), kv.value().size());
+      for (int64_t v : {kv.create_revision(), kv.mod_revision(), kv.version(), kv.lease()}) crc = ExtendInt(crc, v);
+    }
+    if (!resp.more() || resp.kvs_size() == 0) break;
+    page.set_key(resp.kvs(resp.kvs_size() - 1).key() + std::string(1, '\0'));
+  }
+  pb::HashKVResponse resp;
+  FillHeader(resp.mutable_header());
+  resp.set_hash(crc);
+  resp.set_compact_revision(sm.CompactedRevision());
+  resp.set_hash_revision(revision);
+  call->Finish(resp);
+}
+
+void EtcdMaintenance::HandleMoveLeader(MoveLeaderCall* call) {
+  const uint64_t target = call->request().targetid();
+  if (node_->KnownLeader() != node_->id()) {
+    return call->FinishWithError(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "etcdserver: not leader"));
+  }
+  if (target == 0 || node_->AddressOf(target).empty()) {
+    return call->FinishWithError(grpc::Status(grpc::StatusCode::NOT_FOUND, "etcdserver: bad leader transferee"));
+  }
+  node_->TransferLeadership(target, CallDeadline(call->context(), options_.max_request_timeout_ms),
+                            [this, call](Outcome out) {
+                              if (!out.status.ok()) return FinishWithOutcome(call, out);
+                              pb::MoveLeaderResponse resp;
+                              FillHeader(resp.mutable_header());
+                              call->Finish(resp);
+                            });
+}
+
+void EtcdMaintenance::HandleAuthStatus(AuthStatusCall* call) {
+  pb::AuthStatusResponse resp;
+  FillHeader(resp.mutable_header());
+  resp.set_enabled(options_.auth != nullptr && options_.auth->tokens_required());
+  call->Finish(resp);
+}
+
+void EtcdMaintenance::HandleAuthenticate(AuthenticateCall* call) {
+  if (options_.auth == nullptr || !options_.auth->tokens_required()) {
+    return call->FinishWithError(
+        grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "etcdserver: authentication is not enabled"));
+  }
+  const std::string& password = call->request().password();
+  if (!options_.auth->AcceptsClientToken(password)) {
+    return call->FinishWithError(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                              "etcdserver: authentication failed, invalid user ID or password"));
+  }
+  pb::AuthenticateResponse resp;
+  FillHeader(resp.mutable_header());
+  resp.set_token(password);
+  call->Finish(resp);
+}
+
+}  // namespace raftkv
