@@ -63,7 +63,7 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/raftkv-etcd-clients.XXXXXX")
 remove_at_exit "$WORK" "$ME: builds, venv, etcd data and logs kept in $WORK" "${RAFTKV_KEEP_WORK:-0}"
 
 step "build tests/etcd-clients/go ($("$GO" version | cut -d' ' -f3))"
-(cd "$CLIENTS_DIR/go" && "$GO" build -o "$WORK/bin/etcd-client-check" .) ||
+(cd "$CLIENTS_DIR/go" && "$GO" build -buildvcs=false -o "$WORK/bin/etcd-client-check" .) ||
   fail "go build of tests/etcd-clients/go failed"
 step "venv for python-etcd3: ${PY_PINS[*]}"
 python3 -m venv "$WORK/venv" || fail "python3 -m venv failed"
