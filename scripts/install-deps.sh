@@ -19,6 +19,7 @@ APT_PACKAGES=(
   protoc-gen-go protoc-gen-go-grpc  # scripts/api_stubs_test.sh: Go stubs from the v1 API
   prometheus  # promtool: scripts/metrics_check.sh lints the scrapes and deploy/prometheus rules
   etcd-client  # etcdctl: scripts/etcdctl_test.sh drives raftkv's etcd API with it
+  etcd-server  # tests only: scripts/etcd_clients_test.sh checks etcd's clients against real etcd
   g++-mingw-w64-x86-64-posix  # scripts/cross_check.sh windows: MinGW-w64 cross compiler
   wine64  # scripts/cross_check.sh windows: runs the Windows smoke program
   python3-venv  # the virtualenv of Zig (install_zig below)
@@ -75,6 +76,17 @@ install_grpcurl() {
   go install "$GRPCURL_MODULE"
 }
 
+# The Go modules of tests/etcd-clients/go (clientv3; scripts/etcd_clients_test.sh
+# builds it), downloaded ahead when Go is there, as grpcurl is installed.
+install_etcd_client_modules() {
+  if ! command -v go >/dev/null 2>&1; then
+    echo "install-deps: no Go here; scripts/etcd_clients_test.sh is skipped without it" >&2
+    return 0
+  fi
+  echo "install-deps: go mod download in tests/etcd-clients/go"
+  (cd "$(dirname "${BASH_SOURCE[0]}")/../tests/etcd-clients/go" && go mod download)
+}
+
 # Zig (scripts/cross_check.sh macos: its clang, macOS C library headers and
 # libc++) has no Debian package: PyPI's ziglang, pinned, in a virtualenv of
 # its own (Debian's pip does not install into the system, PEP 668), where
@@ -99,6 +111,7 @@ case "$(uname -s)" in
     if command -v apt-get >/dev/null 2>&1 && command -v dpkg-query >/dev/null 2>&1; then
       install_apt
       install_grpcurl
+      install_etcd_client_modules
       install_zig
     else
       echo "install-deps: no apt-get here; install the equivalents of:"
