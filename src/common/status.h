@@ -29,8 +29,32 @@ class Status {
     kUnimplemented,       // a well-formed request for something not built (yet)
   };
 
+  // Why, for the refusals a client tells apart by more than the code (etcd's
+  // clients match etcd's messages: server/etcd/etcd_errors.h). Set where the
+  // error is made; kNone for every other error.
+  enum class Reason {
+    kNone,
+    kEmptyKey,         // a request's key is empty
+    kKeyNotFound,      // a put keeping the value or lease of a key that does not exist
+    kValueProvided,    // a put keeping the value carries one
+    kLeaseProvided,    // a put keeping the lease carries one
+    kTooManyOps,       // a transaction over --max_txn_ops
+    kDuplicateKey,     // a transaction writing a key twice
+    kCompacted,        // a revision older than the history kept
+    kFutureRevision,   // a revision after the store's
+    kRequestTooLarge,  // a key, value or request over its size bound
+    kLeaseNotFound,    // the lease named does not exist
+    kNotLeader,        // this member does not lead and does not forward
+    kNoLeader,         // no leader is known
+    kLeaderChanged,    // leadership changed before the request completed
+    kTimeout,          // not completed before the deadline
+    kStopped,          // the server is shutting down
+  };
+
   Status() = default;
   Status(Code code, std::string msg) : code_(code), message_(std::move(msg)) {}
+  Status(Code code, std::string msg, Reason reason)
+      : code_(code), reason_(reason), message_(std::move(msg)) {}
   static Status OK() { return Status(); }
   static Status InvalidArgument(std::string msg) { return Status(Code::kInvalidArgument, std::move(msg)); }
   static Status FailedPrecondition(std::string msg) {
@@ -52,6 +76,12 @@ class Status {
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
+  Reason reason() const { return reason_; }
+  // This status with `reason` set.
+  Status WithReason(Reason reason) && {
+    reason_ = reason;
+    return std::move(*this);
+  }
   bool IsCorruption() const { return code_ == Code::kCorruption; }
   // The message alone ("" when OK).
   const std::string& message() const { return message_; }
@@ -77,6 +107,7 @@ class Status {
 
  private:
   Code code_ = Code::kOk;
+  Reason reason_ = Reason::kNone;
   std::string message_;
 };
 

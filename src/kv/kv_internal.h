@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "kv/kv_state_machine.h"
 
@@ -17,5 +18,11 @@ inline std::string TooLarge(const char* what, size_t budget) {
          " bytes for each key visited); read with a separate Range, or ask for less (limit, "
          "keys_only, no prev_kv)";
 }
+
+// The operations of `txn` that run, nested transactions' included (in
+// their place, the transactions themselves left out), in order; `path`
+// holds the decisions of KvStateMachine::TxnPathLocked, from *at on.
+void TakenOps(const TxnRequest& txn, const std::vector<bool>& path, size_t* at,
+              std::vector<const RequestOp*>* ops);
 
 }  // namespace raftkv::kv_internal

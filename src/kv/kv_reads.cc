@@ -2,9 +2,12 @@
 // ReadTxn, ReadEvents, the compares of a transaction, and the estimates of
 // what an answer would carry (kv_state_machine.h).
 #include <algorithm>
+#include <cstddef>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kv/kv_internal.h"
 #include "kv/kv_state_machine.h"
@@ -20,17 +23,59 @@ size_t KeyValueBytes(const std::string& key, const KvRecord& r, bool keys_only) 
   return key.size() + (keys_only ? 0 : r.value.size()) + KvStateMachine::kVisitCost;
 }
 
-// A range's answer being built: the count, and the key-values up to the
-// request's limit and a byte bound.
+// Whether a range's answer is sorted other than ascending by key (as etcd:
+// NONE with a target other than KEY is ascending by that target).
+bool SortedByTarget(const RangeRequest& req) {
+  if (req.sort_target() == RangeRequest::KEY) return req.sort_order() == RangeRequest::DESCEND;
+  return true;
+}
+
+// Whether the record passes the request's revision filters (0: no bound).
+bool PassesFilters(const RangeRequest& req, const KvRecord& r) {
+  return (req.min_mod_revision() == 0 || r.mod_revision >= req.min_mod_revision()) &&
+         (req.max_mod_revision() == 0 || r.mod_revision <= req.max_mod_revision()) &&
+         (req.min_create_revision() == 0 || r.create_revision >= req.min_create_revision()) &&
+         (req.max_create_revision() == 0 || r.create_revision <= req.max_create_revision());
+}
+
+// The sort target of `r` compared with that of `o` (<0, 0, >0).
+int CompareTargets(RangeRequest::SortTarget target, const KvRecord& r, const KvRecord& o) {
+  auto three_way = [](int64_t a, int64_t b) { return a < b ? -1 : (a > b ? 1 : 0); };
+  switch (target) {
+    case RangeRequest::VERSION: return three_way(r.version, o.version);
+    case RangeRequest::CREATE: return three_way(r.create_revision, o.create_revision);
+    case RangeRequest::MOD: return three_way(r.mod_revision, o.mod_revision);
+    case RangeRequest::VALUE: return r.value.compare(o.value);
+    default: return 0;
+  }
+}
+
+// A range's answer being built: the count (every key of the range), and
+// the key-values that pass the revision filters, up to the request's limit
+// and a byte bound.
+//
+// In key order the key-values are copied as the range is walked, and the
+// walk stops at the byte bound. Sorted by a target, every key that passes
+// the filters must be seen before the first one is known: the builder
+// keeps a pointer to each (to the walked map's or image's own key and
+// record, which outlive the builder) and, with a limit, drops all but the
+// best `limit` whenever it holds 2 * limit. So it holds at most
+// min(2 * limit, the keys kept) pointers; and since every key answered
+// costs the answer at least kVisitCost bytes, the walk stops (the answer
+// would exceed max_bytes) once it holds more than max_bytes / kVisitCost of
+// those that will be answered: with a byte bound, the pointers take at most
+// half of it.
 class RangeBuilder {
  public:
   RangeBuilder(const RangeRequest& req, RangeResponse* resp, size_t max_bytes)
-      : req_(req), resp_(resp), max_bytes_(max_bytes) {}
-  // Adds one key (count, and the key-value unless count_only or past the
-  // limit). False once the answer would exceed max_bytes: stop.
+      : req_(req), resp_(resp), max_bytes_(max_bytes), sorted_(SortedByTarget(req)) {}
+  // Adds one key (count, and the key-value unless count_only, filtered out
+  // or past the limit). False once the answer would exceed max_bytes: stop.
+  // Sorted, `key` and `r` must live until Done().
   bool Add(const std::string& key, const KvRecord& r) {
     resp_->set_count(resp_->count() + 1);
-    if (req_.count_only()) return true;
+    if (req_.count_only() || !PassesFilters(req_, r)) return true;
+    if (sorted_) return Keep(key, r);
     if (req_.limit() > 0 && resp_->kvs_size() >= req_.limit()) {
       resp_->set_more(true);
       return true;
@@ -43,20 +88,75 @@ class RangeBuilder {
     ToKeyValue(key, r, req_.keys_only(), resp_->add_kvs());
     return true;
   }
-  Status Done() const {
+  // The answer complete (sorted, cut to the limit), or why not.
+  Status Done() {
+    if (sorted_ && !exceeded_) Answer();
     if (!exceeded_) return Status::OK();
     return Status::ResourceExhausted(
         "the answer exceeds " + std::to_string(max_bytes_) +
-        " bytes (--max_response_bytes) after " + std::to_string(resp_->kvs_size()) +
+        " bytes (--max_response_bytes) after " + std::to_string(sorted_ ? kept_.size() : resp_->kvs_size()) +
         " keys; ask for fewer with limit (and continue from the last key), keys_only or count_only");
   }
 
  private:
+  struct Item {
+    const std::string* key;
+    const KvRecord* record;
+  };
+
+  // Whether a is answered before b: by target (descending when asked),
+  // keys with equal targets (and keys, by KEY) in key order.
+  bool Before(const Item& a, const Item& b) const {
+    const bool descend = req_.sort_order() == RangeRequest::DESCEND;
+    if (req_.sort_target() == RangeRequest::KEY) return descend ? *b.key < *a.key : *a.key < *b.key;
+    const int c = CompareTargets(req_.sort_target(), *a.record, *b.record);
+    if (c != 0) return descend ? c > 0 : c < 0;
+    return *a.key < *b.key;
+  }
+  size_t Limit() const {
+    return req_.limit() > 0 ? static_cast<size_t>(req_.limit()) : std::numeric_limits<size_t>::max();
+  }
+  bool Keep(const std::string& key, const KvRecord& r) {
+    kept_.push_back(Item{&key, &r});
+    ++passed_;
+    const size_t limit = Limit();
+    if (limit <= kept_.size() / 2) {  // keep the best `limit`
+      auto before = [this](const Item& a, const Item& b) { return Before(a, b); };
+      std::nth_element(kept_.begin(), kept_.begin() + static_cast<std::ptrdiff_t>(limit), kept_.end(), before);
+      kept_.resize(limit);
+    }
+    if (max_bytes_ > 0 && std::min(kept_.size(), limit) > max_bytes_ / KvStateMachine::kVisitCost) {
+      exceeded_ = true;  // at least this many keys answered, at kVisitCost bytes or more each
+      return false;
+    }
+    return true;
+  }
+  void Answer() {
+    auto before = [this](const Item& a, const Item& b) { return Before(a, b); };
+    std::sort(kept_.begin(), kept_.end(), before);
+    const size_t limit = Limit();
+    if (kept_.size() > limit) kept_.resize(limit);
+    resp_->set_more(passed_ > limit);
+    for (const Item& item : kept_) {
+      bytes_ += KeyValueBytes(*item.key, *item.record, req_.keys_only());
+      if (max_bytes_ > 0 && bytes_ > max_bytes_) {
+        resp_->clear_kvs();
+        exceeded_ = true;
+        return;
+      }
+    }
+    resp_->mutable_kvs()->Reserve(static_cast<int>(kept_.size()));
+    for (const Item& item : kept_) ToKeyValue(*item.key, *item.record, req_.keys_only(), resp_->add_kvs());
+  }
+
   const RangeRequest& req_;
   RangeResponse* const resp_;
   const size_t max_bytes_;
+  const bool sorted_;
   size_t bytes_ = 0;
   bool exceeded_ = false;
+  std::vector<Item> kept_;  // sorted: the keys that may be answered
+  size_t passed_ = 0;       // sorted: the keys that passed the filters
 };
 
 }  // namespace
@@ -95,14 +195,15 @@ Status KvStateMachine::RangeAtLocked(const RangeRequest& req, RangeResponse* res
                                      size_t max_bytes) const {
   const int64_t at = req.revision();
   if (at > revision_) {
-    return Status::OutOfRange("revision " + std::to_string(at) +
-                              " is a future revision (the store is at " +
-                              std::to_string(revision_) + ")");
+    return Status::OutOfRange("revision " + std::to_string(at) + " is a future revision (the store is at " +
+                              std::to_string(revision_) + ")")
+        .WithReason(Status::Reason::kFutureRevision);
   }
   if (at < history_.compacted()) {
     return Status::OutOfRange("revision " + std::to_string(at) +
                               " has been compacted; the oldest revision kept is " +
-                              std::to_string(history_.compacted()));
+                              std::to_string(history_.compacted()))
+        .WithReason(Status::Reason::kCompacted);
   }
   // The keys of the range changed after `at`, with their state at `at`
   // (nullopt: absent then): the oldest change after `at` tells. Bounded by
@@ -175,20 +276,31 @@ Status KvStateMachine::Range(const RangeRequest& req, RangeResponse* resp, size_
 Status KvStateMachine::ReadTxn(const TxnRequest& req, TxnResponse* resp, size_t max_bytes) const {
   resp->Clear();
   ReaderLock lock(&mu_);
+  size_t used = 0;
+  return ReadTxnLocked(req, resp, max_bytes, &used);
+}
+
+Status KvStateMachine::ReadTxnLocked(const TxnRequest& req, TxnResponse* resp, size_t max_bytes,
+                                     size_t* used) const {
   const bool succeeded = CompareAllLocked(req);
   resp->set_succeeded(succeeded);
   resp->mutable_header()->set_revision(revision_);
-  size_t used = 0;
   for (const RequestOp& op : succeeded ? req.success() : req.failure()) {
-    RangeResponse* r = resp->add_responses()->mutable_response_range();
-    const size_t left = max_bytes == 0 ? 0 : max_bytes - std::min(max_bytes, used);
+    ResponseOp* out = resp->add_responses();
+    if (op.has_request_txn()) {
+      Status s = ReadTxnLocked(op.request_txn(), out->mutable_response_txn(), max_bytes, used);
+      if (!s.ok()) return s;
+      continue;
+    }
+    RangeResponse* r = out->mutable_response_range();
+    const size_t left = max_bytes == 0 ? 0 : max_bytes - std::min(max_bytes, *used);
     if (max_bytes > 0 && left == 0) {
       return Status::ResourceExhausted("the transaction's answer exceeds " + std::to_string(max_bytes) +
                                        " bytes (--max_response_bytes); read less in each");
     }
     Status s = RangeLocked(op.request_range(), r, left);
     if (!s.ok()) return s;
-    used += r->ByteSizeLong();
+    *used += r->ByteSizeLong();
     r->mutable_header()->set_revision(revision_);
   }
   return Status::OK();
@@ -202,7 +314,8 @@ Status KvStateMachine::ReadEvents(const std::string& key, const std::string& end
   if (from <= history_.compacted()) {
     return Status::OutOfRange("revision " + std::to_string(from) +
                               " has been compacted; the oldest revision a watch may start at is " +
-                              std::to_string(history_.compacted() + 1));
+                              std::to_string(history_.compacted() + 1))
+        .WithReason(Status::Reason::kCompacted);
   }
   size_t bytes = 0;
   size_t i = history_.LowerBound(from);
@@ -223,8 +336,10 @@ Status KvStateMachine::ReadEvents(const std::string& key, const std::string& end
   return Status::OK();
 }
 
-bool KvStateMachine::CompareHolds(const Compare& c) const {
-  const KvRecord* r = data_.find(c.key());
+namespace {
+
+// Whether compare `c` holds for one record (null: an absent key).
+bool CompareRecord(const Compare& c, const KvRecord* r) {
   int cmp = 0;
   auto three_way = [](int64_t a, int64_t b) { return a < b ? -1 : (a > b ? 1 : 0); };
   switch (c.target()) {
@@ -248,6 +363,22 @@ bool KvStateMachine::CompareHolds(const Compare& c) const {
   }
 }
 
+}  // namespace
+
+// Over a range, as etcd: the compare must hold for every key of it, and a
+// range without keys compares as one absent key (false for VALUE). The walk
+// copies nothing and stops at the first key it fails for.
+bool KvStateMachine::CompareHolds(const Compare& c) const {
+  if (c.range_end().empty()) return CompareRecord(c, data_.find(c.key()));
+  bool any = false;
+  for (auto it = data_.lower_bound(c.key()); it.Valid() && InKeyRange(it.key(), c.key(), c.range_end());
+       it.Next()) {
+    if (!CompareRecord(c, &it.value())) return false;
+    any = true;
+  }
+  return any || CompareRecord(c, nullptr);
+}
+
 bool KvStateMachine::CompareAllLocked(const TxnRequest& txn) const {
   for (const Compare& c : txn.compare()) {
     if (!CompareHolds(c)) return false;
@@ -255,15 +386,44 @@ bool KvStateMachine::CompareAllLocked(const TxnRequest& txn) const {
   return true;
 }
 
+void KvStateMachine::TxnPathLocked(const TxnRequest& txn, std::vector<bool>* path) const {
+  const bool succeeded = CompareAllLocked(txn);
+  path->push_back(succeeded);
+  for (const RequestOp& op : succeeded ? txn.success() : txn.failure()) {
+    if (op.has_request_txn()) TxnPathLocked(op.request_txn(), path);
+  }
+}
+
 size_t KvStateMachine::RangeCostLocked(const std::string& key, const std::string& end,
-                                       bool keys_only, bool count_only, int64_t limit,
                                        size_t budget) const {
+  RangeRequest whole;
+  whole.set_key(key);
+  whole.set_range_end(end);
+  return RangeCostLocked(whole, budget);
+}
+
+size_t KvStateMachine::RangeCostLocked(const RangeRequest& req, size_t budget) const {
+  const std::string& key = req.key();
+  const std::string& end = req.range_end();
+  if (SortedByTarget(req) && !req.count_only()) {
+    // Which keys it carries is known once sorted: read it (its visits
+    // counted first, so that the read is within the budget too).
+    RangeRequest visits = req;
+    visits.set_count_only(true);
+    if (const size_t cost = RangeCostLocked(visits, budget); cost > budget) return cost;
+    RangeResponse answer;
+    if (!RangeLocked(req, &answer, budget).ok()) return budget + 1;
+    size_t cost = static_cast<size_t>(answer.count() - answer.kvs_size()) * kVisitCost;
+    for (const KeyValue& kv : answer.kvs()) cost += kv.key().size() + kv.value().size() + kVisitCost;
+    return cost;
+  }
   size_t cost = 0;
   int64_t carried = 0;
   auto visit = [&](const std::string& k, const KvRecord& r) {
-    const bool carries = !count_only && (limit <= 0 || carried < limit);
+    const bool carries = !req.count_only() && PassesFilters(req, r) &&
+                         (req.limit() <= 0 || carried < req.limit());
     if (carries) ++carried;
-    cost += carries ? KeyValueBytes(k, r, keys_only) : kVisitCost;
+    cost += carries ? KeyValueBytes(k, r, req.keys_only()) : kVisitCost;
     return cost <= budget;
   };
   if (end.empty()) {
@@ -276,27 +436,29 @@ size_t KvStateMachine::RangeCostLocked(const std::string& key, const std::string
   return cost;
 }
 
-size_t KvStateMachine::EstimateAnswerLocked(const google::protobuf::RepeatedPtrField<RequestOp>& ops,
+size_t KvStateMachine::EstimateAnswerLocked(const std::vector<const RequestOp*>& ops,
                                             size_t budget) const {
   size_t total = 0;
-  for (const RequestOp& op : ops) {
+  for (const RequestOp* op : ops) {
     if (total > budget) break;
     const size_t left = budget - total;
-    if (op.has_request_range()) {
-      const RangeRequest& r = op.request_range();
-      total += RangeCostLocked(r.key(), r.range_end(), r.keys_only(), r.count_only(), r.limit(), left);
-      // A key this list puts may show up in the range as well (from above:
-      // whether the put comes before the range or not).
-      for (const RequestOp& other : ops) {
-        if (!other.has_request_put() || !InKeyRange(other.request_put().key(), r.key(), r.range_end())) continue;
-        total += other.request_put().key().size() + kVisitCost +
-                 (r.keys_only() || r.count_only() ? 0 : other.request_put().value().size());
+    if (op->has_request_range()) {
+      const RangeRequest& r = op->request_range();
+      total += RangeCostLocked(r, left);
+      // A key these operations put may show up in the range as well (from
+      // above: whether the put comes before the range or not).
+      for (const RequestOp* other : ops) {
+        if (!other->has_request_put() || !InKeyRange(other->request_put().key(), r.key(), r.range_end())) {
+          continue;
+        }
+        total += other->request_put().key().size() + kVisitCost +
+                 (r.keys_only() || r.count_only() ? 0 : other->request_put().value().size());
       }
-    } else if (op.has_request_delete_range()) {
-      const DeleteRangeRequest& d = op.request_delete_range();
-      if (d.prev_kv()) total += RangeCostLocked(d.key(), d.range_end(), false, false, 0, left);
-    } else if (op.has_request_put() && op.request_put().prev_kv()) {
-      total += RangeCostLocked(op.request_put().key(), "", false, false, 0, left);
+    } else if (op->has_request_delete_range()) {
+      const DeleteRangeRequest& d = op->request_delete_range();
+      if (d.prev_kv()) total += RangeCostLocked(d.key(), d.range_end(), left);
+    } else if (op->has_request_put() && op->request_put().prev_kv()) {
+      total += RangeCostLocked(op->request_put().key(), "", left);
     }
   }
   return total;
@@ -305,7 +467,11 @@ size_t KvStateMachine::EstimateAnswerLocked(const google::protobuf::RepeatedPtrF
 Status KvStateMachine::CheckTxnAnswer(const TxnRequest& req, size_t max_bytes) const {
   if (max_bytes == 0) return Status::OK();
   ReaderLock lock(&mu_);
-  const auto& ops = CompareAllLocked(req) ? req.success() : req.failure();
+  std::vector<bool> path;
+  TxnPathLocked(req, &path);
+  std::vector<const RequestOp*> ops;
+  size_t at = 0;
+  kv_internal::TakenOps(req, path, &at, &ops);
   if (EstimateAnswerLocked(ops, max_bytes) > max_bytes) {
     return Status::ResourceExhausted(TooLarge("this transaction", max_bytes));
   }
@@ -316,10 +482,27 @@ Status KvStateMachine::CheckDeleteAnswer(const std::string& key, const std::stri
                                          size_t max_bytes) const {
   if (max_bytes == 0) return Status::OK();
   ReaderLock lock(&mu_);
-  if (RangeCostLocked(key, end, false, false, 0, max_bytes) > max_bytes) {
+  if (RangeCostLocked(key, end, max_bytes) > max_bytes) {
     return Status::ResourceExhausted(TooLarge("this delete with prev_kv", max_bytes));
   }
   return Status::OK();
 }
+
+namespace kv_internal {
+
+void TakenOps(const TxnRequest& txn, const std::vector<bool>& path, size_t* at,
+              std::vector<const RequestOp*>* ops) {
+  const bool succeeded = *at < path.size() && path[*at];
+  ++*at;
+  for (const RequestOp& op : succeeded ? txn.success() : txn.failure()) {
+    if (op.has_request_txn()) {
+      TakenOps(op.request_txn(), path, at, ops);
+    } else {
+      ops->push_back(&op);
+    }
+  }
+}
+
+}  // namespace kv_internal
 
 }  // namespace raftkv

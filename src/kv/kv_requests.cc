@@ -2,16 +2,18 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <utility>
 #include <vector>
 
 namespace raftkv {
 
 Status CheckKey(const std::string& key, const RequestLimits& limits) {
-  if (key.empty()) return Status::InvalidArgument("key must not be empty");
+  if (key.empty()) return Status::InvalidArgument("key must not be empty").WithReason(Status::Reason::kEmptyKey);
   if (key.size() > limits.max_key_bytes) {
     return Status::InvalidArgument("key is " + std::to_string(key.size()) + " bytes; the limit is " +
-                            std::to_string(limits.max_key_bytes) + " (--max_key_bytes)");
+                            std::to_string(limits.max_key_bytes) + " (--max_key_bytes)")
+        .WithReason(Status::Reason::kRequestTooLarge);
   }
   return Status::OK();
 }
@@ -20,7 +22,8 @@ Status CheckValue(const std::string& value, const RequestLimits& limits, const c
   if (value.size() > limits.max_value_bytes) {
     return Status::InvalidArgument(std::string(what) + " is " + std::to_string(value.size()) +
                             " bytes; the limit is " + std::to_string(limits.max_value_bytes) +
-                            " (--max_value_bytes)");
+                            " (--max_value_bytes)")
+        .WithReason(Status::Reason::kRequestTooLarge);
   }
   return Status::OK();
 }
@@ -35,6 +38,18 @@ Status CheckSession(bool has_session, const Session& s) {
     return Status::InvalidArgument("session.first_outstanding (" + std::to_string(s.first_outstanding()) +
                             ") must not exceed session.sequence (" + std::to_string(s.sequence()) +
                             ")");
+  }
+  return Status::OK();
+}
+
+Status CheckIgnoreFlags(const PutRequest& req) {
+  if (req.ignore_value() && !req.value().empty()) {
+    return Status::InvalidArgument("value must be empty with ignore_value (the key's value is kept)")
+        .WithReason(Status::Reason::kValueProvided);
+  }
+  if (req.ignore_lease() && req.lease() != 0) {
+    return Status::InvalidArgument("lease must be 0 with ignore_lease (the key's lease is kept)")
+        .WithReason(Status::Reason::kLeaseProvided);
   }
   return Status::OK();
 }
@@ -61,6 +76,7 @@ Status PutCommand(PutRequest* req, const RequestLimits& limits, Command* cmd) {
   if (bad.ok() && req->lease() < 0) {
     bad = Status::InvalidArgument("lease must be >= 0 (0: none), got " + std::to_string(req->lease()));
   }
+  if (bad.ok()) bad = CheckIgnoreFlags(*req);
   if (!bad.ok()) return bad;
   cmd->Clear();
   CopySession(req->has_session(), req->session(), limits, cmd);
@@ -69,6 +85,8 @@ Status PutCommand(PutRequest* req, const RequestLimits& limits, Command* cmd) {
   cmd->set_value(std::move(*req->mutable_value()));
   cmd->set_lease(req->lease());
   cmd->set_prev_kv(req->prev_kv());
+  cmd->set_ignore_value(req->ignore_value());
+  cmd->set_ignore_lease(req->ignore_lease());
   return Status::OK();
 }
 
@@ -174,7 +192,10 @@ std::string Printable(const std::string& bytes) {
 
 Status CheckKeyRange(const std::string& key, const std::string& range_end,
                            const RequestLimits& limits) {
-  if (key.empty()) return Invalid("key must not be empty (use key \"\\0\" with range_end \"\\0\" for every key)");
+  if (key.empty()) {
+    return Invalid("key must not be empty (use key \"\\0\" with range_end \"\\0\" for every key)")
+        .WithReason(Status::Reason::kEmptyKey);
+  }
   if (Status bad = CheckKey(key, limits); !bad.ok()) return bad;
   if (range_end.size() > limits.max_key_bytes) {
     return Invalid("range_end is " + std::to_string(range_end.size()) + " bytes; the limit is " +
@@ -191,6 +212,12 @@ Status CheckRangeRequest(const RangeRequest& req, const RequestLimits& limits) {
   if (Status bad = CheckKeyRange(req.key(), req.range_end(), limits); !bad.ok()) return bad;
   if (req.limit() < 0) return Invalid("limit must be >= 0 (0: no limit), got " + std::to_string(req.limit()));
   if (req.revision() < 0) return Invalid("revision must be >= 0 (0: now), got " + std::to_string(req.revision()));
+  if (!RangeRequest::SortOrder_IsValid(req.sort_order())) {
+    return Invalid("unknown sort_order " + std::to_string(req.sort_order()));
+  }
+  if (!RangeRequest::SortTarget_IsValid(req.sort_target())) {
+    return Invalid("unknown sort_target " + std::to_string(req.sort_target()));
+  }
   return Status::OK();
 }
 
@@ -210,54 +237,100 @@ Status DeleteRangeCommand(DeleteRangeRequest* req, const RequestLimits& limits, 
 
 namespace {
 
-// Checks one list of a transaction; adds its bytes and counts its writes.
-Status CheckTxnOps(const google::protobuf::RepeatedPtrField<RequestOp>& ops, const char* list,
-                         const RequestLimits& limits, size_t* bytes) {
+bool InRange(const std::string& k, const std::string& key, const std::string& end) {
+  return end.empty() ? k == key : (k >= key && (IsAllKeysEnd(end) || k < end));
+}
+
+// What the operations of a list write: the keys put and the ranges deleted.
+struct TxnWrites {
+  std::set<std::string> puts;
   std::vector<std::pair<std::string, std::string>> deletes;  // [key, end)
-  std::vector<std::string> puts;
-  for (int i = 0; i < ops.size(); ++i) {
-    const RequestOp& op = ops[i];
-    auto at = [&](const Status& s) {
-      return Invalid(std::string(list) + "[" + std::to_string(i) + "]: " + s.message());
-    };
-    if (op.has_request_range()) {
-      const RangeRequest& r = op.request_range();
-      if (Status bad = CheckRangeRequest(r, limits); !bad.ok()) return at(bad);
-      if (r.revision() != 0) {
-        return at(Invalid("a range inside a transaction reads the current revision (revision must be 0)"));
-      }
-      *bytes += r.key().size() + r.range_end().size();
-    } else if (op.has_request_put()) {
-      const PutRequest& p = op.request_put();
-      if (Status bad = CheckKey(p.key(), limits); !bad.ok()) return at(bad);
-      if (Status bad = CheckValue(p.value(), limits); !bad.ok()) return at(bad);
-      if (p.lease() < 0) return at(Invalid("lease must be >= 0"));
-      *bytes += p.key().size() + p.value().size();
-      puts.push_back(p.key());
-    } else if (op.has_request_delete_range()) {
-      const DeleteRangeRequest& d = op.request_delete_range();
-      if (Status bad = CheckKeyRange(d.key(), d.range_end(), limits); !bad.ok()) return at(bad);
-      *bytes += d.key().size() + d.range_end().size();
-      deletes.emplace_back(d.key(), d.range_end());
-    } else {
-      return at(Invalid("the operation is empty (set request_range, request_put or request_delete_range)"));
+};
+
+// What a transaction's checks add up, nested transactions included.
+struct TxnTally {
+  size_t ops = 0;    // compares and operations
+  size_t bytes = 0;  // of keys and values
+};
+
+Status WrittenTwice(const std::string& list, const std::string& key, const char* how) {
+  return Invalid(list + ": key \"" + Printable(key) + "\" is " + how +
+                 " (a key may be written once by the operations that run)")
+      .WithReason(Status::Reason::kDuplicateKey);
+}
+
+// Adds the writes of one operation of `list` to those of the operations
+// before it: INVALID_ARGUMENT when a key would be written twice.
+Status AddWrites(TxnWrites op, const std::string& list, TxnWrites* all) {
+  for (const std::string& p : op.puts) {
+    if (all->puts.count(p) != 0) return WrittenTwice(list, p, "put twice");
+    for (const auto& [key, end] : all->deletes) {
+      if (InRange(p, key, end)) return WrittenTwice(list, p, "both put and deleted");
     }
   }
-  std::sort(puts.begin(), puts.end());
-  for (size_t i = 1; i < puts.size(); ++i) {
-    if (puts[i] == puts[i - 1]) {
-      return Invalid(std::string(list) + ": key \"" + Printable(puts[i]) +
-                     "\" is put twice (a key may be written once per transaction list)");
+  for (const auto& [key, end] : op.deletes) {
+    for (auto it = all->puts.lower_bound(key); it != all->puts.end() && InRange(*it, key, end); ++it) {
+      return WrittenTwice(list, *it, "both put and deleted");
     }
   }
-  for (const auto& [key, end] : deletes) {
-    for (const std::string& p : puts) {
-      const bool inside = end.empty() ? p == key : (p >= key && (IsAllKeysEnd(end) || p < end));
-      if (inside) {
-        return Invalid(std::string(list) + ": key \"" + Printable(p) +
-                       "\" is both put and deleted (a key may be written once per transaction list)");
-      }
+  all->puts.merge(op.puts);
+  all->deletes.insert(all->deletes.end(), op.deletes.begin(), op.deletes.end());
+  return Status::OK();
+}
+
+Status CheckTxn(const TxnRequest& txn, const RequestLimits& limits, int depth,
+                const std::string& where, TxnTally* tally, TxnWrites* writes);
+
+// Checks one operation of a transaction's list, `what` naming it; *writes
+// gets what it writes.
+Status CheckTxnOp(const RequestOp& op, const RequestLimits& limits, int depth, const std::string& what,
+                  TxnTally* tally, TxnWrites* writes) {
+  auto at = [&](const Status& s) { return Status(s.code(), what + ": " + s.message(), s.reason()); };
+  if (op.has_request_range()) {
+    const RangeRequest& r = op.request_range();
+    if (Status bad = CheckRangeRequest(r, limits); !bad.ok()) return at(bad);
+    if (r.revision() != 0) {
+      return at(Invalid("a range inside a transaction reads the current revision (revision must be 0)"));
     }
+    tally->bytes += r.key().size() + r.range_end().size();
+  } else if (op.has_request_put()) {
+    const PutRequest& p = op.request_put();
+    if (Status bad = CheckKey(p.key(), limits); !bad.ok()) return at(bad);
+    if (Status bad = CheckValue(p.value(), limits); !bad.ok()) return at(bad);
+    if (p.lease() < 0) return at(Invalid("lease must be >= 0"));
+    if (Status bad = CheckIgnoreFlags(p); !bad.ok()) return at(bad);
+    tally->bytes += p.key().size() + p.value().size();
+    writes->puts.insert(p.key());
+  } else if (op.has_request_delete_range()) {
+    const DeleteRangeRequest& d = op.request_delete_range();
+    if (Status bad = CheckKeyRange(d.key(), d.range_end(), limits); !bad.ok()) return at(bad);
+    tally->bytes += d.key().size() + d.range_end().size();
+    writes->deletes.emplace_back(d.key(), d.range_end());
+  } else if (op.has_request_txn()) {
+    if (depth >= kMaxTxnDepth) {
+      return at(Invalid("transactions nest at most " + std::to_string(kMaxTxnDepth) +
+                        " deep (a request_txn inside " + std::to_string(kMaxTxnDepth) +
+                        " levels of request_txn)"));
+    }
+    return CheckTxn(op.request_txn(), limits, depth + 1, what + ".request_txn.", tally, writes);
+  } else {
+    // etcd answers an empty operation as a key not found.
+    return at(Invalid("the operation is empty (set request_range, request_put, request_delete_range "
+                      "or request_txn)")
+                  .WithReason(Status::Reason::kKeyNotFound));
+  }
+  return Status::OK();
+}
+
+// Checks one list of a transaction; *writes gets what it writes.
+Status CheckTxnOps(const google::protobuf::RepeatedPtrField<RequestOp>& ops, const std::string& list,
+                   const RequestLimits& limits, int depth, TxnTally* tally, TxnWrites* writes) {
+  tally->ops += static_cast<size_t>(ops.size());
+  for (int i = 0; i < ops.size() && tally->ops <= limits.max_txn_ops; ++i) {
+    TxnWrites op_writes;
+    const std::string what = list + "[" + std::to_string(i) + "]";
+    if (Status bad = CheckTxnOp(ops[i], limits, depth, what, tally, &op_writes); !bad.ok()) return bad;
+    if (Status bad = AddWrites(std::move(op_writes), list, writes); !bad.ok()) return bad;
   }
   return Status::OK();
 }
@@ -292,39 +365,73 @@ const char* CompareField(Compare::TargetUnionCase field) {
 
 }  // namespace
 
+namespace {
+
+Status TooManyOps(size_t n, const RequestLimits& limits) {
+  return Invalid("transaction has " + std::to_string(n) +
+                 " compares and operations (nested transactions included); the limit is " +
+                 std::to_string(limits.max_txn_ops) + " (--max_txn_ops)")
+      .WithReason(Status::Reason::kTooManyOps);
+}
+
+Status CheckCompare(const Compare& c, const RequestLimits& limits) {
+  if (Status bad = CheckKeyRange(c.key(), c.range_end(), limits); !bad.ok()) return bad;
+  if (!Compare::CompareResult_IsValid(c.result())) return Invalid("unknown result " + std::to_string(c.result()));
+  if (!Compare::CompareTarget_IsValid(c.target())) return Invalid("unknown target " + std::to_string(c.target()));
+  if (const char* field = CompareField(c.target_union_case());
+      field != nullptr && c.target_union_case() != TargetField(c.target())) {
+    return Invalid("target " + Compare::CompareTarget_Name(c.target()) + " compares " +
+                   CompareField(TargetField(c.target())) + ", but " + field +
+                   " is set (set the field the target names)");
+  }
+  if (c.target() == Compare::VALUE) return CheckValue(c.value(), limits);
+  return Status::OK();
+}
+
+// Checks a transaction `depth` levels down (`where` prefixes the names of
+// its parts): its compares and both lists, each list writing a key at most
+// once; *writes gets what either list writes (only one of them runs).
+Status CheckTxn(const TxnRequest& txn, const RequestLimits& limits, int depth,
+                const std::string& where, TxnTally* tally, TxnWrites* writes) {
+  tally->ops += static_cast<size_t>(txn.compare_size());
+  for (int i = 0; i < txn.compare_size(); ++i) {
+    const Compare& c = txn.compare(i);
+    if (Status bad = CheckCompare(c, limits); !bad.ok()) {
+      return Status(bad.code(), where + "compare[" + std::to_string(i) + "]: " + bad.message(),
+                    bad.reason());
+    }
+    tally->bytes += c.key().size() + c.range_end().size() + c.value().size();
+  }
+  TxnWrites success;
+  TxnWrites failure;
+  if (Status bad = CheckTxnOps(txn.success(), where + "success", limits, depth, tally, &success); !bad.ok()) {
+    return bad;
+  }
+  if (Status bad = CheckTxnOps(txn.failure(), where + "failure", limits, depth, tally, &failure); !bad.ok()) {
+    return bad;
+  }
+  writes->puts.merge(success.puts);
+  writes->puts.merge(failure.puts);
+  for (auto* list : {&success.deletes, &failure.deletes}) {
+    writes->deletes.insert(writes->deletes.end(), list->begin(), list->end());
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Status TxnCommand(TxnRequest* req, const RequestLimits& limits, Command* cmd) {
   const size_t n = static_cast<size_t>(req->compare_size() + req->success_size() + req->failure_size());
-  if (n > limits.max_txn_ops) {
-    return Invalid("transaction has " + std::to_string(n) +
-                   " compares and operations; the limit is " + std::to_string(limits.max_txn_ops) +
-                   " (--max_txn_ops)");
-  }
-  size_t bytes = 0;
-  for (int i = 0; i < req->compare_size(); ++i) {
-    const Compare& c = req->compare(i);
-    auto at = [&](const Status& s) {
-      return Invalid("compare[" + std::to_string(i) + "]: " + s.message());
-    };
-    if (Status bad = CheckKey(c.key(), limits); !bad.ok()) return at(bad);
-    if (!Compare::CompareResult_IsValid(c.result())) return at(Invalid("unknown result " + std::to_string(c.result())));
-    if (!Compare::CompareTarget_IsValid(c.target())) return at(Invalid("unknown target " + std::to_string(c.target())));
-    if (const char* field = CompareField(c.target_union_case());
-        field != nullptr && c.target_union_case() != TargetField(c.target())) {
-      return at(Invalid("target " + Compare::CompareTarget_Name(c.target()) + " compares " +
-                        CompareField(TargetField(c.target())) + ", but " + field +
-                        " is set (set the field the target names)"));
-    }
-    if (c.target() == Compare::VALUE) {
-      if (Status bad = CheckValue(c.value(), limits); !bad.ok()) return at(bad);
-    }
-    bytes += c.key().size() + c.value().size();
-  }
-  if (Status bad = CheckTxnOps(req->success(), "success", limits, &bytes); !bad.ok()) return bad;
-  if (Status bad = CheckTxnOps(req->failure(), "failure", limits, &bytes); !bad.ok()) return bad;
-  if (bytes > limits.max_batch_bytes) {
-    return Invalid("transaction holds " + std::to_string(bytes) +
+  if (n > limits.max_txn_ops) return TooManyOps(n, limits);
+  TxnTally tally;
+  TxnWrites unused;
+  if (Status bad = CheckTxn(*req, limits, 0, "", &tally, &unused); !bad.ok()) return bad;
+  if (tally.ops > limits.max_txn_ops) return TooManyOps(tally.ops, limits);
+  if (tally.bytes > limits.max_batch_bytes) {
+    return Invalid("transaction holds " + std::to_string(tally.bytes) +
                    " bytes of keys and values; the limit is " +
-                   std::to_string(limits.max_batch_bytes) + " (--max_batch_bytes)");
+                   std::to_string(limits.max_batch_bytes) + " (--max_batch_bytes)")
+        .WithReason(Status::Reason::kRequestTooLarge);
   }
   if (Status bad = CheckSession(req->has_session(), req->session()); !bad.ok()) return bad;
   cmd->Clear();
@@ -338,13 +445,25 @@ Status TxnCommand(TxnRequest* req, const RequestLimits& limits, Command* cmd) {
   return Status::OK();
 }
 
-bool TxnIsReadOnly(const TxnRequest& req) {
-  for (const auto* list : {&req.success(), &req.failure()}) {
-    for (const RequestOp& op : *list) {
-      if (!op.has_request_range()) return false;
+namespace {
+
+bool ListIsReadOnly(const google::protobuf::RepeatedPtrField<RequestOp>& ops, int depth) {
+  for (const RequestOp& op : ops) {
+    if (op.has_request_range()) continue;
+    // Deeper than allowed: not read-only, so TxnCommand refuses it.
+    if (!op.has_request_txn() || depth >= kMaxTxnDepth) return false;
+    const TxnRequest& txn = op.request_txn();
+    if (!ListIsReadOnly(txn.success(), depth + 1) || !ListIsReadOnly(txn.failure(), depth + 1)) {
+      return false;
     }
   }
   return true;
+}
+
+}  // namespace
+
+bool TxnIsReadOnly(const TxnRequest& req) {
+  return ListIsReadOnly(req.success(), 0) && ListIsReadOnly(req.failure(), 0);
 }
 
 Status LeaseGrantCommand(const LeaseGrantRequest& req, int64_t ttl, const RequestLimits& limits,

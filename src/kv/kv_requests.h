@@ -35,6 +35,17 @@ Status CheckKey(const std::string& key, const RequestLimits& limits);
 Status CheckValue(const std::string& value, const RequestLimits& limits,
                         const char* what = "value");
 
+// How deep transactions nest (RequestOp.request_txn): a transaction's
+// operations may hold transactions this many levels down, no more. Small,
+// so that no recursion over a transaction (checks, compares, apply) runs
+// deep, and far below protobuf's parsing depth (a Command carrying the
+// deepest transaction still parses).
+inline constexpr int kMaxTxnDepth = 8;
+
+// INVALID_ARGUMENT for a put keeping the key's value (ignore_value) that
+// carries a value, or keeping its lease (ignore_lease) that names one.
+Status CheckIgnoreFlags(const PutRequest& req);
+
 // INVALID_ARGUMENT for a malformed session header (ids and sequences start at
 // 1; first_outstanding <= sequence). OK when the request has none.
 Status CheckSession(bool has_session, const Session& session);
@@ -58,14 +69,18 @@ Status CheckKeyRange(const std::string& key, const std::string& range_end,
                            const RequestLimits& limits);
 Status CheckRangeRequest(const RangeRequest& req, const RequestLimits& limits);
 Status DeleteRangeCommand(DeleteRangeRequest* req, const RequestLimits& limits, Command* cmd);
-// A TXN command: at most max_txn_ops compares + operations and
-// max_batch_bytes of keys and values; each compare (its value field the one
-// its target names), range, put and delete valid; ranges at the current
-// revision only (revision 0: every replica must read alike); no key written
-// twice in one list (as etcd).
+// A TXN command: at most max_txn_ops compares + operations (nested
+// transactions' included) and max_batch_bytes of keys and values;
+// transactions nested at most kMaxTxnDepth deep; each compare (its value
+// field the one its target names, its key range valid), range, put and
+// delete valid; ranges at the current revision only (revision 0: every
+// replica must read alike); no key written twice by the operations of a
+// list, nested transactions included, where a nested transaction writes
+// what either of its lists writes (as etcd).
 Status TxnCommand(TxnRequest* req, const RequestLimits& limits, Command* cmd);
-// True when neither list of the transaction writes: it can be served as a
-// read (ReadIndex) rather than through the log.
+// True when neither list of the transaction writes, nested transactions
+// included: it can be served as a read (ReadIndex) rather than through the
+// log.
 bool TxnIsReadOnly(const TxnRequest& req);
 // A LEASE_GRANT command of `ttl` seconds (already checked against the TTL
 // bounds) for the request's id, through its session when it has one.

@@ -34,9 +34,20 @@ std::string Hex(int64_t id) {
   return buf;
 }
 
-void Reject(ApplyResult* result, Status::Code code, std::string message) {
+void Reject(ApplyResult* result, Status::Code code, std::string message,
+            Status::Reason reason = Status::Reason::kNone) {
   result->answer.set_reject_code(static_cast<uint32_t>(code));
   result->answer.set_reject_message(std::move(message));
+  result->answer.set_reject_reason(static_cast<uint32_t>(reason));
+}
+
+void Reject(ApplyResult* result, const Status& why) {
+  Reject(result, why.code(), why.message(), why.reason());
+}
+
+Status LeaseNotFound(int64_t id) {
+  return Status(Status::Code::kNotFound, "lease " + Hex(id) + " not found",
+                Status::Reason::kLeaseNotFound);
 }
 
 // Empty if every op of a BATCH is a PUT or DELETE, else why not. The server
@@ -65,14 +76,22 @@ void ToKeyValue(const std::string& key, const KvRecord& r, bool keys_only, KeyVa
 }
 
 Status ApplyResult::Rejection() const {
+  Status::Code code = Status::Code::kFailedPrecondition;
   switch (static_cast<Status::Code>(answer.reject_code())) {
     case Status::Code::kOk: return Status::OK();
-    case Status::Code::kNotFound: return Status::NotFound(answer.reject_message());
-    case Status::Code::kOutOfRange: return Status::OutOfRange(answer.reject_message());
-    case Status::Code::kInvalidArgument: return Status::InvalidArgument(answer.reject_message());
-    case Status::Code::kResourceExhausted: return Status::ResourceExhausted(answer.reject_message());
-    default: return Status::FailedPrecondition(answer.reject_message());
+    case Status::Code::kNotFound:
+    case Status::Code::kOutOfRange:
+    case Status::Code::kInvalidArgument:
+    case Status::Code::kResourceExhausted:
+      code = static_cast<Status::Code>(answer.reject_code());
+      break;
+    default: break;
   }
+  // A reason from a newer version is left out.
+  const uint32_t reason = answer.reject_reason();
+  return Status(code, answer.reject_message(),
+                reason <= static_cast<uint32_t>(Status::Reason::kStopped) ? static_cast<Status::Reason>(reason)
+                                                                          : Status::Reason::kNone);
 }
 
 size_t ApplyResult::SavedBytes() const {
@@ -177,22 +196,15 @@ void KvStateMachine::ApplyToMap(Command& command, ApplyResult* result) {
   SavedAnswer& answer = result->answer;
   switch (command.op()) {
     case Command::PUT:
-      if (command.lease() != 0 && !leases_.Contains(command.lease())) {
-        Reject(result, Status::Code::kNotFound, "lease " + Hex(command.lease()) + " not found");
-        break;
-      }
-      result->existed = PutKey(std::move(*command.mutable_key()), std::move(*command.mutable_value()),
-                               command.lease(), &changes,
-                               command.prev_kv() ? answer.mutable_prev_kv() : nullptr);
-      if (!result->existed) answer.clear_prev_kv();
+      ApplyPut(command, result, &changes);
       break;
     case Command::DELETE:
       result->existed = DeleteKey(command.key(), &changes, nullptr);
       break;
     case Command::DELETE_RANGE:
       if (command.prev_kv() && command.max_result_bytes() > 0 &&
-          RangeCostLocked(command.key(), command.range_end(), false, false, 0,
-                          command.max_result_bytes()) > command.max_result_bytes()) {
+          RangeCostLocked(command.key(), command.range_end(), command.max_result_bytes()) >
+              command.max_result_bytes()) {
         Reject(result, Status::Code::kResourceExhausted,
                TooLarge("this delete with prev_kv", command.max_result_bytes()));
         break;
@@ -324,42 +336,106 @@ int64_t KvStateMachine::DeleteRangeKeys(const std::string& key, const std::strin
   return static_cast<int64_t>(keys.size());
 }
 
+Status KvStateMachine::CheckPutLocked(const std::string& key, int64_t lease, bool ignore_value,
+                                      bool ignore_lease) const {
+  if (lease != 0 && !leases_.Contains(lease)) return LeaseNotFound(lease);
+  if ((ignore_value || ignore_lease) && data_.find(key) == nullptr) {
+    return Status(Status::Code::kInvalidArgument,
+                  std::string("the key does not exist: a put with ") +
+                      (ignore_value ? "ignore_value" : "ignore_lease") + " keeps its current " +
+                      (ignore_value ? "value" : "lease"),
+                  Status::Reason::kKeyNotFound);
+  }
+  return Status::OK();
+}
+
+namespace {
+
+// What a put keeping the key's value or lease writes: the key's current
+// ones in their place (the key exists: CheckPutLocked).
+void KeepCurrent(const KvRecord* current, bool ignore_value, bool ignore_lease, std::string* value,
+                 int64_t* lease) {
+  if (current == nullptr) return;
+  if (ignore_value) *value = current->value;
+  if (ignore_lease) *lease = current->lease;
+}
+
+}  // namespace
+
+void KvStateMachine::ApplyPut(Command& command, ApplyResult* result, Changes* changes) {
+  Status refused = CheckPutLocked(command.key(), command.lease(), command.ignore_value(),
+                                  command.ignore_lease());
+  if (!refused.ok()) return Reject(result, refused);
+  int64_t lease = command.lease();
+  KeepCurrent(data_.find(command.key()), command.ignore_value(), command.ignore_lease(),
+              command.mutable_value(), &lease);
+  SavedAnswer& answer = result->answer;
+  result->existed = PutKey(std::move(*command.mutable_key()), std::move(*command.mutable_value()),
+                           lease, changes, command.prev_kv() ? answer.mutable_prev_kv() : nullptr);
+  if (!result->existed) answer.clear_prev_kv();
+}
+
 void KvStateMachine::ApplyTxn(Command& command, ApplyResult* result, Changes* changes) {
   TxnRequest& txn = *command.mutable_txn();
-  const bool succeeded = CompareAllLocked(txn);
-  auto& ops = succeeded ? *txn.mutable_success() : *txn.mutable_failure();
+  // Every compare that decides, nested ones included, on the state before
+  // any change (as etcd).
+  std::vector<bool> path;
+  TxnPathLocked(txn, &path);
+  std::vector<const RequestOp*> ops;
+  size_t at = 0;
+  kv_internal::TakenOps(txn, path, &at, &ops);
   // Refused whole before any change: an answer over the entry's budget.
   const size_t budget = command.max_result_bytes();
   if (budget > 0 && EstimateAnswerLocked(ops, budget) > budget) {
     Reject(result, Status::Code::kResourceExhausted, TooLarge("this transaction", budget));
     return;
   }
-  // Refused whole before any change: a put on a lease that does not exist.
-  for (const RequestOp& op : ops) {
-    if (op.has_request_put() && op.request_put().lease() != 0 &&
-        !leases_.Contains(op.request_put().lease())) {
-      Reject(result, Status::Code::kNotFound,
-             "lease " + Hex(op.request_put().lease()) + " not found");
-      return;
-    }
+  // Refused whole before any change: a put on a lease that does not exist,
+  // or keeping the value or lease of a key that does not.
+  for (const RequestOp* op : ops) {
+    if (!op->has_request_put()) continue;
+    const PutRequest& put = op->request_put();
+    Status refused = CheckPutLocked(put.key(), put.lease(), put.ignore_value(), put.ignore_lease());
+    if (!refused.ok()) return Reject(result, refused);
   }
   TxnResponse* resp = result->answer.mutable_txn();
+  at = 0;
+  ApplyTxnOps(txn, path, &at, resp, changes);
+  const int64_t revision = changes->events.empty() ? revision_ : changes->rev;
+  // The nested transactions' answers carry the revision after the whole.
+  std::vector<TxnResponse*> answers{resp};
+  while (!answers.empty()) {
+    TxnResponse* a = answers.back();
+    answers.pop_back();
+    a->mutable_header()->set_revision(revision);
+    for (ResponseOp& r : *a->mutable_responses()) {
+      if (r.has_response_txn()) answers.push_back(r.mutable_response_txn());
+    }
+  }
+}
+
+void KvStateMachine::ApplyTxnOps(TxnRequest& txn, const std::vector<bool>& path, size_t* at,
+                                 TxnResponse* resp, Changes* changes) {
+  const bool succeeded = *at < path.size() && path[*at];
+  ++*at;
   resp->set_succeeded(succeeded);
-  for (RequestOp& op : ops) {
+  for (RequestOp& op : succeeded ? *txn.mutable_success() : *txn.mutable_failure()) {
     ResponseOp* r = resp->add_responses();
     if (op.has_request_range()) {
-      RangeRequest range = op.request_range();
+      RangeRequest& range = *op.mutable_request_range();
       range.set_revision(0);  // the current state: every replica reads alike
-      (void)RangeLocked(range, r->mutable_response_range(), 0);  // bounded by the estimate above
+      (void)RangeLocked(range, r->mutable_response_range(), 0);  // bounded by the estimate
       r->mutable_response_range()->mutable_header()->set_revision(changes->events.empty()
                                                                       ? revision_
                                                                       : changes->rev);
     } else if (op.has_request_put()) {
       PutRequest& put = *op.mutable_request_put();
       PutResponse* pr = r->mutable_response_put();
+      int64_t lease = put.lease();
+      KeepCurrent(data_.find(put.key()), put.ignore_value(), put.ignore_lease(), put.mutable_value(), &lease);
       KeyValue prev;
       const bool existed = PutKey(std::move(*put.mutable_key()), std::move(*put.mutable_value()),
-                                  put.lease(), changes, put.prev_kv() ? &prev : nullptr);
+                                  lease, changes, put.prev_kv() ? &prev : nullptr);
       if (put.prev_kv() && existed) *pr->mutable_prev_kv() = std::move(prev);
       pr->set_revision(changes->rev);
     } else if (op.has_request_delete_range()) {
@@ -367,15 +443,16 @@ void KvStateMachine::ApplyTxn(Command& command, ApplyResult* result, Changes* ch
       DeleteRangeResponse* dr = r->mutable_response_delete_range();
       dr->set_deleted(DeleteRangeKeys(del.key(), del.range_end(), changes,
                                       del.prev_kv() ? dr->mutable_prev_kvs() : nullptr));
+    } else if (op.has_request_txn()) {
+      ApplyTxnOps(*op.mutable_request_txn(), path, at, r->mutable_response_txn(), changes);
     }
   }
-  resp->mutable_header()->set_revision(changes->events.empty() ? revision_ : changes->rev);
 }
 
 void KvStateMachine::ApplyLeaseRevoke(int64_t id, ApplyResult* result, Changes* changes) {
   std::set<std::string> keys;
   if (!leases_.Revoke(id, &keys)) {
-    Reject(result, Status::Code::kNotFound, "lease " + Hex(id) + " not found");
+    Reject(result, LeaseNotFound(id));
     return;
   }
   for (const std::string& k : keys) DeleteKey(k, changes, nullptr);

@@ -125,14 +125,19 @@ class KvStateMachine : public SnapshotTarget {
   std::optional<KvRecord> GetRecord(const std::string& key, int64_t* revision = nullptr) const
       EXCLUDES(mu_);
   // The keys of req's range at req.revision() (0: now), with limit,
-  // keys_only and count_only; resp->header().revision() is the store's
-  // revision. OutOfRange for a revision compacted away or in the future;
-  // ResourceExhausted once the key-values would exceed `max_bytes` (0: no
-  // bound). `limit` bounds the keys copied as the range is walked.
+  // keys_only, count_only, the revision filters and the order asked;
+  // resp->header().revision() is the store's revision. OutOfRange for a
+  // revision compacted away or in the future; ResourceExhausted once the
+  // key-values would exceed `max_bytes` (0: no bound). In key order `limit`
+  // bounds the keys copied as the range is walked; sorted by another target
+  // the whole range is walked first, holding a pointer per key that may be
+  // answered (at most 2 * limit of them, and at most max_bytes / kVisitCost:
+  // RangeBuilder in kv_reads.cc).
   Status Range(const RangeRequest& req, RangeResponse* resp, size_t max_bytes = 0) const
       EXCLUDES(mu_);
-  // A transaction without writes (only ranges), evaluated on the current
-  // state as Apply() would; ResourceExhausted past `max_bytes` in all.
+  // A transaction without writes (only ranges and transactions without
+  // writes), evaluated on the current state as Apply() would;
+  // ResourceExhausted past `max_bytes` in all.
   Status ReadTxn(const TxnRequest& req, TxnResponse* resp, size_t max_bytes = 0) const
       EXCLUDES(mu_);
   // What applying the write transaction `req` now would answer, estimated
@@ -212,17 +217,35 @@ class KvStateMachine : public SnapshotTarget {
   bool DeleteKey(const std::string& key, Changes* changes, KeyValue* prev) REQUIRES(mu_);
   int64_t DeleteRangeKeys(const std::string& key, const std::string& end, Changes* changes,
                           google::protobuf::RepeatedPtrField<KeyValue>* prevs) REQUIRES(mu_);
+  void ApplyPut(Command& command, ApplyResult* result, Changes* changes) REQUIRES(mu_);
   void ApplyTxn(Command& command, ApplyResult* result, Changes* changes) REQUIRES(mu_);
+  // The operations of a transaction's list that `path` chose, nested
+  // transactions included (*at: the next decision of `path`).
+  void ApplyTxnOps(TxnRequest& txn, const std::vector<bool>& path, size_t* at, TxnResponse* resp,
+                   Changes* changes) REQUIRES(mu_);
+  // Why a put (of `key` with `lease`, keeping the key's value or lease when
+  // asked) cannot be applied now, or OK: the lease does not exist, or the
+  // key whose value or lease it keeps does not.
+  Status CheckPutLocked(const std::string& key, int64_t lease, bool ignore_value,
+                        bool ignore_lease) const REQUIRES_SHARED(mu_);
   // The bytes an answer to `ops` could carry (ranges, previous key-values),
   // estimated from above on the current map; stops counting past `budget`.
-  size_t EstimateAnswerLocked(const google::protobuf::RepeatedPtrField<RequestOp>& ops,
-                              size_t budget) const REQUIRES_SHARED(mu_);
-  // The bytes of [key, end) a range would visit (see kVisitCost), stopping
-  // past `budget`.
-  size_t RangeCostLocked(const std::string& key, const std::string& end, bool keys_only,
-                         bool count_only, int64_t limit, size_t budget) const
+  size_t EstimateAnswerLocked(const std::vector<const RequestOp*>& ops, size_t budget) const
+      REQUIRES_SHARED(mu_);
+  // The bytes a range would visit (see kVisitCost), stopping past `budget`.
+  // Sorted by a target other than the key, the range is read to know which
+  // keys it carries (within the budget).
+  size_t RangeCostLocked(const RangeRequest& req, size_t budget) const REQUIRES_SHARED(mu_);
+  // The same for every key-value of [key, end) (previous key-values).
+  size_t RangeCostLocked(const std::string& key, const std::string& end, size_t budget) const
       REQUIRES_SHARED(mu_);
   bool CompareAllLocked(const TxnRequest& txn) const REQUIRES_SHARED(mu_);
+  // The decisions of a transaction and of the nested transactions that run,
+  // in the order they run (its own first), all taken on the state before it
+  // (as etcd).
+  void TxnPathLocked(const TxnRequest& txn, std::vector<bool>* path) const REQUIRES_SHARED(mu_);
+  Status ReadTxnLocked(const TxnRequest& req, TxnResponse* resp, size_t max_bytes, size_t* used) const
+      REQUIRES_SHARED(mu_);
   // Publishes the counters read without the lock.
   void PublishLocked() REQUIRES(mu_);
   void ApplyLeaseRevoke(int64_t id, ApplyResult* result, Changes* changes) REQUIRES(mu_);

@@ -164,14 +164,15 @@ Outcome RaftNode::NotLeaderLocked() const {
   if (out.leader_id != 0 && !address.empty()) {
     out.leader_address = address;
     out.status = Status(Status::Code::kFailedPrecondition,
-                              "not leader; the leader is member " + std::to_string(out.leader_id) +
-                                  " at " + address);
+                        "not leader; the leader is member " + std::to_string(out.leader_id) + " at " + address,
+                        Status::Reason::kNotLeader);
   } else {
     out.leader_id = 0;
     out.status = Status(Status::Code::kUnavailable,
-                              "no leader yet (member " + std::to_string(options_.id) + " is " +
-                                  raft::RoleName(raft_.role()) + " in term " +
-                                  std::to_string(raft_.term()) + "); retry shortly");
+                        "no leader yet (member " + std::to_string(options_.id) + " is " +
+                            raft::RoleName(raft_.role()) + " in term " + std::to_string(raft_.term()) +
+                            "); retry shortly",
+                        Status::Reason::kNoLeader);
   }
   return out;
 }
@@ -186,7 +187,7 @@ void RaftNode::Propose(std::string command, Clock::time_point deadline, OutcomeC
   {
     MutexLock lock(&mu_);
     if (stopping_) {
-      refusal = Failure(Status::Code::kUnavailable, "server is shutting down");
+      refusal = Failure(Status::Code::kUnavailable, "server is shutting down", Status::Reason::kStopped);
     } else {
       raft::ProposeResult r = raft_.Propose(std::move(command));
       if (r.accepted) {
@@ -215,7 +216,7 @@ void RaftNode::ChangeMembership(const raft::MembershipChange& change, Clock::tim
   {
     MutexLock lock(&mu_);
     if (stopping_) {
-      refusal = Failure(Status::Code::kUnavailable, "server is shutting down");
+      refusal = Failure(Status::Code::kUnavailable, "server is shutting down", Status::Reason::kStopped);
     } else {
       raft::ProposeResult r = raft_.ProposeMembershipChange(change);
       if (r.accepted) {
@@ -244,7 +245,7 @@ void RaftNode::TransferLeadership(uint64_t target, Clock::time_point deadline, O
   {
     MutexLock lock(&mu_);
     if (stopping_) {
-      refusal = Failure(Status::Code::kUnavailable, "server is shutting down");
+      refusal = Failure(Status::Code::kUnavailable, "server is shutting down", Status::Reason::kStopped);
     } else if (raft_.role() != raft::Role::kLeader) {
       refusal = NotLeaderLocked();
     } else {
@@ -269,7 +270,7 @@ void RaftNode::ReadIndex(Clock::time_point deadline, OutcomeCallback done) {
   {
     MutexLock lock(&mu_);
     if (stopping_) {
-      refusal = Failure(Status::Code::kUnavailable, "server is shutting down");
+      refusal = Failure(Status::Code::kUnavailable, "server is shutting down", Status::Reason::kStopped);
     } else {
       const uint64_t id = calls_.NextReadId();
       if (raft_.ReadIndex(id)) {

@@ -10,9 +10,9 @@ void RunAll(Completions* completions) {
   completions->clear();
 }
 
-Outcome Failure(Status::Code code, const std::string& message) {
+Outcome Failure(Status::Code code, const std::string& message, Status::Reason reason) {
   Outcome out;
-  out.status = Status(code, message);
+  out.status = Status(code, message, reason);
   return out;
 }
 
@@ -39,8 +39,8 @@ void PendingCalls::WritesApplied(const std::deque<Entry>& entries,
     if (e.term() != it->second.term) {
       // Another leader's entry took this index: the proposal was never committed.
       o.status = Status(Status::Code::kUnavailable,
-                              "leadership changed before the write committed; it was not "
-                              "applied, retry");
+                        "leadership changed before the write committed; it was not applied, retry",
+                        Status::Reason::kLeaderChanged);
       o.not_applied = true;
     } else if (e.type() == ENTRY_CONFIG) {
       // A membership change: committed (the state machine skips it).
@@ -93,8 +93,8 @@ void PendingCalls::ReadFailed(uint64_t id, Completions* out) {
   auto it = reads_.find(id);
   if (it == reads_.end()) return;
   Answer(std::move(it->second.done),
-         Failure(Status::Code::kUnavailable,
-                 "leadership was lost before the read was confirmed; retry"),
+         Failure(Status::Code::kUnavailable, "leadership was lost before the read was confirmed; retry",
+                 Status::Reason::kLeaderChanged),
          out);
   reads_.erase(it);
 }
@@ -180,7 +180,8 @@ void PendingCalls::ExpireDeadlines(Clock::time_point now, Completions* out) {
     }
     Answer(std::move(it->second.done),
            Failure(Status::Code::kDeadlineExceeded,
-                   "write not committed before the deadline; its outcome is unknown"),
+                   "write not committed before the deadline; its outcome is unknown",
+                   Status::Reason::kTimeout),
            out);
     it = writes_.erase(it);
   }
@@ -191,7 +192,7 @@ void PendingCalls::ExpireDeadlines(Clock::time_point now, Completions* out) {
     }
     Answer(std::move(it->second.done),
            Failure(Status::Code::kDeadlineExceeded,
-                   "read not confirmed by a quorum before the deadline"),
+                   "read not confirmed by a quorum before the deadline", Status::Reason::kTimeout),
            out);
     it = reads_.erase(it);
   }
@@ -200,12 +201,14 @@ void PendingCalls::ExpireDeadlines(Clock::time_point now, Completions* out) {
 void PendingCalls::FailAll(Completions* out, std::vector<ReplyCallback>* replies) {
   for (auto& [index, w] : writes_) {
     Answer(std::move(w.done),
-           Failure(Status::Code::kUnavailable, "server is shutting down; outcome unknown"), out);
+           Failure(Status::Code::kUnavailable, "server is shutting down; outcome unknown",
+                   Status::Reason::kStopped),
+           out);
   }
   writes_.clear();
   for (auto& [id, r] : reads_) {
-    Answer(std::move(r.done), Failure(Status::Code::kUnavailable, "server is shutting down"),
-           out);
+    Answer(std::move(r.done),
+           Failure(Status::Code::kUnavailable, "server is shutting down", Status::Reason::kStopped), out);
   }
   reads_.clear();
   confirmed_reads_.clear();

@@ -52,7 +52,8 @@ struct Outcome {
   std::string leader_address;
 };
 using OutcomeCallback = std::function<void(Outcome)>;
-Outcome Failure(Status::Code code, const std::string& message);
+Outcome Failure(Status::Code code, const std::string& message,
+                Status::Reason reason = Status::Reason::kNone);
 
 class PendingCalls {
  public:

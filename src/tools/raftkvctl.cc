@@ -7,6 +7,7 @@
 //                                      the value is standard input, as is
 //   raftkvctl [flags] get KEY [RANGE_END] [--prefix] [--limit=N] [--keys-only]
 //                     [--count-only] [--rev=N] [--print-value-only] [--consistency=l|s]
+//                     [--sort-by=KEY|VERSION|CREATE|MODIFY|VALUE] [--order=ASCEND|DESCEND]
 //                                      each key on one line, its value on the next
 //                                      (--keys-only: an empty line; --print-value-only:
 //                                      values only; --count-only: the count). Nothing,
@@ -195,6 +196,7 @@ const char kUsage[] =
     "                                     with --prev-kv)\n"
     "  raftkvctl [flags] get KEY [RANGE_END] [--prefix] [--limit=N] [--keys-only]\n"
     "                    [--count-only] [--rev=N] [--print-value-only] [--consistency=l|s]\n"
+    "                    [--sort-by=KEY|VERSION|CREATE|MODIFY|VALUE] [--order=ASCEND|DESCEND]\n"
     "                                     each key then its value, one per line; nothing\n"
     "                                     (exit 0) when nothing matches\n"
     "  raftkvctl [flags] del KEY [RANGE_END] [--prefix] [--prev-kv]\n"
@@ -256,6 +258,8 @@ const char kUsage[] =
     "  --rev=N                   get: read at revision N; watch: from revision N\n"
     "  --consistency=l|s         get: linearizable (default) or serializable (any member,\n"
     "                            possibly stale)\n"
+    "  --sort-by=TARGET          get: sort by KEY, VERSION, CREATE, MODIFY or VALUE\n"
+    "  --order=ASCEND|DESCEND    get: the order of the sort (default: ascending)\n"
     "  --prev-kv                 put, del, watch: also print the previous key-values\n"
     "  --lease=HEX               put: attach the key to this lease\n"
     "  --once                    lease keep-alive: renew once\n"
@@ -337,6 +341,7 @@ constexpr CommandOptionSpec kCommandOptions[] = {
     {"consistency", true},      {"prev-kv", false},    {"lease", true},
     {"once", false},            {"keys", false},       {"write-out", true},
     {"cluster", false},         {"data-dir", true},    {"id", true},
+    {"sort-by", true},          {"order", true},
 };
 
 const CommandOptionSpec* FindCommandOption(const std::string& name) {
@@ -549,7 +554,7 @@ int CheckArguments(const CommandLine& line, std::vector<raftkv::BatchOp>* batch_
   } else if (cmd == "get") {
     // KEY [RANGE_END]: checked with --prefix in CmdGet.
     if (!allow({"prefix", "limit", "keys-only", "count-only", "rev", "print-value-only",
-                "consistency"})) {
+                "consistency", "sort-by", "order"})) {
       return Usage(error);
     }
   } else if (cmd == "del") {

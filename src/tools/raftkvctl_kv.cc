@@ -18,6 +18,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gflags/gflags.h>
@@ -109,6 +110,31 @@ bool KeyRange(const std::string& cmd, const std::vector<std::string>& args,
   return true;
 }
 
+// --sort-by and --order, spelled as etcdctl's, into the request.
+bool SortOptions(const CommandOptions& opts, raftkv::RangeRequest* req, std::string* error) {
+  using R = raftkv::RangeRequest;
+  static const std::pair<const char*, R::SortTarget> kTargets[] = {
+      {"KEY", R::KEY}, {"VERSION", R::VERSION}, {"CREATE", R::CREATE}, {"MODIFY", R::MOD}, {"VALUE", R::VALUE}};
+  if (opts.Has("sort-by")) {
+    const std::string by = opts.Value("sort-by");
+    auto it = std::find_if(std::begin(kTargets), std::end(kTargets), [&](const auto& t) { return by == t.first; });
+    if (it == std::end(kTargets)) {
+      *error = "--sort-by takes KEY, VERSION, CREATE, MODIFY or VALUE, not \"" + by + "\"";
+      return false;
+    }
+    req->set_sort_target(it->second);
+  }
+  if (opts.Has("order")) {
+    const std::string order = opts.Value("order");
+    if (order != "ASCEND" && order != "DESCEND") {
+      *error = "--order takes ASCEND or DESCEND, not \"" + order + "\"";
+      return false;
+    }
+    req->set_sort_order(order == "ASCEND" ? R::ASCEND : R::DESCEND);
+  }
+  return true;
+}
+
 int CmdGet(raftkv::KvClient* client, const std::vector<std::string>& args,
            const CommandOptions& opts) {
   std::string error, key, range_end;
@@ -133,6 +159,7 @@ int CmdGet(raftkv::KvClient* client, const std::vector<std::string>& args,
     return Usage("--count-only does not go with --keys-only or --print-value-only");
   }
   raftkv::RangeRequest req;
+  if (!SortOptions(opts, &req, &error)) return Usage(error);
   req.set_key(key);
   req.set_range_end(range_end);
   req.set_limit(limit);

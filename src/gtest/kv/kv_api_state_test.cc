@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gtest/common/temp_dir.h"
+#include "gtest/kv/txn_ops.h"
 #include "storage/file_util.h"
 #include "kv/kv_state_machine.h"
 #include "storage/snapshot_format.h"
@@ -16,14 +17,7 @@ namespace {
 
 class KvApiStateTest : public ::testing::Test {
  protected:
-  ApplyResult Run(const Command& c) {
-    Entry e;
-    e.set_term(1);
-    e.set_index(++index_);
-    e.set_type(ENTRY_COMMAND);
-    e.set_data(c.SerializeAsString());
-    return sm_.Apply(e);
-  }
+  ApplyResult Run(const Command& c) { return testing_txn::ApplyNext(&sm_, &index_, c); }
   ApplyResult Put(const std::string& k, const std::string& v, int64_t lease = 0, bool prev = false) {
     Command c;
     c.set_op(Command::PUT);
@@ -217,47 +211,11 @@ TEST_F(KvApiStateTest, DeleteRangeCountsAndReturnsWhatItDeleted) {
   EXPECT_EQ(Del("d/", "d0").answer.deleted(), 0);
 }
 
-TxnRequest Txn(std::vector<Compare> compares, std::vector<RequestOp> success,
-               std::vector<RequestOp> failure) {
-  TxnRequest t;
-  for (auto& c : compares) *t.add_compare() = c;
-  for (auto& o : success) *t.add_success() = o;
-  for (auto& o : failure) *t.add_failure() = o;
-  return t;
-}
-Compare Cmp(Compare::CompareTarget target, Compare::CompareResult result, const std::string& key,
-            int64_t n, const std::string& value = "") {
-  Compare c;
-  c.set_target(target);
-  c.set_result(result);
-  c.set_key(key);
-  switch (target) {
-    case Compare::VALUE: c.set_value(value); break;
-    case Compare::VERSION: c.set_version(n); break;
-    case Compare::CREATE: c.set_create_revision(n); break;
-    case Compare::MOD: c.set_mod_revision(n); break;
-    case Compare::LEASE: c.set_lease(n); break;
-    default: break;
-  }
-  return c;
-}
-RequestOp PutOp(const std::string& k, const std::string& v) {
-  RequestOp op;
-  op.mutable_request_put()->set_key(k);
-  op.mutable_request_put()->set_value(v);
-  return op;
-}
-RequestOp GetOp(const std::string& k, const std::string& end = "") {
-  RequestOp op;
-  op.mutable_request_range()->set_key(k);
-  op.mutable_request_range()->set_range_end(end);
-  return op;
-}
-RequestOp DelOp(const std::string& k) {
-  RequestOp op;
-  op.mutable_request_delete_range()->set_key(k);
-  return op;
-}
+using testing_txn::Cmp;
+using testing_txn::DelOp;
+using testing_txn::GetOp;
+using testing_txn::PutOp;
+using testing_txn::Txn;
 
 TEST_F(KvApiStateTest, TransactionsCompareThenRunOneListAtomicallyAtOneRevision) {
   Put("k", "v1");  // 1

@@ -255,10 +255,7 @@ void ClientHandlers::HandleTxn(TxnCall* call) {
         TxnResponse resp;
         Status s = node_->state_machine().ReadTxn(call->request(), &resp, options_.max_response_bytes);
         if (!s.ok()) return call->FinishWithError(ToGrpcStatus(s));
-        FillHeader(resp.header().revision(), term, resp.mutable_header());
-        for (ResponseOp& r : *resp.mutable_responses()) {
-          FillHeader(resp.header().revision(), term, r.mutable_response_range()->mutable_header());
-        }
+        FillTxnHeaders(resp.header().revision(), term, &resp);
         call->Finish(resp);
       });
     });
@@ -276,16 +273,23 @@ void ClientHandlers::HandleTxn(TxnCall* call) {
     if (!out.status.ok()) return FinishWithOutcome(call, out);
     TxnResponse resp;
     resp.Swap(out.apply.answer.mutable_txn());
-    FillHeader(resp.header().revision(), out.term, resp.mutable_header());
-    for (ResponseOp& r : *resp.mutable_responses()) {
-      ResponseHeader* h = r.has_response_range() ? r.mutable_response_range()->mutable_header()
-                          : r.has_response_delete_range() ? r.mutable_response_delete_range()->mutable_header()
-                                                          : nullptr;
-      if (h != nullptr) FillHeader(resp.header().revision(), out.term, h);
-    }
+    FillTxnHeaders(resp.header().revision(), out.term, &resp);
     resp.set_index(out.index);
     call->Finish(resp);
   });
+}
+
+void ClientHandlers::FillTxnHeaders(int64_t revision, uint64_t term, TxnResponse* resp) const {
+  FillHeader(revision, term, resp->mutable_header());
+  for (ResponseOp& r : *resp->mutable_responses()) {
+    if (r.has_response_range()) {
+      FillHeader(revision, term, r.mutable_response_range()->mutable_header());
+    } else if (r.has_response_delete_range()) {
+      FillHeader(revision, term, r.mutable_response_delete_range()->mutable_header());
+    } else if (r.has_response_txn()) {  // nested at most kMaxTxnDepth deep
+      FillTxnHeaders(revision, term, r.mutable_response_txn());
+    }
+  }
 }
 
 void ClientHandlers::HandleStatus(StatusCall* call) {

@@ -48,21 +48,26 @@ class ClientHandlers : public KeyValueHandlers {
   void HandleTxn(TxnCall* call);
   // member_id, raft_term and revision of an answer.
   void FillHeader(int64_t revision, uint64_t term, ResponseHeader* header) const;
+  // The same in a transaction's answer and in each of its operations'
+  // (nested transactions included).
+  void FillTxnHeaders(int64_t revision, uint64_t term, TxnResponse* resp) const;
 
 };
 
 // Finishes `call` with the error of `out`, with the trailers a client acts
 // on: the leader's id and address (raftkv-leader-id, raftkv-leader-addr) on
-// FAILED_PRECONDITION, raftkv-not-applied, raftkv-session-expired.
+// FAILED_PRECONDITION, raftkv-not-applied, raftkv-session-expired. `to_grpc`
+// makes the status (an etcd service answers etcd's: etcd_errors.h).
 template <class Call>
-void FinishWithOutcome(Call* call, const Outcome& out) {
+void FinishWithOutcome(Call* call, const Outcome& out,
+                       grpc::Status (*to_grpc)(const Status&) = &ToGrpcStatus) {
   if (out.status.code() == Status::Code::kFailedPrecondition && out.leader_id != 0) {
     call->context().AddTrailingMetadata("raftkv-leader-id", std::to_string(out.leader_id));
     call->context().AddTrailingMetadata("raftkv-leader-addr", out.leader_address);
   }
   if (out.not_applied) call->context().AddTrailingMetadata("raftkv-not-applied", "1");
   if (out.session_expired) call->context().AddTrailingMetadata("raftkv-session-expired", "1");
-  call->FinishWithError(ToGrpcStatus(out.status));
+  call->FinishWithError(to_grpc(out.status));
 }
 
 }  // namespace raftkv

@@ -6,24 +6,7 @@
 namespace raftkv {
 namespace etcd {
 
-namespace {
-
-Status NotYet(const std::string& what) {
-  return Status(Status::Code::kUnimplemented, what + " is not supported by raftkv yet");
-}
-
-}  // namespace
-
 Status ToV1(etcdserverpb::RangeRequest* in, RangeRequest* out) {
-  using E = etcdserverpb::RangeRequest;
-  // Keys come in key order: ascending by key is what is asked, or nothing.
-  const bool key_order = in->sort_order() == E::NONE ||
-                         (in->sort_order() == E::ASCEND && in->sort_target() == E::KEY);
-  if (!key_order) return NotYet("RangeRequest.sort_order/sort_target other than ascending by key");
-  if (in->min_mod_revision() != 0 || in->max_mod_revision() != 0 ||
-      in->min_create_revision() != 0 || in->max_create_revision() != 0) {
-    return NotYet("RangeRequest.min/max_mod/create_revision");
-  }
   out->set_key(std::move(*in->mutable_key()));
   out->set_range_end(std::move(*in->mutable_range_end()));
   out->set_limit(in->limit());
@@ -31,16 +14,23 @@ Status ToV1(etcdserverpb::RangeRequest* in, RangeRequest* out) {
   out->set_serializable(in->serializable());
   out->set_keys_only(in->keys_only());
   out->set_count_only(in->count_only());
+  // The enums have etcd's values on both sides.
+  out->set_sort_order(static_cast<RangeRequest::SortOrder>(in->sort_order()));
+  out->set_sort_target(static_cast<RangeRequest::SortTarget>(in->sort_target()));
+  out->set_min_mod_revision(in->min_mod_revision());
+  out->set_max_mod_revision(in->max_mod_revision());
+  out->set_min_create_revision(in->min_create_revision());
+  out->set_max_create_revision(in->max_create_revision());
   return Status::OK();
 }
 
 Status ToV1(etcdserverpb::PutRequest* in, PutRequest* out) {
-  if (in->ignore_value()) return NotYet("PutRequest.ignore_value");
-  if (in->ignore_lease()) return NotYet("PutRequest.ignore_lease");
   out->set_key(std::move(*in->mutable_key()));
   out->set_value(std::move(*in->mutable_value()));
   out->set_lease(in->lease());
   out->set_prev_kv(in->prev_kv());
+  out->set_ignore_value(in->ignore_value());
+  out->set_ignore_lease(in->ignore_lease());
   return Status::OK();
 }
 
@@ -53,12 +43,12 @@ Status ToV1(etcdserverpb::DeleteRangeRequest* in, DeleteRangeRequest* out) {
 
 namespace {
 
-Status CompareToV1(etcdserverpb::Compare* in, Compare* out) {
-  if (!in->range_end().empty()) return NotYet("Compare.range_end");
+void CompareToV1(etcdserverpb::Compare* in, Compare* out) {
   // The enums have etcd's values on both sides.
   out->set_result(static_cast<Compare::CompareResult>(in->result()));
   out->set_target(static_cast<Compare::CompareTarget>(in->target()));
   out->set_key(std::move(*in->mutable_key()));
+  out->set_range_end(std::move(*in->mutable_range_end()));
   switch (in->target_union_case()) {
     case etcdserverpb::Compare::kVersion:
       out->set_version(in->version());
@@ -78,7 +68,6 @@ Status CompareToV1(etcdserverpb::Compare* in, Compare* out) {
     case etcdserverpb::Compare::TARGET_UNION_NOT_SET:
       break;
   }
-  return Status::OK();
 }
 
 Status OpsToV1(google::protobuf::RepeatedPtrField<etcdserverpb::RequestOp>* in,
@@ -98,7 +87,10 @@ Status OpsToV1(google::protobuf::RepeatedPtrField<etcdserverpb::RequestOp>* in,
         s = ToV1(op.mutable_request_delete_range(), o->mutable_request_delete_range());
         break;
       case etcdserverpb::RequestOp::kRequestTxn:
-        return NotYet("a transaction inside a transaction (RequestOp.request_txn)");
+        // As deep as the request nests (protobuf's parsing bounds it); the
+        // checks refuse what is deeper than kMaxTxnDepth.
+        s = ToV1(op.mutable_request_txn(), o->mutable_request_txn());
+        break;
       case etcdserverpb::RequestOp::REQUEST_NOT_SET:
         break;  // refused by the transaction's checks, as in raftkv.v1
     }
@@ -111,9 +103,7 @@ Status OpsToV1(google::protobuf::RepeatedPtrField<etcdserverpb::RequestOp>* in,
 
 Status ToV1(etcdserverpb::TxnRequest* in, TxnRequest* out) {
   out->mutable_compare()->Reserve(in->compare_size());
-  for (etcdserverpb::Compare& c : *in->mutable_compare()) {
-    if (Status s = CompareToV1(&c, out->add_compare()); !s.ok()) return s;
-  }
+  for (etcdserverpb::Compare& c : *in->mutable_compare()) CompareToV1(&c, out->add_compare());
   if (Status s = OpsToV1(in->mutable_success(), out->mutable_success()); !s.ok()) return s;
   return OpsToV1(in->mutable_failure(), out->mutable_failure());
 }
@@ -162,6 +152,10 @@ void FromV1(TxnResponse* in, const etcdserverpb::ResponseHeader& header,
       case ResponseOp::kResponseDeleteRange:
         FromV1(op.mutable_response_delete_range(), o->mutable_response_delete_range());
         *o->mutable_response_delete_range()->mutable_header() = header;
+        break;
+      case ResponseOp::kResponseTxn:
+        *o->mutable_response_txn()->mutable_header() = header;
+        FromV1(op.mutable_response_txn(), header, o->mutable_response_txn());
         break;
       case ResponseOp::RESPONSE_NOT_SET:
         break;

@@ -3,10 +3,12 @@
 // same state machine and the same log entries as raftkv.v1's, and the
 // answer translated back. Moves keys and values rather than copying them.
 //
-// What raftkv.v1 cannot express yet is refused with UNIMPLEMENTED naming
-// the field (ranges sorted other than by key, the min/max revision filters,
+// Every field of the KV service's requests has its raftkv.v1 counterpart
+// with etcd's meaning (sorted ranges and the min/max revision filters,
 // ignore_value and ignore_lease, compares over a key range, nested
-// transactions), never silently ignored.
+// transactions): nothing is refused here, nothing silently ignored; the
+// checks that follow refuse what etcd refuses (and transactions nested
+// deeper than kv_requests.h's kMaxTxnDepth).
 #pragma once
 
 #include "common/status.h"

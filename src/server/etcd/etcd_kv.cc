@@ -6,7 +6,7 @@
 
 #include "server/api/client_handlers.h"
 #include "server/etcd/etcd_convert.h"
-#include "server/rpc/grpc_status.h"
+#include "server/etcd/etcd_errors.h"
 
 namespace raftkv {
 
@@ -47,11 +47,11 @@ void EtcdKv::HandleRange(RangeCall* call) {
   auto req = std::make_shared<RangeRequest>();
   Status bad = etcd::ToV1(&call->request(), req.get());
   if (bad.ok()) bad = CheckRangeRequest(*req, limits_);
-  if (!bad.ok()) return call->FinishWithError(ToGrpcStatus(bad));
+  if (!bad.ok()) return call->FinishWithError(etcd::ToEtcdStatus(bad));
   auto answer = [this, call, req](uint64_t term) {
     RangeResponse v1;
     Status s = node_->state_machine().Range(*req, &v1, options_.max_response_bytes);
-    if (!s.ok()) return call->FinishWithError(ToGrpcStatus(s));
+    if (!s.ok()) return call->FinishWithError(etcd::ToEtcdStatus(s));
     etcdserverpb::RangeResponse resp;
     FillHeader(node_->id(), v1.header().revision(), term, resp.mutable_header());
     etcd::FromV1(&v1, &resp);
@@ -59,7 +59,7 @@ void EtcdKv::HandleRange(RangeCall* call) {
   };
   if (req->serializable()) return answer(node_->GetStatus().term);
   node_->ReadIndex(Deadline(call->context()), [this, call, req, answer](Outcome out) {
-    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    if (!out.status.ok()) return FinishWithOutcome(call, out, &etcd::ToEtcdStatus);
     if (req->range_end().empty()) return answer(out.term);  // one key: here
     Offload([answer, term = out.term] { answer(term); });
   });
@@ -71,9 +71,9 @@ void EtcdKv::HandlePut(PutCall* call) {
   Command cmd;
   Status bad = etcd::ToV1(&call->request(), &req);
   if (bad.ok()) bad = PutCommand(&req, limits_, &cmd);
-  if (!bad.ok()) return call->FinishWithError(ToGrpcStatus(bad));
+  if (!bad.ok()) return call->FinishWithError(etcd::ToEtcdStatus(bad));
   node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [this, call](Outcome out) {
-    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    if (!out.status.ok()) return FinishWithOutcome(call, out, &etcd::ToEtcdStatus);
     etcdserverpb::PutResponse resp;
     FillHeader(node_->id(), out.apply.answer.revision(), out.term, resp.mutable_header());
     if (out.apply.answer.has_prev_kv()) {
@@ -92,9 +92,9 @@ void EtcdKv::HandleDeleteRange(DeleteRangeCall* call) {
   if (bad.ok() && cmd.prev_kv()) {  // refused before it is proposed, as in raftkv.v1
     bad = node_->state_machine().CheckDeleteAnswer(cmd.key(), cmd.range_end(), cmd.max_result_bytes());
   }
-  if (!bad.ok()) return call->FinishWithError(ToGrpcStatus(bad));
+  if (!bad.ok()) return call->FinishWithError(etcd::ToEtcdStatus(bad));
   node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [this, call](Outcome out) {
-    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    if (!out.status.ok()) return FinishWithOutcome(call, out, &etcd::ToEtcdStatus);
     DeleteRangeResponse v1;
     v1.set_deleted(out.apply.answer.deleted());
     v1.mutable_prev_kvs()->Swap(out.apply.answer.mutable_prev_kvs());
@@ -110,16 +110,16 @@ void EtcdKv::HandleTxn(TxnCall* call) {
   if (Forwarder::MaybeForward<etcdserverpb::KV>(forwarder_, call, "Txn")) return;
   auto txn = std::make_shared<TxnRequest>();
   Status bad = etcd::ToV1(&call->request(), txn.get());
-  if (!bad.ok()) return call->FinishWithError(ToGrpcStatus(bad));
+  if (!bad.ok()) return call->FinishWithError(etcd::ToEtcdStatus(bad));
   if (TxnIsReadOnly(*txn)) return ReadTxn(call, std::move(txn));
   Command cmd;
   bad = TxnCommand(txn.get(), limits_, &cmd);
   // Refused before it is proposed when its answer would be over the bound
   // on the state as it is now (checked again when applied).
   if (bad.ok()) bad = node_->state_machine().CheckTxnAnswer(cmd.txn(), limits_.max_txn_result_bytes);
-  if (!bad.ok()) return call->FinishWithError(ToGrpcStatus(bad));
+  if (!bad.ok()) return call->FinishWithError(etcd::ToEtcdStatus(bad));
   node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [this, call](Outcome out) {
-    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    if (!out.status.ok()) return FinishWithOutcome(call, out, &etcd::ToEtcdStatus);
     TxnResponse* v1 = out.apply.answer.mutable_txn();
     etcdserverpb::TxnResponse resp;
     FillHeader(node_->id(), v1->header().revision(), out.term, resp.mutable_header());
@@ -132,13 +132,13 @@ void EtcdKv::ReadTxn(TxnCall* call, std::shared_ptr<TxnRequest> txn) {
   Command unused;
   TxnRequest copy = *txn;  // TxnCommand moves what it checks
   Status bad = TxnCommand(&copy, limits_, &unused);
-  if (!bad.ok()) return call->FinishWithError(ToGrpcStatus(bad));
+  if (!bad.ok()) return call->FinishWithError(etcd::ToEtcdStatus(bad));
   node_->ReadIndex(Deadline(call->context()), [this, call, txn](Outcome out) {
-    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    if (!out.status.ok()) return FinishWithOutcome(call, out, &etcd::ToEtcdStatus);
     Offload([this, call, txn, term = out.term] {
       TxnResponse v1;
       Status s = node_->state_machine().ReadTxn(*txn, &v1, options_.max_response_bytes);
-      if (!s.ok()) return call->FinishWithError(ToGrpcStatus(s));
+      if (!s.ok()) return call->FinishWithError(etcd::ToEtcdStatus(s));
       etcdserverpb::TxnResponse resp;
       FillHeader(node_->id(), v1.header().revision(), term, resp.mutable_header());
       etcd::FromV1(&v1, resp.header(), &resp);
