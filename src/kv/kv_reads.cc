@@ -298,7 +298,11 @@ Status KvStateMachine::ReadTxnLocked(const TxnRequest& req, TxnResponse* resp, s
       return Status::ResourceExhausted("the transaction's answer exceeds " + std::to_string(max_bytes) +
                                        " bytes (--max_response_bytes); read less in each");
     }
-    Status s = RangeLocked(op.request_range(), r, left);
+    // A range at a past revision (only here: the checks refuse one in a
+    // transaction that writes).
+    const RangeRequest& range = op.request_range();
+    Status s = range.revision() != 0 && range.revision() != revision_ ? RangeAtLocked(range, r, left)
+                                                                      : RangeLocked(range, r, left);
     if (!s.ok()) return s;
     *used += r->ByteSizeLong();
     r->mutable_header()->set_revision(revision_);

@@ -251,6 +251,7 @@ struct TxnWrites {
 struct TxnTally {
   size_t ops = 0;    // compares and operations
   size_t bytes = 0;  // of keys and values
+  bool read_only = false;  // the whole transaction writes nothing
 };
 
 Status WrittenTwice(const std::string& list, const std::string& key, const char* how) {
@@ -289,8 +290,13 @@ Status CheckTxnOp(const RequestOp& op, const RequestLimits& limits, int depth, c
   if (op.has_request_range()) {
     const RangeRequest& r = op.request_range();
     if (Status bad = CheckRangeRequest(r, limits); !bad.ok()) return at(bad);
-    if (r.revision() != 0) {
-      return at(Invalid("a range inside a transaction reads the current revision (revision must be 0)"));
+    // A past revision is read from this member's history window, which is
+    // its own (not replicated): a transaction that writes must not depend
+    // on it, or the members could apply it differently. One without writes
+    // is served by one member, like a range (etcd's STM reads that way).
+    if (r.revision() != 0 && !tally->read_only) {
+      return at(Invalid("a range at a past revision is served only in a transaction without writes "
+                        "(revision must be 0 here)"));
     }
     tally->bytes += r.key().size() + r.range_end().size();
   } else if (op.has_request_put()) {
@@ -424,6 +430,7 @@ Status TxnCommand(TxnRequest* req, const RequestLimits& limits, Command* cmd) {
   const size_t n = static_cast<size_t>(req->compare_size() + req->success_size() + req->failure_size());
   if (n > limits.max_txn_ops) return TooManyOps(n, limits);
   TxnTally tally;
+  tally.read_only = TxnIsReadOnly(*req);
   TxnWrites unused;
   if (Status bad = CheckTxn(*req, limits, 0, "", &tally, &unused); !bad.ok()) return bad;
   if (tally.ops > limits.max_txn_ops) return TooManyOps(tally.ops, limits);

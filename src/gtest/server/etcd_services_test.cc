@@ -330,5 +330,34 @@ TEST_F(EtcdServicesTest, HashKvFollowsTheStateAtARevision) {
   EXPECT_EQ(future.error_message(), "etcdserver: mvcc: required revision is a future revision");
 }
 
+// etcd's STM reads every key at its first read's revision, in a
+// transaction without writes; one that writes may not read the past.
+TEST_F(EtcdServicesTest, ATransactionWithoutWritesReadsAtAPastRevision) {
+  Start();
+  const int64_t old = Put("stm", "old");
+  Put("stm", "new");
+  pb::TxnRequest txn;
+  pb::RangeRequest* get = txn.add_success()->mutable_request_range();
+  get->set_key("stm");
+  get->set_revision(old);
+  get->set_serializable(true);
+  pb::TxnResponse resp;
+  {
+    grpc::ClientContext ctx;
+    grpc::Status s = kv_etcd_->Txn(&ctx, txn, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  ASSERT_EQ(resp.responses_size(), 1);
+  ASSERT_EQ(resp.responses(0).response_range().kvs_size(), 1);
+  EXPECT_EQ(resp.responses(0).response_range().kvs(0).value(), "old");
+  pb::PutRequest* put = txn.add_success()->mutable_request_put();
+  put->set_key("other");
+  put->set_value("v");
+  grpc::ClientContext ctx;
+  grpc::Status s = kv_etcd_->Txn(&ctx, txn, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("past revision"), std::string::npos) << s.error_message();
+}
+
 }  // namespace
 }  // namespace raftkv

@@ -6,6 +6,7 @@
 
 #include "server/api/client_handlers.h"
 #include "server/api/keep_alive_reactor.h"
+#include "server/etcd/etcd_errors.h"
 #include "server/etcd/etcd_kv.h"
 
 namespace raftkv {
@@ -48,7 +49,7 @@ void EtcdLease::HandleGrant(GrantCall* call) {
   req.set_ttl(call->request().ttl());
   req.set_id(call->request().id());
   core_->Grant(req, core_->Deadline(call->context()), [this, call](Outcome out) {
-    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    if (!out.status.ok()) return FinishWithOutcome(call, out, &etcd::ToEtcdStatus);
     pb::LeaseGrantResponse resp;
     FillHeader(0, out.term, resp.mutable_header());
     resp.set_id(out.apply.answer.lease_id());
@@ -60,7 +61,7 @@ void EtcdLease::HandleGrant(GrantCall* call) {
 void EtcdLease::HandleRevoke(RevokeCall* call) {
   if (Forwarder::MaybeForward<pb::Lease>(forwarder_, call, "LeaseRevoke")) return;
   core_->Revoke(call->request().id(), core_->Deadline(call->context()), [this, call](Outcome out) {
-    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    if (!out.status.ok()) return FinishWithOutcome(call, out, &etcd::ToEtcdStatus);
     pb::LeaseRevokeResponse resp;
     FillHeader(out.apply.answer.revision(), out.term, resp.mutable_header());
     call->Finish(resp);
@@ -72,7 +73,7 @@ void EtcdLease::HandleTimeToLive(TtlCall* call) {
   const pb::LeaseTimeToLiveRequest& req = call->request();
   core_->TimeToLive(req.id(), req.keys(), core_->Deadline(call->context()),
                     [this, call](Outcome out, LeaseService::LeaseTtl ttl) {
-                      if (!out.status.ok()) return FinishWithOutcome(call, out);
+                      if (!out.status.ok()) return FinishWithOutcome(call, out, &etcd::ToEtcdStatus);
                       pb::LeaseTimeToLiveResponse resp;
                       FillHeader(0, out.term, resp.mutable_header());
                       resp.set_id(call->request().id());
@@ -86,7 +87,7 @@ void EtcdLease::HandleTimeToLive(TtlCall* call) {
 void EtcdLease::HandleLeases(LeasesCall* call) {
   if (Forwarder::MaybeForward<pb::Lease>(forwarder_, call, "LeaseLeases")) return;
   core_->List(core_->Deadline(call->context()), [this, call](Outcome out, std::vector<int64_t> ids) {
-    if (!out.status.ok()) return FinishWithOutcome(call, out);
+    if (!out.status.ok()) return FinishWithOutcome(call, out, &etcd::ToEtcdStatus);
     pb::LeaseLeasesResponse resp;
     FillHeader(0, out.term, resp.mutable_header());
     for (int64_t id : ids) resp.add_leases()->set_id(id);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "server/api/client_handlers.h"
+#include "server/etcd/etcd_errors.h"
 #include "server/etcd/etcd_kv.h"
 #include "server/rpc/grpc_status.h"
 #include "storage/crc32c.h"
@@ -134,7 +135,7 @@ void EtcdMaintenance::HandleHashKv(HashKvCall* call) {
   for (;;) {
     RangeResponse resp;
     if (Status s = sm.Range(page, &resp, options_.max_response_bytes); !s.ok()) {
-      return call->FinishWithError(ToGrpcStatus(s));
+      return call->FinishWithError(etcd::ToEtcdStatus(s));
     }
     for (const KeyValue& kv : resp.kvs()) {
       crc = ExtendInt(crc, static_cast<int64_t>(kv.key().size()));
@@ -164,7 +165,7 @@ void EtcdMaintenance::HandleMoveLeader(MoveLeaderCall* call) {
   }
   node_->TransferLeadership(target, CallDeadline(call->context(), options_.max_request_timeout_ms),
                             [this, call](Outcome out) {
-                              if (!out.status.ok()) return FinishWithOutcome(call, out);
+                              if (!out.status.ok()) return FinishWithOutcome(call, out, &etcd::ToEtcdStatus);
                               pb::MoveLeaderResponse resp;
                               FillHeader(resp.mutable_header());
                               call->Finish(resp);
