@@ -21,6 +21,8 @@ ME=etcd_clients_test
 source "$REPO_ROOT/scripts/lib/common.sh"
 # shellcheck source-path=SCRIPTDIR source=lib/ports.sh
 source "$REPO_ROOT/scripts/lib/ports.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/etcd.sh
+source "$REPO_ROOT/scripts/lib/etcd.sh"
 
 ALL_CHECKS=kv,mutex,mutex-expiry,election,stm,watch,lease,py-kv,py-watch,py-lock,py-lease
 # python-etcd3 0.12.0 ships protobuf 3 generated modules (protobuf < 4) and
@@ -65,42 +67,6 @@ python3 -m venv "$WORK/venv" || fail "python3 -m venv failed"
 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 \
   "$WORK/venv/bin/python" -m pip install -q "${PY_PINS[@]}" || fail "pip install ${PY_PINS[*]} failed"
 
-# start_etcd_cluster: 3 etcd members on free ports, data under $WORK/etcd
-# (fsync on: no --unsafe-no-fsync), stopped at exit; sets ENDPOINTS.
-ETCD_PIDS=()
-start_etcd_cluster() {
-  local base initial="" i
-  base=$(free_base_port 6)
-  for i in 0 1 2; do
-    initial+="${initial:+,}m$i=http://127.0.0.1:$((base + 4 + i))"
-  done
-  mkdir -p "$WORK/etcd"
-  on_exit _stop_etcd
-  for i in 0 1 2; do
-    local client=http://127.0.0.1:$((base + 1 + i)) peer=http://127.0.0.1:$((base + 4 + i))
-    etcd --name "m$i" --data-dir "$WORK/etcd/m$i" \
-      --listen-client-urls "$client" --advertise-client-urls "$client" \
-      --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
-      --initial-cluster "$initial" --initial-cluster-state new \
-      --initial-cluster-token "etcd-clients-$$" --logger zap \
-      >"$WORK/etcd/m$i.log" 2>&1 &
-    ETCD_PIDS+=($!)
-  done
-  ENDPOINTS=127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2)),127.0.0.1:$((base + 3))
-  wait_for 30 _etcd_healthy || fail "etcd did not become healthy in 30 s (logs in $WORK/etcd)"
-}
-_etcd_healthy() {
-  local ep
-  for ep in ${ENDPOINTS//,/ }; do
-    python3 - "$ep" <<'PY' 2>/dev/null || return 1
-import json, sys, urllib.request
-with urllib.request.urlopen("http://%s/health" % sys.argv[1], timeout=2) as r:
-    sys.exit(0 if json.load(r).get("health") == "true" else 1)
-PY
-  done
-}
-_stop_etcd() { kill_wait TERM "${ETCD_PIDS[@]}"; }
-
 declare -A RESULT  # RESULT[target:check] = PASS or FAIL: why
 
 # run_checks TARGET LIST: both programs against ENDPOINTS; records RESULT.
@@ -138,7 +104,7 @@ for tgt in "${targets[@]}"; do
   list=${checks:-$ALL_CHECKS}
   if [[ $tgt == etcd ]]; then
     step "etcd $(etcd --version | sed -n 's/^etcd Version: //p'): starting 3 members"
-    start_etcd_cluster
+    start_etcd_cluster "$WORK"
   else
     step "raftkv: starting 3 members"
     start_test_cluster 3 etcd_clients

@@ -1,128 +1,171 @@
 #!/usr/bin/env bash
-# etcd's own CLI against raftkv: etcdctl (Debian's etcd-client, API v3) puts,
-# gets, deletes and runs transactions through raftkv's etcd KV service on a
-# 3-member cluster started by scripts/cluster.sh, through every member
-# (followers forward to the leader), and its answers are what etcd answers
-# (revisions counted from the first write, member ids and terms aside).
-# Run by ctest with RAFTKV_BIN_DIR set; skipped (77) without etcdctl.
+# etcd's own CLI against raftkv: the etcdctl (Debian's etcd-client, API v3)
+# commands a user runs -- put, get, del, txn, member list, endpoint status and
+# health, lease, watch, move-leader, compaction, lock, elect -- first against
+# a real 3-member etcd (Debian's etcd-server) and then, the same checks,
+# against a 3-member raftkv cluster started by scripts/cluster.sh, through
+# every member (followers forward to the leader): raftkv prints what etcd
+# prints (revisions counted from the first write, member ids aside).
+# Run by ctest with RAFTKV_BIN_DIR set; skipped (77) without etcdctl or etcd.
 set -euo pipefail
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$REPO_ROOT/scripts/lib/common.sh"
 : "${RAFTKV_BIN_DIR:?set RAFTKV_BIN_DIR to the build directory}"
+# shellcheck source-path=SCRIPTDIR source=lib/ports.sh
+source "$REPO_ROOT/scripts/lib/ports.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/etcd.sh
+source "$REPO_ROOT/scripts/lib/etcd.sh"
 command -v etcdctl >/dev/null 2>&1 || skip "etcdctl not installed (Debian: etcd-client; scripts/install-deps.sh)"
+command -v etcd >/dev/null 2>&1 || skip "etcd not installed (Debian: etcd-server; scripts/install-deps.sh)"
 export ETCDCTL_API=3
-start_test_cluster 3 etcdctl
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/raftkv-etcdctl.XXXXXX")
+remove_at_exit "$WORK" "etcdctl_test: etcd's data and logs kept in $WORK"
 ctl() { etcdctl --dial-timeout=5s --command-timeout=10s "$@"; }
 # The store's revision as an answer's header gives it (etcdctl -w json).
 revision_of() { sed -n 's/.*"revision":\([0-9]*\).*/\1/p' | head -1; }
 
-step "put and get through every member"
-for i in 0 1 2; do
-  out=$(ctl --endpoints="${EP[$i]}" put "via$i" "value$i") || fail "put via ${EP[$i]}"
-  [ "$out" = OK ] || fail "put via ${EP[$i]} printed '$out', expected OK"
-done
-for i in 0 1 2; do
-  out=$(ctl --endpoints="${EP[$(( (i + 1) % 3 ))]}" get "via$i") || fail "get via$i"
-  [ "$out" = "$(printf 'via%s\nvalue%s' "$i" "$i")" ] || fail "get via$i printed '$out'"
-done
-out=$(ctl --endpoints="$ENDPOINTS" get no-such-key) || fail "get of an absent key"
-[ -z "$out" ] || fail "get of an absent key printed '$out'"
+# The checks, against the cluster at ENDPOINTS (EP); $1: a scratch directory.
+suite() {
+  step "put and get through every member"
+  for i in 0 1 2; do
+    out=$(ctl --endpoints="${EP[$i]}" put "via$i" "value$i") || fail "put via ${EP[$i]}"
+    [ "$out" = OK ] || fail "put via ${EP[$i]} printed '$out', expected OK"
+  done
+  for i in 0 1 2; do
+    out=$(ctl --endpoints="${EP[$(( (i + 1) % 3 ))]}" get "via$i") || fail "get via$i"
+    [ "$out" = "$(printf 'via%s\nvalue%s' "$i" "$i")" ] || fail "get via$i printed '$out'"
+  done
+  out=$(ctl --endpoints="$ENDPOINTS" get no-such-key) || fail "get of an absent key"
+  [ -z "$out" ] || fail "get of an absent key printed '$out'"
 
-step "prefix, keys only, limit, count and more (-w json), print-value-only, from-key"
-out=$(ctl --endpoints="$ENDPOINTS" get via --prefix --keys-only) || fail "get --prefix --keys-only"
-[ "$out" = "$(printf 'via0\n\nvia1\n\nvia2\n')" ] || fail "get via --prefix --keys-only printed '$out'"
-out=$(ctl --endpoints="$ENDPOINTS" get via --prefix --print-value-only --limit=2) || fail "get --limit"
-[ "$out" = "$(printf 'value0\nvalue1')" ] || fail "get --limit=2 printed '$out'"
-out=$(ctl --endpoints="$ENDPOINTS" get via --prefix --limit=1 -w json) || fail "get -w json"
-grep -q '"count":3' <<<"$out" || fail "get via --prefix --limit=1 -w json: no count 3 in '$out'"
-grep -q '"more":true' <<<"$out" || fail "get via --prefix --limit=1 -w json: no more in '$out'"
-out=$(ctl --endpoints="$ENDPOINTS" get "" --from-key --keys-only) || fail "get --from-key"
-[ "$(grep -c . <<<"$out")" = 3 ] || fail "get '' --from-key listed '$out'"
+  step "prefix, keys only, limit, count and more (-w json), print-value-only, from-key"
+  out=$(ctl --endpoints="$ENDPOINTS" get via --prefix --keys-only) || fail "get --prefix --keys-only"
+  [ "$out" = "$(printf 'via0\n\nvia1\n\nvia2\n')" ] || fail "get via --prefix --keys-only printed '$out'"
+  out=$(ctl --endpoints="$ENDPOINTS" get via --prefix --print-value-only --limit=2) || fail "get --limit"
+  [ "$out" = "$(printf 'value0\nvalue1')" ] || fail "get --limit=2 printed '$out'"
+  out=$(ctl --endpoints="$ENDPOINTS" get via --prefix --limit=1 -w json) || fail "get -w json"
+  grep -q '"count":3' <<<"$out" || fail "get via --prefix --limit=1 -w json: no count 3 in '$out'"
+  grep -q '"more":true' <<<"$out" || fail "get via --prefix --limit=1 -w json: no more in '$out'"
+  out=$(ctl --endpoints="$ENDPOINTS" get "" --from-key --keys-only) || fail "get --from-key"
+  [ "$(grep -c . <<<"$out")" = 3 ] || fail "get '' --from-key listed '$out'"
 
-step "revisions: one per write, as etcd counts them"
-first=$(ctl --endpoints="$ENDPOINTS" put rev-key a -w json | revision_of)
-[ -n "$first" ] || fail "put -w json gave no revision"
-second=$(ctl --endpoints="$ENDPOINTS" put rev-key b -w json | revision_of)
-[ "$second" = $((first + 1)) ] || fail "second put at revision $second, expected $((first + 1))"
-out=$(ctl --endpoints="$ENDPOINTS" get rev-key --rev="$first" --print-value-only) || fail "get --rev"
-[ "$out" = a ] || fail "get rev-key --rev=$first printed '$out', expected a"
-out=$(ctl --endpoints="$ENDPOINTS" get rev-key -w json) || fail "get -w json"
-grep -q "\"mod_revision\":$second" <<<"$out" || fail "get -w json: no mod_revision $second in '$out'"
-grep -q '"version":2' <<<"$out" || fail "get -w json: version is not 2 in '$out'"
-out=$(ctl --endpoints="${EP[2]}" put rev-key c --prev-kv) || fail "put --prev-kv"
-[ "$out" = "$(printf 'OK\nrev-key\nb')" ] || fail "put --prev-kv printed '$out'"
+  step "revisions: one per write, as etcd counts them"
+  first=$(ctl --endpoints="$ENDPOINTS" put rev-key a -w json | revision_of)
+  [ -n "$first" ] || fail "put -w json gave no revision"
+  second=$(ctl --endpoints="$ENDPOINTS" put rev-key b -w json | revision_of)
+  [ "$second" = $((first + 1)) ] || fail "second put at revision $second, expected $((first + 1))"
+  out=$(ctl --endpoints="$ENDPOINTS" get rev-key --rev="$first" --print-value-only) || fail "get --rev"
+  [ "$out" = a ] || fail "get rev-key --rev=$first printed '$out', expected a"
+  out=$(ctl --endpoints="$ENDPOINTS" get rev-key -w json) || fail "get -w json"
+  grep -q "\"mod_revision\":$second" <<<"$out" || fail "get -w json: no mod_revision $second in '$out'"
+  grep -q '"version":2' <<<"$out" || fail "get -w json: version is not 2 in '$out'"
+  out=$(ctl --endpoints="${EP[2]}" put rev-key c --prev-kv) || fail "put --prev-kv"
+  [ "$out" = "$(printf 'OK\nrev-key\nb')" ] || fail "put --prev-kv printed '$out'"
 
-step "del, del --prefix --prev-kv"
-out=$(ctl --endpoints="$ENDPOINTS" del via0) || fail "del via0"
-[ "$out" = 1 ] || fail "del via0 printed '$out', expected 1"
-out=$(ctl --endpoints="$ENDPOINTS" del via --prefix --prev-kv) || fail "del --prefix --prev-kv"
-[ "$out" = "$(printf '2\nvia1\nvalue1\nvia2\nvalue2')" ] || fail "del --prefix --prev-kv printed '$out'"
-out=$(ctl --endpoints="$ENDPOINTS" del via --prefix) || fail "del of nothing"
-[ "$out" = 0 ] || fail "del of nothing printed '$out', expected 0"
+  step "del, del --prefix --prev-kv"
+  out=$(ctl --endpoints="$ENDPOINTS" del via0) || fail "del via0"
+  [ "$out" = 1 ] || fail "del via0 printed '$out', expected 1"
+  out=$(ctl --endpoints="$ENDPOINTS" del via --prefix --prev-kv) || fail "del --prefix --prev-kv"
+  [ "$out" = "$(printf '2\nvia1\nvalue1\nvia2\nvalue2')" ] || fail "del --prefix --prev-kv printed '$out'"
+  out=$(ctl --endpoints="$ENDPOINTS" del via --prefix) || fail "del of nothing"
+  [ "$out" = 0 ] || fail "del of nothing printed '$out', expected 0"
 
-step "txn"
-out=$(printf 'value("rev-key") = "c"\n\nput txn-key yes\nget rev-key\n\nput txn-key no\n\n' |
-  ctl --endpoints="${EP[1]}" txn) || fail "txn"
-[ "$out" = "$(printf 'SUCCESS\n\nOK\n\nrev-key\nc')" ] || fail "txn printed '$out'"
-out=$(printf 'mod("rev-key") < "1"\n\nput txn-key yes\n\nput txn-key no\n\n' |
-  ctl --endpoints="$ENDPOINTS" txn) || fail "txn (failure branch)"
-[ "$out" = "$(printf 'FAILURE\n\nOK')" ] || fail "txn (failure branch) printed '$out'"
-out=$(ctl --endpoints="$ENDPOINTS" get txn-key --print-value-only) || fail "get txn-key"
-[ "$out" = no ] || fail "txn-key is '$out', expected no"
+  step "txn"
+  out=$(printf 'value("rev-key") = "c"\n\nput txn-key yes\nget rev-key\n\nput txn-key no\n\n' |
+    ctl --endpoints="${EP[1]}" txn) || fail "txn"
+  [ "$out" = "$(printf 'SUCCESS\n\nOK\n\nrev-key\nc')" ] || fail "txn printed '$out'"
+  out=$(printf 'mod("rev-key") < "1"\n\nput txn-key yes\n\nput txn-key no\n\n' |
+    ctl --endpoints="$ENDPOINTS" txn) || fail "txn (failure branch)"
+  [ "$out" = "$(printf 'FAILURE\n\nOK')" ] || fail "txn (failure branch) printed '$out'"
+  out=$(ctl --endpoints="$ENDPOINTS" get txn-key --print-value-only) || fail "get txn-key"
+  [ "$out" = no ] || fail "txn-key is '$out', expected no"
 
-step "member list, endpoint status and health"
-out=$(ctl --endpoints="$ENDPOINTS" member list) || fail "member list"
-[ "$(grep -c ', started, ' <<<"$out")" = 3 ] || fail "member list printed '$out'"
-for ep in "${EP[@]}"; do
-  grep -q "http://$ep, http://$ep, false" <<<"$out" || fail "member list lacks $ep: '$out'"
-done
-out=$(ctl --endpoints="$ENDPOINTS" endpoint status) || fail "endpoint status"
-[ "$(grep -c ', true, false, ' <<<"$out")" = 1 ] || fail "endpoint status shows no single leader: '$out'"
-leader_ep=$(awk -F', ' '$5 == "true" {print $1}' <<<"$out")
-ctl --endpoints="$ENDPOINTS" endpoint health >/dev/null 2>&1 || fail "endpoint health"
+  step "member list, endpoint status and health"
+  out=$(ctl --endpoints="$ENDPOINTS" member list) || fail "member list"
+  [ "$(grep -c ', started, ' <<<"$out")" = 3 ] || fail "member list printed '$out'"
+  for ep in "${EP[@]}"; do
+    grep -q "http://$ep, false$" <<<"$out" || fail "member list lacks client URL $ep: '$out'"
+  done
+  out=$(ctl --endpoints="$ENDPOINTS" endpoint status) || fail "endpoint status"
+  [ "$(grep -c ', true, false, ' <<<"$out")" = 1 ] || fail "endpoint status shows no single leader: '$out'"
+  leader_ep=$(awk -F', ' '$5 == "true" {print $1}' <<<"$out")
+  ctl --endpoints="$ENDPOINTS" endpoint health >/dev/null 2>&1 || fail "endpoint health"
 
-step "lease grant, put --lease, timetolive --keys, keep-alive --once, list, revoke"
-out=$(ctl --endpoints="${EP[0]}" lease grant 60) || fail "lease grant"
-lease=$(sed -n 's/^lease \([0-9a-f]*\) granted with TTL(60s)$/\1/p' <<<"$out")
-[ -n "$lease" ] || fail "lease grant printed '$out'"
-ctl --endpoints="${EP[1]}" put --lease="$lease" leased-key v >/dev/null || fail "put --lease"
-out=$(ctl --endpoints="${EP[2]}" lease timetolive "$lease" --keys) || fail "lease timetolive"
-grep -q "granted with TTL(60s), remaining([0-9]*s), attached keys(\[leased-key\])" <<<"$out" ||
-  fail "lease timetolive printed '$out'"
-out=$(ctl --endpoints="${EP[1]}" lease keep-alive --once "$lease") || fail "lease keep-alive --once"
-[ "$out" = "lease $lease keepalived with TTL(60)" ] || fail "lease keep-alive --once printed '$out'"
-out=$(ctl --endpoints="$ENDPOINTS" lease list) || fail "lease list"
-[ "$out" = "$(printf 'found 1 leases\n%s' "$lease")" ] || fail "lease list printed '$out'"
-out=$(ctl --endpoints="$ENDPOINTS" lease revoke "$lease") || fail "lease revoke"
-[ "$out" = "lease $lease revoked" ] || fail "lease revoke printed '$out'"
-out=$(ctl --endpoints="$ENDPOINTS" get leased-key) || fail "get leased-key"
-[ -z "$out" ] || fail "the revoked lease's key is still there: '$out'"
+  step "lease grant, put --lease, timetolive --keys, keep-alive --once, list, revoke"
+  out=$(ctl --endpoints="${EP[0]}" lease grant 60) || fail "lease grant"
+  lease=$(sed -n 's/^lease \([0-9a-f]*\) granted with TTL(60s)$/\1/p' <<<"$out")
+  [ -n "$lease" ] || fail "lease grant printed '$out'"
+  ctl --endpoints="${EP[1]}" put --lease="$lease" leased-key v >/dev/null || fail "put --lease"
+  out=$(ctl --endpoints="${EP[2]}" lease timetolive "$lease" --keys) || fail "lease timetolive"
+  grep -q "granted with TTL(60s), remaining([0-9]*s), attached keys(\[leased-key\])" <<<"$out" ||
+    fail "lease timetolive printed '$out'"
+  out=$(ctl --endpoints="${EP[1]}" lease keep-alive --once "$lease") || fail "lease keep-alive --once"
+  [ "$out" = "lease $lease keepalived with TTL(60)" ] || fail "lease keep-alive --once printed '$out'"
+  out=$(ctl --endpoints="$ENDPOINTS" lease list) || fail "lease list"
+  [ "$out" = "$(printf 'found 1 leases\n%s' "$lease")" ] || fail "lease list printed '$out'"
+  out=$(ctl --endpoints="$ENDPOINTS" lease revoke "$lease") || fail "lease revoke"
+  [ "$out" = "lease $lease revoked" ] || fail "lease revoke printed '$out'"
+  out=$(ctl --endpoints="$ENDPOINTS" get leased-key) || fail "get leased-key"
+  [ -z "$out" ] || fail "the revoked lease's key is still there: '$out'"
 
-step "watch --prefix from a revision, on a follower"
-from=$(ctl --endpoints="$ENDPOINTS" put w/1 a -w json | revision_of)
-ctl --endpoints="$ENDPOINTS" del w/1 >/dev/null || fail "del w/1"
-ctl --endpoints="$ENDPOINTS" put w/2 b >/dev/null || fail "put w/2"
-follower=${EP[0]}
-[ "$follower" != "$leader_ep" ] || follower=${EP[1]}
-out=$(timeout 5 etcdctl --endpoints="$follower" watch w/ --prefix --rev="$from" 2>&1 || true)
-[ "$out" = "$(printf 'PUT\nw/1\na\nDELETE\nw/1\n\nPUT\nw/2\nb')" ] || fail "watch printed '$out'"
+  step "watch --prefix from a revision, on a follower"
+  from=$(ctl --endpoints="$ENDPOINTS" put w/1 a -w json | revision_of)
+  ctl --endpoints="$ENDPOINTS" del w/1 >/dev/null || fail "del w/1"
+  ctl --endpoints="$ENDPOINTS" put w/2 b >/dev/null || fail "put w/2"
+  follower=${EP[0]}
+  [ "$follower" != "$leader_ep" ] || follower=${EP[1]}
+  out=$(timeout 5 etcdctl --endpoints="$follower" watch w/ --prefix --rev="$from" 2>&1 || true)
+  [ "$out" = "$(printf 'PUT\nw/1\na\nDELETE\nw/1\n\nPUT\nw/2\nb')" ] || fail "watch printed '$out'"
 
-step "move-leader"
-target=$(ctl --endpoints="$ENDPOINTS" member list | awk -F', ' -v l="http://$leader_ep" '$4 != l {print $1; exit}')
-out=$(ctl --endpoints="$leader_ep" move-leader "$target") || fail "move-leader $target"
-grep -q "^Leadership transferred from [0-9a-f]* to $target$" <<<"$out" || fail "move-leader printed '$out'"
-out=$(ctl --endpoints="$ENDPOINTS" endpoint status) || fail "endpoint status after move-leader"
-[ "$(awk -F', ' '$5 == "true" {print $2}' <<<"$out")" = "$target" ] || fail "member $target does not lead: '$out'"
+  step "move-leader"
+  target=$(ctl --endpoints="$ENDPOINTS" member list | awk -F', ' -v l="http://$leader_ep" '$5 != l {print $1; exit}')
+  out=$(ctl --endpoints="$leader_ep" move-leader "$target") || fail "move-leader $target"
+  grep -q "^Leadership transferred from [0-9a-f]* to $target$" <<<"$out" || fail "move-leader printed '$out'"
+  out=$(ctl --endpoints="$ENDPOINTS" endpoint status) || fail "endpoint status after move-leader"
+  [ "$(awk -F', ' '$5 == "true" {print $2}' <<<"$out")" = "$target" ] || fail "member $target does not lead: '$out'"
 
-step "sorted gets: by modification and by creation"
-for k in sort/b sort/a sort/c sort/b; do
-  ctl --endpoints="$ENDPOINTS" put "$k" "$k" >/dev/null || fail "put $k"
-done
-out=$(ctl --endpoints="$ENDPOINTS" get sort/ --prefix --sort-by=MODIFY --order=DESCEND --keys-only) ||
-  fail "get --sort-by=MODIFY --order=DESCEND"
-[ "$out" = "$(printf 'sort/b\n\nsort/c\n\nsort/a\n')" ] || fail "get --sort-by=MODIFY --order=DESCEND printed '$out'"
-out=$(ctl --endpoints="$ENDPOINTS" get sort/ --prefix --sort-by=CREATE --order=ASCEND --keys-only) ||
-  fail "get --sort-by=CREATE --order=ASCEND"
-[ "$out" = "$(printf 'sort/b\n\nsort/a\n\nsort/c\n')" ] || fail "get --sort-by=CREATE --order=ASCEND printed '$out'"
-echo "etcdctl_test: OK (etcdctl $(etcdctl version | sed -n 's/^etcdctl version: //p') against raftkv)"
+  step "sorted gets: by modification and by creation"
+  for k in sort/b sort/a sort/c sort/b; do
+    ctl --endpoints="$ENDPOINTS" put "$k" "$k" >/dev/null || fail "put $k"
+  done
+  out=$(ctl --endpoints="$ENDPOINTS" get sort/ --prefix --sort-by=MODIFY --order=DESCEND --keys-only) ||
+    fail "get --sort-by=MODIFY --order=DESCEND"
+  [ "$out" = "$(printf 'sort/b\n\nsort/c\n\nsort/a\n')" ] || fail "get --sort-by=MODIFY --order=DESCEND printed '$out'"
+  out=$(ctl --endpoints="$ENDPOINTS" get sort/ --prefix --sort-by=CREATE --order=ASCEND --keys-only) ||
+    fail "get --sort-by=CREATE --order=ASCEND"
+  [ "$out" = "$(printf 'sort/b\n\nsort/a\n\nsort/c\n')" ] || fail "get --sort-by=CREATE --order=ASCEND printed '$out'"
+
+  step "compaction"
+  rev=$(ctl --endpoints="$ENDPOINTS" put cmp a -w json | revision_of)
+  ctl --endpoints="$ENDPOINTS" put cmp b >/dev/null || fail "put cmp b"
+  out=$(ctl --endpoints="$ENDPOINTS" compaction "$((rev + 1))") || fail "compaction"
+  [ "$out" = "compacted revision $((rev + 1))" ] || fail "compaction printed '$out'"
+  out=$(ctl --endpoints="$ENDPOINTS" get cmp --rev="$((rev + 1))" --print-value-only) || fail "get at the compact revision"
+  [ "$out" = b ] || fail "get cmp at the compact revision printed '$out'"
+  if out=$(ctl --endpoints="$ENDPOINTS" get cmp --rev="$rev" 2>&1); then fail "a compacted read succeeded: '$out'"; fi
+  grep -q "etcdserver: mvcc: required revision has been compacted" <<<"$out" || fail "compacted read: '$out'"
+
+  step "lock and elect (clientv3's concurrency recipes)"
+  out=$(ctl --endpoints="$ENDPOINTS" lock etcdctl-lock echo held) || fail "lock"
+  [ "$out" = held ] || fail "lock printed '$out'"
+  timeout 10 etcdctl --endpoints="${EP[0]}" elect etcdctl-election first >"$1/elect.out" 2>&1 &
+  campaign=$!
+  wait_for 8 grep -q first "$1/elect.out" || fail "elect: no leader proclaimed: $(cat "$1/elect.out")"
+  out=$(timeout 3 etcdctl --endpoints="${EP[1]}" elect -l etcdctl-election 2>/dev/null || true)
+  if ! grep -q "^etcdctl-election/[0-9a-f]*$" <<<"$out" || ! grep -q "^first$" <<<"$out"; then
+    fail "elect -l printed '$out'"
+  fi
+  kill "$campaign" 2>/dev/null || true
+  wait "$campaign" 2>/dev/null || true
+}
+
+step "etcd $(etcd --version | sed -n 's/^etcd Version: //p'): starting 3 members"
+start_etcd_cluster "$WORK"
+mkdir -p "$WORK/on-etcd" "$WORK/on-raftkv"
+suite "$WORK/on-etcd"
+_stop_etcd
+step "raftkv: starting 3 members"
+start_test_cluster 3 etcdctl
+suite "$WORK/on-raftkv"
+echo "etcdctl_test: OK (etcdctl $(etcdctl version | sed -n 's/^etcdctl version: //p') against etcd $(etcd --version | sed -n 's/^etcd Version: //p') and raftkv)"

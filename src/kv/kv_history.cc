@@ -33,6 +33,14 @@ void KvHistory::AppendRevision(std::deque<KvEvent>* events) {
   Trim();
 }
 
+void KvHistory::CompactThrough(int64_t revision) {
+  while (!events_.empty() && events_.front().revision <= revision) {
+    bytes_ -= events_.front().Bytes();
+    events_.pop_front();
+  }
+  compacted_ = std::max(compacted_, revision);
+}
+
 size_t KvHistory::LowerBound(int64_t revision) const {
   auto it = std::lower_bound(events_.begin(), events_.end(), revision,
                              [](const KvEvent& e, int64_t r) { return e.revision < r; });

@@ -45,6 +45,9 @@ class KvHistory {
   void SetLimits(size_t max_revisions, size_t max_bytes);
   // Drops every event: the history now starts after `compacted`.
   void Reset(int64_t compacted);
+  // Drops every event with a revision <= `revision` (an explicit
+  // compaction); the history then starts after it.
+  void CompactThrough(int64_t revision);
   // Appends the events of one revision (all with the same revision, above
   // every event kept), then trims to the window.
   void AppendRevision(std::deque<KvEvent>* events);

@@ -25,7 +25,7 @@ namespace {
 bool IsDataOp(Command::Op op) {
   return op == Command::PUT || op == Command::DELETE || op == Command::CAS ||
          op == Command::BATCH || op == Command::TXN || op == Command::DELETE_RANGE ||
-         op == Command::LEASE_GRANT || op == Command::LEASE_REVOKE;
+         op == Command::LEASE_GRANT || op == Command::LEASE_REVOKE || op == Command::COMPACT;
 }
 
 std::string Hex(int64_t id) {
@@ -266,6 +266,9 @@ void KvStateMachine::ApplyToMap(Command& command, ApplyResult* result) {
       ApplyLeaseRevoke(command.lease(), result, &changes);
       break;
     }
+    case Command::COMPACT:
+      ApplyCompact(command.compact_revision(), result);
+      break;
     default:
       break;
   }
@@ -274,6 +277,23 @@ void KvStateMachine::ApplyToMap(Command& command, ApplyResult* result) {
     history_.AppendRevision(&changes.events);
   }
   answer.set_revision(revision_);
+}
+
+// As etcd: reads at `revision` and later are still served, earlier ones
+// are compacted; compacting through it again is refused.
+void KvStateMachine::ApplyCompact(int64_t revision, ApplyResult* result) {
+  if (revision > revision_) {
+    Reject(result, Status::OutOfRange("cannot compact through revision " + std::to_string(revision) +
+                                      ": the store is at " + std::to_string(revision_))
+                       .WithReason(Status::Reason::kFutureRevision));
+  } else if (revision <= history_.compacted()) {
+    Reject(result, Status::OutOfRange("revision " + std::to_string(revision) +
+                                      " is compacted already; the oldest revision kept is " +
+                                      std::to_string(history_.compacted()))
+                       .WithReason(Status::Reason::kCompacted));
+  } else {
+    history_.CompactThrough(revision);
+  }
 }
 
 bool KvStateMachine::PutKey(std::string key, std::string value, int64_t lease, Changes* changes,

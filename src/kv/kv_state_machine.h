@@ -249,6 +249,7 @@ class KvStateMachine : public SnapshotTarget {
   // Publishes the counters read without the lock.
   void PublishLocked() REQUIRES(mu_);
   void ApplyLeaseRevoke(int64_t id, ApplyResult* result, Changes* changes) REQUIRES(mu_);
+  void ApplyCompact(int64_t revision, ApplyResult* result) REQUIRES(mu_);
   bool CompareHolds(const Compare& c) const REQUIRES_SHARED(mu_);
   // Range over the current map, with its answer bounded by max_bytes (0:
   // none).

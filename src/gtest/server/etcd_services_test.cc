@@ -292,14 +292,6 @@ TEST_F(EtcdServicesTest, StatusMembersAndAuthAsEtcdToolsReadThem) {
   EXPECT_EQ(refused.error_message(), "etcdserver: authentication is not enabled");
 
   // What is not served answers at once, not when the deadline passes.
-  grpc::ClientContext c;
-  c.set_deadline(In(10s));
-  pb::CompactionRequest compact;
-  compact.set_revision(1);
-  pb::CompactionResponse compacted;
-  const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(kv_etcd_->Compact(&c, compact, &compacted).error_code(), grpc::StatusCode::UNIMPLEMENTED);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
   grpc::ClientContext h;
   pb::HashResponse hash;
   EXPECT_EQ(maintenance_->Hash(&h, pb::HashRequest(), &hash).error_code(), grpc::StatusCode::UNIMPLEMENTED);
@@ -357,6 +349,53 @@ TEST_F(EtcdServicesTest, ATransactionWithoutWritesReadsAtAPastRevision) {
   grpc::Status s = kv_etcd_->Txn(&ctx, txn, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("past revision"), std::string::npos) << s.error_message();
+}
+
+TEST_F(EtcdServicesTest, CompactDropsTheHistoryAsEtcdDoes) {
+  Start();
+  const int64_t r1 = Put("c", "1");
+  const int64_t r2 = Put("c", "2");
+  const int64_t r3 = Put("c", "3");
+  auto compact = [&](int64_t revision) {
+    grpc::ClientContext ctx;
+    pb::CompactionRequest req;
+    req.set_revision(revision);
+    pb::CompactionResponse resp;
+    return kv_etcd_->Compact(&ctx, req, &resp);
+  };
+  auto read_at = [&](int64_t revision, std::string* value) {
+    grpc::ClientContext ctx;
+    pb::RangeRequest req;
+    req.set_key("c");
+    req.set_revision(revision);
+    pb::RangeResponse resp;
+    grpc::Status s = kv_etcd_->Range(&ctx, req, &resp);
+    if (s.ok() && resp.kvs_size() == 1) *value = resp.kvs(0).value();
+    return s;
+  };
+  grpc::Status s = compact(r3 + 5);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_EQ(s.error_message(), "etcdserver: mvcc: required revision is a future revision");
+  ASSERT_TRUE(compact(r2).ok());
+  std::string value;
+  ASSERT_TRUE(read_at(r2, &value).ok());
+  EXPECT_EQ(value, "2");
+  s = read_at(r1, &value);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_EQ(s.error_message(), "etcdserver: mvcc: required revision has been compacted");
+  s = compact(r2);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_EQ(s.error_message(), "etcdserver: mvcc: required revision has been compacted");
+  // A watch from before the compaction is cancelled with where to resume.
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(20s));
+  std::unique_ptr<WatchStream> stream = watch_->Watch(&ctx);
+  Create(stream.get(), "c", "", r1);
+  EXPECT_TRUE(Next(stream.get()).created());
+  pb::WatchResponse r = Next(stream.get());
+  EXPECT_TRUE(r.canceled());
+  EXPECT_EQ(r.compact_revision(), r2 + 1);
+  ctx.TryCancel();
 }
 
 }  // namespace

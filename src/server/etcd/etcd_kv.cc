@@ -28,6 +28,8 @@ void EtcdKv::Register(EtcdKvService* service, int busy, AsyncMethods* methods) {
       [this](DeleteRangeCall* call) { HandleDeleteRange(call); });
   methods->Add<pb::TxnRequest, pb::TxnResponse>(service, &S::RequestTxn, name("Txn"), c, some,
                                                 [this](TxnCall* call) { HandleTxn(call); });
+  methods->Add<pb::CompactionRequest, pb::CompactionResponse>(
+      service, &S::RequestCompact, name("Compact"), c, 2, [this](CompactCall* call) { HandleCompact(call); });
 }
 
 void EtcdKv::FillHeader(uint64_t member_id, int64_t revision, uint64_t term,
@@ -124,6 +126,23 @@ void EtcdKv::HandleTxn(TxnCall* call) {
     etcdserverpb::TxnResponse resp;
     FillHeader(node_->id(), v1->header().revision(), out.term, resp.mutable_header());
     etcd::FromV1(v1, resp.header(), &resp);
+    call->Finish(resp);
+  });
+}
+
+void EtcdKv::HandleCompact(CompactCall* call) {
+  if (Forwarder::MaybeForward<etcdserverpb::KV>(forwarder_, call, "Compact")) return;
+  if (call->request().revision() <= 0) {
+    return call->FinishWithError(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "revision must be > 0"));
+  }
+  // Applied at once whether `physical` or not: the history is in memory.
+  Command cmd;
+  cmd.set_op(Command::COMPACT);
+  cmd.set_compact_revision(call->request().revision());
+  node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [this, call](Outcome out) {
+    if (!out.status.ok()) return FinishWithOutcome(call, out, &etcd::ToEtcdStatus);
+    etcdserverpb::CompactionResponse resp;
+    FillHeader(node_->id(), out.apply.answer.revision(), out.term, resp.mutable_header());
     call->Finish(resp);
   });
 }

@@ -15,10 +15,7 @@
 
 namespace raftkv {
 
-// The methods served (Compact is not yet: gRPC's generated answer,
-// UNIMPLEMENTED, instead of a call left waiting for a handler).
-using EtcdKvService = etcdserverpb::KV::WithAsyncMethod_Range<etcdserverpb::KV::WithAsyncMethod_Put<
-    etcdserverpb::KV::WithAsyncMethod_DeleteRange<etcdserverpb::KV::WithAsyncMethod_Txn<etcdserverpb::KV::Service>>>>;
+using EtcdKvService = etcdserverpb::KV::AsyncService;
 
 class EtcdKv : public KeyValueHandlers {
  public:
@@ -37,11 +34,14 @@ class EtcdKv : public KeyValueHandlers {
   using PutCall = UnaryCall<etcdserverpb::PutRequest, etcdserverpb::PutResponse>;
   using DeleteRangeCall = UnaryCall<etcdserverpb::DeleteRangeRequest, etcdserverpb::DeleteRangeResponse>;
   using TxnCall = UnaryCall<etcdserverpb::TxnRequest, etcdserverpb::TxnResponse>;
+  using CompactCall = UnaryCall<etcdserverpb::CompactionRequest, etcdserverpb::CompactionResponse>;
 
   void HandleRange(RangeCall* call);
   void HandlePut(PutCall* call);
   void HandleDeleteRange(DeleteRangeCall* call);
   void HandleTxn(TxnCall* call);
+  // Through the log: every member drops the same history.
+  void HandleCompact(CompactCall* call);
   // A transaction without writes: ReadIndex, then this member's state.
   void ReadTxn(TxnCall* call, std::shared_ptr<TxnRequest> txn);
 };
