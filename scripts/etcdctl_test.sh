@@ -136,6 +136,11 @@ suite() {
     fail "get --sort-by=CREATE --order=ASCEND"
   [ "$out" = "$(printf 'sort/b\n\nsort/a\n\nsort/c\n')" ] || fail "get --sort-by=CREATE --order=ASCEND printed '$out'"
 
+  step "snapshot save (one endpoint)"
+  out=$(ctl --endpoints="${EP[1]}" snapshot save "$1/snap.db") || fail "snapshot save"
+  grep -q "^Snapshot saved at $1/snap.db$" <<<"$out" || fail "snapshot save printed '$out'"
+  [ -s "$1/snap.db" ] || fail "snapshot save left no file"
+
   step "compaction"
   rev=$(ctl --endpoints="$ENDPOINTS" put cmp a -w json | revision_of)
   ctl --endpoints="$ENDPOINTS" put cmp b >/dev/null || fail "put cmp b"
@@ -168,4 +173,8 @@ _stop_etcd
 step "raftkv: starting 3 members"
 start_test_cluster 3 etcdctl
 suite "$WORK/on-raftkv"
+step "raftkv: etcdctl's snapshot file restores a member (raftkvctl snapshot restore)"
+printf '1 127.0.0.1:1\n' >"$WORK/restore.conf"
+"$RAFTKV_BIN_DIR/raftkvctl" snapshot restore "$WORK/on-raftkv/snap.db" --data-dir="$WORK/restored" --id=1 \
+  --cluster_file="$WORK/restore.conf" || fail "raftkvctl snapshot restore of etcdctl's file"
 echo "etcdctl_test: OK (etcdctl $(etcdctl version | sed -n 's/^etcdctl version: //p') against etcd $(etcd --version | sed -n 's/^etcd Version: //p') and raftkv)"

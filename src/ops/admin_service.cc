@@ -205,12 +205,34 @@ grpc::Status AdminServiceImpl::TakeSnapshot(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::SnapshotSave(grpc::ServerContext* context,
                                             const SnapshotSaveRequest* /*request*/,
                                             grpc::ServerWriter<SnapshotSaveResponse>* writer) {
-  return Serve(*context, Caller::kAdmin, methods_.snapshot_save,
-               [&] { return StreamSnapshot(context, writer); });
+  return Serve(*context, Caller::kAdmin, methods_.snapshot_save, [&] {
+    bool first = true;
+    return StreamSnapshot(context, [&](const SnapshotSaveInfo& info, std::string* chunk, uint64_t remaining,
+                                       const std::string& sha256) {
+      // The first message: the metadata and the first chunk.
+      SnapshotSaveResponse msg;
+      if (first) *msg.mutable_info() = info;
+      first = false;
+      msg.mutable_chunk()->swap(*chunk);
+      if (!sha256.empty()) msg.set_sha256(sha256);
+      return writer->Write(msg);
+    });
+  });
 }
 
-grpc::Status AdminServiceImpl::StreamSnapshot(grpc::ServerContext* context,
-                                              grpc::ServerWriter<SnapshotSaveResponse>* writer) {
+grpc::Status AdminServiceImpl::StreamEtcdSnapshot(grpc::ServerContext* context, const Write& write) {
+  std::optional<EtcdSnapshotFrame> frame;
+  return StreamSnapshot(context, [&](const SnapshotSaveInfo& info, std::string* chunk, uint64_t remaining,
+                                     const std::string& sha256) {
+    if (!frame) frame.emplace(info.size());
+    frame->Update(*chunk);
+    const bool last = !sha256.empty();
+    if (last) chunk->append(frame->Trailer());
+    return write(info, chunk, last ? 0 : remaining + frame->trailer_bytes(), std::string());
+  });
+}
+
+grpc::Status AdminServiceImpl::StreamSnapshot(grpc::ServerContext* context, const Write& write) {
   // The file of the snapshot just taken. Opening it holds it: the snapshots
   // taken meanwhile may prune it by name, but the transfer reads on (POSIX).
   // It can be pruned between the snapshot and the open (two more snapshots
@@ -241,40 +263,39 @@ grpc::Status AdminServiceImpl::StreamSnapshot(grpc::ServerContext* context,
             << ", term " << info.last_term << ", revision " << revision << ", "
             << source->size() << " bytes) to " << context->peer();
 
-  SnapshotSaveResponse msg;
-  SnapshotSaveInfo* meta = msg.mutable_info();
-  meta->set_member_id(node_->id());
-  meta->set_last_index(info.last_index);
-  meta->set_last_term(info.last_term);
-  meta->set_revision(revision);
-  meta->set_size(source->size());
+  SnapshotSaveInfo meta;
+  meta.set_member_id(node_->id());
+  meta.set_last_index(info.last_index);
+  meta.set_last_term(info.last_term);
+  meta.set_revision(revision);
+  meta.set_size(source->size());
   Sha256 sha;
   uint64_t offset = 0;
   bool last = source->size() == 0;
-  // The first message: the metadata and the first chunk. Each Write waits
-  // for flow control, so a slow client holds at most a few chunks here.
+  // Each write waits for flow control, so a slow client holds at most a few
+  // chunks here.
+  std::string chunk;
   do {
     if (context->IsCancelled()) {
       return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the transfer");
     }
-    std::string* chunk = msg.mutable_chunk();
+    chunk.clear();
     if (offset < source->size()) {
-      Status s = source->ReadChunk(offset, kSnapshotSaveChunkBytes, chunk, &last);
+      Status s = source->ReadChunk(offset, kSnapshotSaveChunkBytes, &chunk, &last);
       if (!s.ok()) {
         LOG(WARNING) << "Admin.SnapshotSave: " << s.ToString();
         return grpc::Status(grpc::StatusCode::INTERNAL,
                             "cannot read the snapshot: " + s.ToString());
       }
-      sha.Update(*chunk);
-      offset += chunk->size();
+      sha.Update(chunk);
+      offset += chunk.size();
     }
-    if (last) msg.set_sha256(sha.HexDigest());
-    if (!writer->Write(msg)) {
+    const uint64_t remaining = last ? 0 : source->size() - std::min<uint64_t>(offset, source->size());
+    if (!write(meta, &chunk, remaining, last ? sha.HexDigest() : std::string())) {
       LOG(WARNING) << "Admin.SnapshotSave: the client went away after " << offset << " of "
                    << source->size() << " bytes";
       return grpc::Status(grpc::StatusCode::CANCELLED, "the stream was closed");
     }
-    msg.Clear();
   } while (!last);
   LOG(INFO) << "Admin.SnapshotSave: sent " << offset << " bytes of " << source->path();
   return grpc::Status::OK;

@@ -25,10 +25,11 @@
 #include "server/rpc/call_auth.h"
 #include "node/node.h"
 #include "server/rpc/server_metrics.h"
+#include "server/rpc/server_options.h"
 
 namespace raftkv {
 
-class AdminServiceImpl final : public Admin::Service {
+class AdminServiceImpl final : public Admin::Service, public SnapshotStreamer {
  public:
   // `node` must outlive the service. Calls without a deadline (or with a
   // later one) wait at most max_request_timeout_ms. `auth` (not owned; null =
@@ -58,6 +59,11 @@ class AdminServiceImpl final : public Admin::Service {
                             MemberChangeResponse* response) override;
   grpc::Status TransferLeader(grpc::ServerContext* context, const TransferLeaderRequest* request,
                               TransferLeaderResponse* response) override;
+  // Takes a snapshot and streams its file (chunks of
+  // kSnapshotSaveChunkBytes), for SnapshotSave and etcd's
+  // Maintenance.Snapshot; the caller has authorized the call.
+  grpc::Status StreamSnapshot(grpc::ServerContext* context, const Write& write) override;
+  grpc::Status StreamEtcdSnapshot(grpc::ServerContext* context, const Write& write) override;
 
   // Bytes of the snapshot file per SnapshotSave message (gRPC's default
   // receive limit is 4 MiB).
@@ -73,9 +79,6 @@ class AdminServiceImpl final : public Admin::Service {
   // until Deadline(context); `method` names the call in errors and logs.
   grpc::Status WaitForSnapshot(grpc::ServerContext* context, const char* method,
                                SnapshotInfo* info);
-  // SnapshotSave once authorized: takes a snapshot and streams its file.
-  grpc::Status StreamSnapshot(grpc::ServerContext* context,
-                              grpc::ServerWriter<SnapshotSaveResponse>* writer);
   grpc::Status ChangeMembership(grpc::ServerContext* context,
                                 const raft::MembershipChange& change,
                                 MemberChangeResponse* response);

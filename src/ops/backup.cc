@@ -1,9 +1,12 @@
 #include "ops/backup.h"
 
 #include <glog/logging.h>
+#include <unistd.h>
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -239,6 +242,24 @@ void Sha256::Update(std::string_view bytes) {
   CHECK_EQ(EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), bytes.data(), bytes.size()), 1);
 }
 
+EtcdSnapshotFrame::EtcdSnapshotFrame(uint64_t file_bytes) : file_bytes_(file_bytes) {
+  const uint64_t at_least = file_bytes + 8;
+  pad_ = (at_least + kAlign - 1) / kAlign * kAlign - file_bytes;
+}
+
+void EtcdSnapshotFrame::Update(std::string_view bytes) { sha_.Update(bytes); }
+
+std::string EtcdSnapshotFrame::Trailer() {
+  std::string out(pad_, '\0');
+  for (int i = 0; i < 8; ++i) out[pad_ - 8 + i] = static_cast<char>((file_bytes_ >> (8 * i)) & 0xFF);
+  sha_.Update(out);
+  const std::string hex = sha_.HexDigest();
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
+  return out;
+}
+
 std::string Sha256::HexDigest() {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
@@ -329,7 +350,76 @@ Status BackupFileWriter::Finish(const ExpectedBackup& expected, SnapshotFileSumm
 
 // ---- RestoreDataDir ----
 
+namespace {
+
+// When `path` holds a snapshot in etcd's frame (the size and the SHA-256
+// agree; a plain snapshot file whose size happens to fit fails the
+// checksum), copies the file inside to `*unwrapped` (a new file) and sets
+// *framed.
+Status UnwrapEtcdFrame(const std::string& path, const std::string& unwrapped, bool* framed) {
+  *framed = false;
+  constexpr uint64_t kDigest = EtcdSnapshotFrame::kDigestBytes;
+  std::error_code ec;
+  const uint64_t size = fs::file_size(path, ec);
+  if (ec) return Status::IOError("cannot read " + path + ": " + ec.message());
+  if (size < kDigest + 8 || size % EtcdSnapshotFrame::kAlign != kDigest) return Status::OK();
+  std::ifstream in(path, std::ios::binary);
+  char tail[8];
+  in.seekg(static_cast<std::streamoff>(size - kDigest - 8));
+  if (!in.read(tail, sizeof(tail))) return Status::IOError("cannot read " + path);
+  uint64_t length = 0;
+  for (int i = 0; i < 8; ++i) length |= static_cast<uint64_t>(static_cast<unsigned char>(tail[i])) << (8 * i);
+  if (length > size - kDigest - 8) return Status::OK();
+  EtcdSnapshotFrame frame(length);
+  if (frame.trailer_bytes() != size - length) return Status::OK();
+  // The file inside, copied and hashed a chunk at a time.
+  std::ofstream out(unwrapped, std::ios::binary | std::ios::trunc);
+  in.seekg(0);
+  std::string chunk;
+  for (uint64_t done = 0; done < length;) {
+    chunk.resize(static_cast<size_t>(std::min<uint64_t>(1 << 20, length - done)));
+    if (!in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()))) {
+      return Status::IOError("cannot read " + path);
+    }
+    frame.Update(chunk);
+    out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    done += chunk.size();
+  }
+  out.close();
+  std::string trailer(static_cast<size_t>(size - length), '\0');
+  if (!in.read(trailer.data(), static_cast<std::streamsize>(trailer.size()))) {
+    return Status::IOError("cannot read " + path);
+  }
+  if (!out || frame.Trailer() != trailer) {
+    fs::remove(unwrapped, ec);
+    return out ? Status::OK() : Status::IOError("cannot write " + unwrapped);
+  }
+  *framed = true;
+  return Status::OK();
+}
+
+Status RestoreFromFile(const RestoreOptions& options, RestoreResult* result);
+
+}  // namespace
+
 Status RestoreDataDir(const RestoreOptions& options, RestoreResult* result) {
+  const std::string unwrapped = (fs::temp_directory_path() / ("raftkv-restore-" + std::to_string(getpid()) +
+                                                              ".snap")).string();
+  bool framed = false;
+  if (Status s = UnwrapEtcdFrame(options.snapshot_path, unwrapped, &framed); !s.ok()) return s;
+  if (!framed) return RestoreFromFile(options, result);
+  LOG(INFO) << options.snapshot_path << " is a snapshot saved by etcdctl: its checksum holds";
+  RestoreOptions inner = options;
+  inner.snapshot_path = unwrapped;
+  Status s = RestoreFromFile(inner, result);
+  std::error_code ec;
+  fs::remove(unwrapped, ec);
+  return s;
+}
+
+namespace {
+
+Status RestoreFromFile(const RestoreOptions& options, RestoreResult* result) {
   *result = RestoreResult();
   if (options.id == 0) return Status::InvalidArgument("member id must be positive");
   if (options.cluster.members.empty()) {
@@ -395,5 +485,7 @@ Status RestoreDataDir(const RestoreOptions& options, RestoreResult* result) {
             << " of the configuration " << raft::DescribeMembership(config);
   return Status::OK();
 }
+
+}  // namespace
 
 }  // namespace raftkv

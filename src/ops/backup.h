@@ -72,6 +72,29 @@ class Sha256 {
   void* ctx_;  // EVP_MD_CTX
 };
 
+// The frame etcd's Maintenance.Snapshot stream has, which `etcdctl
+// snapshot save` checks (a bbolt database is whole 512-byte pages, and
+// etcd's server appends a SHA-256 to it): raftkv sends its snapshot file,
+// then zeros and the file's length (8 bytes, little endian) up to a
+// multiple of 512 bytes, then the SHA-256 of everything before it.
+class EtcdSnapshotFrame {
+ public:
+  static constexpr uint64_t kAlign = 512;
+  static constexpr uint64_t kDigestBytes = 32;
+  explicit EtcdSnapshotFrame(uint64_t file_bytes);
+  // The bytes after the file.
+  uint64_t trailer_bytes() const { return pad_ + kDigestBytes; }
+  // The file's next bytes.
+  void Update(std::string_view bytes);
+  // After the whole file: the trailer. The frame cannot be used afterwards.
+  std::string Trailer();
+
+ private:
+  uint64_t file_bytes_;
+  uint64_t pad_;  // zeros and the length
+  Sha256 sha_;
+};
+
 // What the member announced for a streamed snapshot (SnapshotSaveInfo and
 // the final checksum).
 struct ExpectedBackup {
@@ -130,7 +153,9 @@ struct RestoreResult {
 };
 
 // Builds the data directory of member `options.id` of a new cluster from a
-// backup (see the top of this file). Refuses, changing nothing, with
+// backup (see the top of this file): a snapshot file, or one saved by
+// `etcdctl snapshot save` from a raftkv member (EtcdSnapshotFrame; its
+// checksum is verified and the frame removed). Refuses, changing nothing, with
 // InvalidArgument when the id is 0 or not in the cluster or the data
 // directory already holds anything, and with Corruption when the backup
 // fails verification. After a failure part way (IOError), what it wrote is

@@ -42,6 +42,7 @@ GrpcServer::GrpcServer(const ServerOptions& options_in, RaftNode* node)
       options_(WithMetrics(options_in, own_metrics_.get())),
       node_(node),
       methods_(options_.auth, &gate_, options_.metrics),
+      etcd_maintenance_service_(options_, node),
       hub_(options_.watch, &node->state_machine(), node->id()),
       keeper_(options_.lease, node),
       forwarder_(options_.forward_to_leader

@@ -85,7 +85,7 @@ class GrpcServer {
   KV::AsyncService kv_service_;
   EtcdKvService etcd_kv_service_;
   EtcdClusterService etcd_cluster_service_;
-  EtcdMaintenanceService etcd_maintenance_service_;
+  EtcdMaintenanceService etcd_maintenance_service_;  // after options_ and node_
   EtcdAuthService etcd_auth_service_;
   Testing::AsyncService testing_service_;
   Watch::AsyncService watch_service_;

@@ -735,6 +735,7 @@ static int Serve(int argc, char** argv) {
   server_options.metrics = &rpc_metrics;
   raftkv::AdminServiceImpl admin(raw_node, FLAGS_max_request_timeout_ms, auth.get(), &rpc_metrics);
   server_options.admin_service = &admin;
+  server_options.snapshot_streamer = &admin;
   // Metrics first: a port that cannot be bound stops the start-up before
   // this member serves anything.
   std::unique_ptr<raftkv::MetricsEndpoint> metrics;

@@ -1,6 +1,7 @@
 #include "server/etcd/etcd_maintenance.h"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "server/api/client_handlers.h"
@@ -12,6 +13,37 @@
 namespace raftkv {
 
 namespace pb = etcdserverpb;
+
+EtcdMaintenanceService::EtcdMaintenanceService(const ServerOptions& options, const RaftNode* node)
+    : streamer_(options.snapshot_streamer),
+      auth_(options.auth),
+      node_(node),
+      metrics_(options.metrics == nullptr ? nullptr
+                                          : options.metrics->Method(RpcName::Of<pb::Maintenance>("Snapshot"),
+                                                                    RpcMethodMetrics::Kind::kStream)) {}
+
+grpc::Status EtcdMaintenanceService::Snapshot(grpc::ServerContext* context, const pb::SnapshotRequest*,
+                                              grpc::ServerWriter<pb::SnapshotResponse>* writer) {
+  const auto start = std::chrono::steady_clock::now();
+  if (metrics_ != nullptr) metrics_->StreamStarted();
+  grpc::Status status = AuthorizeCall(auth_, *context, Caller::kAdmin);
+  if (status.ok() && streamer_ == nullptr) {
+    status = grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this server streams no snapshots");
+  }
+  if (status.ok()) {
+    status = streamer_->StreamEtcdSnapshot(context, [&](const SnapshotSaveInfo& info, std::string* chunk,
+                                                    uint64_t remaining, const std::string&) {
+      pb::SnapshotResponse resp;
+      EtcdKv::FillHeader(node_->id(), info.revision(), node_->KnownTerm(), resp.mutable_header());
+      resp.set_remaining_bytes(remaining);
+      resp.mutable_blob()->swap(*chunk);
+      resp.set_version(EtcdMaintenance::kEtcdVersion);
+      return writer->Write(resp);
+    });
+  }
+  if (metrics_ != nullptr) metrics_->Finished(status.error_code(), std::chrono::steady_clock::now() - start);
+  return status;
+}
 
 void EtcdMaintenance::Register(EtcdClusterService* cluster, EtcdMaintenanceService* maintenance,
                                EtcdAuthService* auth, AsyncMethods* methods) {

@@ -12,7 +12,8 @@
 //    admin token) as the password answers it back as the token etcd's
 //    clients then send; without, it answers etcd's "authentication is not
 //    enabled".
-// What is not listed (the members' changes, Hash, Snapshot and the
+//  - Maintenance.Snapshot: EtcdMaintenanceService below.
+// What is not listed (the members' changes, Hash and the
 // users and roles of Auth) answers UNIMPLEMENTED.
 #pragma once
 
@@ -35,8 +36,26 @@ using Maintenance = pb::Maintenance::WithAsyncMethod_Alarm<pb::Maintenance::With
 using Auth = pb::Auth::WithAsyncMethod_AuthStatus<pb::Auth::WithAsyncMethod_Authenticate<pb::Auth::Service>>;
 }  // namespace etcd_maintenance_detail
 using EtcdClusterService = etcd_maintenance_detail::Cluster;
-using EtcdMaintenanceService = etcd_maintenance_detail::Maintenance;
 using EtcdAuthService = etcd_maintenance_detail::Auth;
+
+// Maintenance, with Snapshot a synchronous stream (run by gRPC's sync
+// threads, as the Admin service's SnapshotSave): the member's snapshot file
+// (ServerOptions::snapshot_streamer) in the frame `etcdctl snapshot save`
+// checks (whole 512-byte pages and a SHA-256), for administrators.
+// `raftkvctl snapshot restore` takes the saved file; etcd's tools cannot
+// open it (it is not a bbolt database).
+class EtcdMaintenanceService final : public etcd_maintenance_detail::Maintenance {
+ public:
+  EtcdMaintenanceService(const ServerOptions& options, const RaftNode* node);
+  grpc::Status Snapshot(grpc::ServerContext* context, const etcdserverpb::SnapshotRequest* request,
+                        grpc::ServerWriter<etcdserverpb::SnapshotResponse>* writer) override;
+
+ private:
+  SnapshotStreamer* const streamer_;
+  const CallAuthorizer* const auth_;
+  const RaftNode* const node_;
+  RpcMethodMetrics* const metrics_;
+};
 
 class EtcdMaintenance {
  public:

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -30,6 +31,23 @@ struct WatchOptions {
   // A watcher that asked for progress notices and has had nothing to send
   // for this long gets an answer without events (etcd: 10 minutes).
   int progress_notify_interval_ms = 600000;
+};
+
+// Streams a snapshot of the member just taken (the Admin service does, for
+// etcd's Maintenance.Snapshot too). `write` gets each chunk of the file in
+// order with the bytes still to come after it and, with the last chunk,
+// the SHA-256 of the whole file (hex); it returns false when the stream is
+// gone. The first call also gets what the file holds.
+class SnapshotStreamer {
+ public:
+  using Write = std::function<bool(const SnapshotSaveInfo& info, std::string* chunk, uint64_t remaining,
+                                   const std::string& sha256)>;
+  virtual ~SnapshotStreamer() = default;
+  virtual grpc::Status StreamSnapshot(grpc::ServerContext* context, const Write& write) = 0;
+  // The same in the frame etcd's clients expect (ops/backup.h,
+  // EtcdSnapshotFrame): `remaining` counts the frame's trailer, which comes
+  // with the last chunk.
+  virtual grpc::Status StreamEtcdSnapshot(grpc::ServerContext* context, const Write& write) = 0;
 };
 
 struct ServerOptions {
@@ -94,6 +112,9 @@ struct ServerOptions {
   // The Admin service (AdminServiceImpl, a synchronous service), served when
   // set. Not owned; must outlive the server.
   grpc::Service* admin_service = nullptr;
+  // Serves etcd's Maintenance.Snapshot when set (UNIMPLEMENTED otherwise).
+  // Not owned; must outlive the server.
+  SnapshotStreamer* snapshot_streamer = nullptr;
   // TLS credentials of the port and who may call what (server/rpc/call_auth.h).
   // Not owned; null = plaintext, every call allowed.
   const CallAuthorizer* auth = nullptr;
