@@ -43,6 +43,59 @@ out=$("$CTL" --endpoints="$ENDPOINTS" get k --prefix --count-only) || fail "get 
 out=$(printf 'value("k1") = "v1"\n\nput txn-key yes\nget k1\n\nput txn-key no\n' |
   "$CTL" --endpoints="$ENDPOINTS" txn) || fail "txn"
 [ "$out" = "$(printf 'SUCCESS\n\nOK\n\nk1\nv1')" ] || fail "txn printed '$out'"
+
+# etcdctl's habits: $ETCDCTL_ENDPOINTS (after --endpoints and
+# $RAFTKV_ENDPOINTS), URL endpoints, --command-timeout / --dial-timeout,
+# get --from-key, txn -i with etcdctl's prompts (the same output as etcdctl's
+# when it is installed), "did you mean" for mistakes.
+out=$(env -u RAFTKV_ENDPOINTS ETCDCTL_ENDPOINTS="http://${EP[2]},http://${EP[1]}" "$CTL" get --print-value-only k1) ||
+  fail "get through \$ETCDCTL_ENDPOINTS"
+[ "$out" = v1 ] || fail "get through \$ETCDCTL_ENDPOINTS printed '$out'"
+out=$(RAFTKV_ENDPOINTS="$ENDPOINTS" ETCDCTL_ENDPOINTS="not an endpoint" "$CTL" get --print-value-only k1) ||
+  fail "\$RAFTKV_ENDPOINTS does not win over \$ETCDCTL_ENDPOINTS"
+out=$(RAFTKV_ENDPOINTS="bad:x" ETCDCTL_ENDPOINTS="bad:y" "$CTL" --endpoints="${EP[0]}" get --print-value-only k1) ||
+  fail "--endpoints does not win over the environment"
+rc=0; err=$(env -u RAFTKV_ENDPOINTS ETCDCTL_ENDPOINTS="https://${EP[0]}" "$CTL" get k1 2>&1) || rc=$?
+[ "$rc" = 2 ] || fail "an https endpoint without a CA exited $rc, expected 2"
+grep -qF "ETCDCTL_ENDPOINTS: https://${EP[0]} is an https endpoint but no CA certificate was given: pass --cacert" <<<"$err" ||
+  fail "an https endpoint without a CA printed '$err'"
+out=$("$CTL" --endpoints="$ENDPOINTS" --command-timeout=3s --dial-timeout=2s get --print-value-only k1) ||
+  fail "get with --command-timeout and --dial-timeout"
+[ "$out" = v1 ] || fail "get with etcdctl's timeouts printed '$out'"
+rc=0; err=$("$CTL" --endpoints=127.0.0.1:1 --dial-timeout=300ms get k1 2>&1) || rc=$?
+[ "$rc" = 1 ] || fail "--dial-timeout to a closed port exited $rc, expected 1"
+[ "$err" = "error: DEADLINE_EXCEEDED: no endpoint connected within --dial-timeout=300ms: 127.0.0.1:1 (connection failing)" ] ||
+  fail "--dial-timeout to a closed port printed '$err'"
+for bad in "--command-timeout=5" "--dial-timeout=-1s" "--command-timeout=3s --timeout_ms=100"; do
+  rc=0; "$CTL" --endpoints="$ENDPOINTS" $bad get k1 >/dev/null 2>&1 || rc=$?
+  [ "$rc" = 2 ] || fail "raftkvctl $bad exited $rc, expected 2"
+done
+"$CTL" --endpoints="$ENDPOINTS" put zz-1 a >/dev/null && "$CTL" --endpoints="$ENDPOINTS" put zz-2 b >/dev/null ||
+  fail "put zz-*"
+out=$("$CTL" --endpoints="$ENDPOINTS" get --from-key zz-1 --keys-only) || fail "get --from-key"
+[ "$out" = "$(printf 'zz-1\n\nzz-2\n')" ] || fail "get --from-key zz-1 --keys-only printed '$out'"
+txn_in='value("k1") = "v1"\nmod("k1") > "0"\n\nput txn-i yes\nget k1\n\nput txn-i no\n\nnot read\n'
+out=$(printf "$txn_in" | "$CTL" --endpoints="$ENDPOINTS" txn -i) || fail "txn -i"
+[ "$out" = "$(printf 'compares:\nsuccess requests (get, put, del):\nfailure requests (get, put, del):\nSUCCESS\n\nOK\n\nk1\nv1')" ] ||
+  fail "txn -i printed '$out'"
+txn_fail='version("k1") != "1"\ncreate("no-such-key") = "0"\n\nput never yes\n\ndel zz- --prefix\nget k1\n\n'
+out=$(printf "$txn_fail" | "$CTL" --endpoints="$ENDPOINTS" txn --interactive) || fail "txn --interactive"
+[ "$out" = "$(printf 'compares:\nsuccess requests (get, put, del):\nfailure requests (get, put, del):\nFAILURE\n\n2\n\nk1\nv1')" ] ||
+  fail "txn --interactive (failure) printed '$out'"
+if command -v etcdctl >/dev/null; then
+  out=$(printf "$txn_in" | "$CTL" --endpoints="$ENDPOINTS" txn -i)
+  want=$(printf "$txn_in" | ETCDCTL_API=3 etcdctl --endpoints="$ENDPOINTS" txn -i) || fail "etcdctl txn -i"
+  [ "$out" = "$want" ] || fail "txn -i printed '$out', etcdctl '$want'"
+fi
+rc=0; err=$("$CTL" --endpoints="$ENDPOINTS" gte k1 2>&1 >/dev/null) || rc=$?
+[ "$rc" = 2 ] && [ "$(head -1 <<<"$err")" = 'raftkvctl: unknown command "gte" (did you mean "get"?)' ] ||
+  fail "a mistyped command exited $rc: $err"
+rc=0; err=$("$CTL" --endpoints="$ENDPOINTS" get k1 --prefx 2>&1 >/dev/null) || rc=$?
+[ "$rc" = 2 ] && [ "$(head -1 <<<"$err")" = 'raftkvctl: unknown flag --prefx (did you mean --prefix?)' ] ||
+  fail "a mistyped flag exited $rc: $err"
+rc=0; err=$("$CTL" --endpoints="$ENDPOINTS" defrag 2>&1 >/dev/null) || rc=$?
+[ "$rc" = 2 ] && grep -q "use etcdctl: raftkv serves etcd's API" <<<"$err" || fail "defrag exited $rc: $err"
+echo "etcdctl habits: ETCDCTL_ENDPOINTS, timeouts, --from-key, txn -i, did you mean"
 # batch: several ops as one entry; a malformed batch is a usage error (exit 2).
 out=$("$CTL" --endpoints="$ENDPOINTS" batch put b1 one put b2 two del via0) || fail "batch"
 [ "$out" = OK ] || fail "batch printed '$out', expected OK"
@@ -266,6 +319,22 @@ v=$("$CTL" --endpoints="$REST" get --print-value-only via-node4) || fail "get af
 [ "$v" = yes ] || fail "via-node4 = '$v'"
 out=$("$CTL" --endpoints="$EP4" snapshot) || fail "raftkvctl snapshot on node 4"
 case $out in "OK: snapshot of $EP4 at index "*) ;; *) fail "snapshot printed '$out'" ;; esac
+# etcdctl's move-leader, and snapshot status of a backup (its SHA-256 as
+# snapshot save printed it; a damaged copy is refused).
+out=$("$CTL" --endpoints="$REST" move-leader 4) || fail "move-leader 4"
+[[ $out == "OK: member 4 is the leader (term "*")" ]] || fail "move-leader 4 printed '$out'"
+out=$("$CTL" --endpoints="$REST" snapshot save "$RAFTKV_DATA/backup.snap") || fail "snapshot save"
+[[ $out =~ \(revision\ ([0-9]+),\ index\ ([0-9]+),\ ([0-9]+)\ bytes\).*sha256\ ([0-9a-f]{64}) ]] ||
+  fail "snapshot save printed '$out'"
+want="${BASH_REMATCH[4]}, ${BASH_REMATCH[1]}, "
+out=$("$CTL" snapshot status "$RAFTKV_DATA/backup.snap") || fail "snapshot status"
+[[ $out == "$want"*", ${BASH_REMATCH[2]}, "* ]] || fail "snapshot status printed '$out', expected '$want...'"
+out=$("$CTL" snapshot status "$RAFTKV_DATA/backup.snap" -w table) || fail "snapshot status -w table"
+[ "$(head -1 <<<"$out" | tr -s ' ')" = "HASH REVISION TOTAL KEYS TOTAL SIZE INDEX TERM LEASES" ] ||
+  fail "snapshot status -w table printed '$out'"
+head -c 200 "$RAFTKV_DATA/backup.snap" >"$RAFTKV_DATA/damaged.snap"
+rc=0; err=$("$CTL" snapshot status "$RAFTKV_DATA/damaged.snap" 2>&1) || rc=$?
+[ "$rc" = 2 ] && [[ $err == "error: snapshot status: Corruption: "* ]] || fail "a damaged snapshot: exit $rc, '$err'"
 echo "membership: node 4 added and promoted, node 1 removed, snapshot taken"
 
 # Sanitized builds: stop gracefully (LeakSanitizer runs at exit) and fail on
@@ -313,6 +382,10 @@ out=$("$CTL" $TLS_CLIENT --token_file="$SECURE/client.token" --endpoints="$ENDPO
 case $out in *PERMISSION_DENIED*) ;; *) fail "snapshot with the client token printed '$out'" ;; esac
 "$CTL" $TLS_CLIENT --token_file="$SECURE/admin.token" --endpoints="$ENDPOINTS" snapshot >/dev/null ||
   fail "snapshot with the admin token"
+# etcdctl's spellings of the TLS flags and timeouts.
+v=$("$CTL" --cacert="$SECURE/tls/ca.crt" --token_file="$SECURE/client.token" --endpoints="$URLS" \
+  --dial-timeout=5s --command-timeout=10s get --print-value-only secured) || fail "get with --cacert"
+[ "$v" = yes ] || fail "secured = '$v' with --cacert"
 "$CLUSTER" status >/dev/null || fail "cluster.sh status on the TLS cluster"
 "$CLUSTER" stop >/dev/null 2>&1 || fail "cluster.sh stop of the TLS cluster"
 echo "TLS cluster through cluster.sh: tokens, https:// and http:// endpoints, admin-only snapshot"

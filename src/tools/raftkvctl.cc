@@ -17,8 +17,10 @@
 //   raftkvctl [flags] del KEY [RANGE_END] [--prefix] [--prev-kv]
 //                                      prints the number of keys deleted (--prev-kv:
 //                                      then each deleted key and value)
-//   raftkvctl [flags] txn              reads compares, success and failure requests
-//                                      from stdin (etcdctl's format, client/txn_text.h);
+//   raftkvctl [flags] txn [-i]         reads compares, success and failure requests
+//                                      from stdin (etcdctl's format, client/txn_text.h;
+//                                      -i: etcdctl's prompts, ends at the blank line
+//                                      after the failure requests);
 //                                      prints SUCCESS or FAILURE, then for each response
 //                                      a blank line and the response as above; exit 0
 //                                      either way
@@ -80,15 +82,21 @@
 //                                      make learner ID a voter; waits (--wait_timeout_ms)
 //                                      while the leader refuses because it lags
 //   raftkvctl [flags] member remove ID remove member ID (voter or learner)
-//   raftkvctl [flags] transfer-leader ID
+//   raftkvctl [flags] transfer-leader ID (or move-leader ID, etcdctl's name)
 //                                      make voter ID the leader
+//   raftkvctl snapshot status FILE     offline: verifies FILE; prints etcdctl's hash
+//                                      (here the SHA-256), revision, keys and size, then
+//                                      index, term and leases
 //
 // Membership and transfer commands find the leader themselves (following
 // the members' leader hints, which may name members missing from
 // --endpoints).
 // Every command takes -w simple|json|table (--write-out): json prints the
 // API's response messages with protobuf's JSON printer, one per line.
-// --endpoints defaults to $RAFTKV_ENDPOINTS when that is set.
+// --endpoints defaults to $RAFTKV_ENDPOINTS, else $ETCDCTL_ENDPOINTS, when set.
+// etcdctl's spellings are taken too: --command-timeout=5s (--timeout_ms),
+// --dial-timeout=2s, --cacert/--cert/--key (--tls_*), get/del --from-key;
+// a mistyped command or flag is answered with the closest known one.
 // Flags may appear anywhere on the command line. Exit codes: 0 success,
 // 1 RPC error, CAS not swapped, lease expired (or no endpoint answered
 // status), 2 usage error or malformed txn input.
@@ -111,6 +119,7 @@
 #include <sstream>
 
 #include <chrono>
+#include <deque>
 #include <filesystem>
 #include <iterator>
 #include <map>
@@ -119,9 +128,15 @@
 
 #include "client/admin_client.h"
 #include "client/kv_client.h"
+#include "client/channel_args.h"
 #include "client/grpc_runtime.h"
 #include "client/security.h"
 #include "common/version.h"
+#include "tools/raftkvctl_etcd.h"
+
+DECLARE_string(tls_ca_file);
+DECLARE_string(tls_cert_file);
+DECLARE_string(tls_key_file);
 
 DEFINE_string(endpoints, "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
               "Comma-separated host:port list of the cluster's servers. Writes and "
@@ -160,6 +175,18 @@ DEFINE_bool(stale, false,
             "endpoint instead of a linearizable read through the leader "
             "(as --consistency=s).");
 
+// etcdctl's spellings of raftkvctl's flags (etcdctl users' habits).
+DEFINE_string(command_timeout, "",
+              "etcdctl's spelling of --timeout_ms, as a duration (500ms, 5s, 1m; also "
+              "--command-timeout).");
+DEFINE_string(dial_timeout, "",
+              "How long to wait for a connection to one of the endpoints before running the "
+              "command (a duration: 500ms, 2s; also --dial-timeout); none answering in time is "
+              "an error (exit 1). Unset: no such wait, the command's own retries apply.");
+DEFINE_string(cacert, "", "etcdctl's spelling of --tls_ca_file.");
+DEFINE_string(cert, "", "etcdctl's spelling of --tls_cert_file.");
+DEFINE_string(key, "", "etcdctl's spelling of --tls_key_file.");
+
 namespace raftkv {
 namespace ctl {
 
@@ -194,18 +221,20 @@ const char kUsage[] =
     "                                     set KEY to VALUE (without VALUE: standard input, as\n"
     "                                     is); prints OK (then the previous key and value\n"
     "                                     with --prev-kv)\n"
-    "  raftkvctl [flags] get KEY [RANGE_END] [--prefix] [--limit=N] [--keys-only]\n"
+    "  raftkvctl [flags] get KEY [RANGE_END] [--prefix|--from-key] [--limit=N] [--keys-only]\n"
     "                    [--count-only] [--rev=N] [--print-value-only] [--consistency=l|s]\n"
     "                    [--sort-by=KEY|VERSION|CREATE|MODIFY|VALUE] [--order=ASCEND|DESCEND]\n"
     "                                     each key then its value, one per line; nothing\n"
     "                                     (exit 0) when nothing matches\n"
-    "  raftkvctl [flags] del KEY [RANGE_END] [--prefix] [--prev-kv]\n"
+    "  raftkvctl [flags] del KEY [RANGE_END] [--prefix|--from-key] [--prev-kv]\n"
     "                                     delete; prints the number of keys deleted\n"
-    "  raftkvctl [flags] txn              transaction read from stdin: compares, blank line,\n"
+    "  raftkvctl [flags] txn [-i]         transaction read from stdin: compares, blank line,\n"
     "                                     success requests, blank line, failure requests,\n"
     "                                     e.g. value(\"k\") = \"v\" / mod(\"k\") > \"5\" and\n"
     "                                     put K V / get K --prefix / del K; prints SUCCESS or\n"
-    "                                     FAILURE and the responses\n"
+    "                                     FAILURE and the responses; -i (--interactive):\n"
+    "                                     etcdctl's prompts, ends at the blank line after the\n"
+    "                                     failure requests\n"
     "  raftkvctl [flags] watch KEY [RANGE_END] [--prefix] [--rev=N] [--prev-kv]\n"
     "                                     print each change (PUT|DELETE, key, value) until\n"
     "                                     interrupted\n"
@@ -239,6 +268,8 @@ const char kUsage[] =
     "  raftkvctl snapshot restore FILE --data-dir=DIR --id=N --cluster_file=CONF\n"
     "                                     offline: build member N's data directory DIR of a\n"
     "                                     new cluster CONF from the backup FILE\n"
+    "  raftkvctl snapshot status FILE     offline: verify the backup FILE; prints its SHA-256,\n"
+    "                                     revision, keys, size, index, term and leases\n"
     "  raftkvctl [flags] member list [--json]\n"
     "                                     members as the leader sees them (role, match, state)\n"
     "  raftkvctl [flags] member add ID HOST:PORT\n"
@@ -246,11 +277,13 @@ const char kUsage[] =
     "  raftkvctl [flags] member promote ID\n"
     "                                     make learner ID a voter once it has caught up\n"
     "  raftkvctl [flags] member remove ID remove member ID\n"
-    "  raftkvctl [flags] transfer-leader ID\n"
+    "  raftkvctl [flags] transfer-leader ID | move-leader ID\n"
     "                                     make voter ID the leader\n"
     "\n"
     "command options (etcdctl's; --opt=V or --opt V):\n"
     "  --prefix                  get, del, watch: every key starting with KEY\n"
+    "  --from-key                get, del: every key from KEY on\n"
+    "  -i, --interactive         txn: etcdctl's prompts before each section\n"
     "  --limit=N                 get: at most N keys\n"
     "  --keys-only               get: keys without values\n"
     "  --count-only              get: only the number of keys\n"
@@ -274,12 +307,16 @@ const char kUsage[] =
     "                            --cluster_file)\n"
     "\n"
     "flags (may appear anywhere; put '--' before a KEY or VALUE starting with '-'):\n"
-    "  --endpoints=H:P[,H:P...]  servers (default: $RAFTKV_ENDPOINTS, else 127.0.0.1:7001,\n"
-    "                            127.0.0.1:7002,127.0.0.1:7003); any member serves any call;\n"
-    "                            etcd's http://H:P and https://H:P forms are accepted\n"
+    "  --endpoints=H:P[,H:P...]  servers (default: $RAFTKV_ENDPOINTS, else $ETCDCTL_ENDPOINTS,\n"
+    "                            else 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003); any\n"
+    "                            member serves any call; etcd's http://H:P and https://H:P\n"
+    "                            forms are accepted (https needs --cacert)\n"
     "  --timeout_ms=N            total time per operation incl. retries (default 5000);\n"
     "                            watch: to find another member after losing one\n"
+    "  --command-timeout=DUR     etcdctl's spelling of --timeout_ms (500ms, 5s, 1m)\n"
     "  --rpc_timeout_ms=N        time per attempt / per status query (default 2000)\n"
+    "  --dial-timeout=DUR        wait at most DUR for a connection to an endpoint (exit 1\n"
+    "                            if none connects); unset: no such wait\n"
     "  --cluster_file=PATH       take the endpoints from a cluster file instead (snapshot\n"
     "                            restore: the new cluster's members)\n"
     "  --target=H:P              snapshot, snapshot save: the member to snapshot\n"
@@ -292,6 +329,8 @@ const char kUsage[] =
     "  --tls_ca_file=PEM         TLS: the cluster CA (servers must present a certificate it signed)\n"
     "  --tls_cert_file=PEM --tls_key_file=PEM\n"
     "                            TLS: client certificate, for servers with --client_cert_required\n"
+    "  --cacert, --cert, --key   etcdctl's spellings of --tls_ca_file, --tls_cert_file,\n"
+    "                            --tls_key_file\n"
     "  --tls_server_name=NAME    TLS: name to expect in server certificates instead of the host\n"
     "  --token_file=PATH         bearer token (first line) for servers started with --token_file\n"
     "  --minloglevel=0 --v=1     client debug logging on stderr\n"
@@ -341,7 +380,8 @@ constexpr CommandOptionSpec kCommandOptions[] = {
     {"consistency", true},      {"prev-kv", false},    {"lease", true},
     {"once", false},            {"keys", false},       {"write-out", true},
     {"cluster", false},         {"data-dir", true},    {"id", true},
-    {"sort-by", true},          {"order", true},
+    {"sort-by", true},          {"order", true},       {"from-key", false},
+    {"interactive", false},
 };
 
 const CommandOptionSpec* FindCommandOption(const std::string& name) {
@@ -351,15 +391,67 @@ const CommandOptionSpec* FindCommandOption(const std::string& name) {
   return nullptr;
 }
 
+// raftkvctl's own gflags (not glog's or the server library's): the names
+// "did you mean" proposes, etcdctl's dashed spelling where it has one.
+std::vector<std::string> FlagCandidates() {
+  std::vector<std::string> names;
+  for (const auto& spec : kCommandOptions) names.push_back(spec.name);
+  std::vector<gflags::CommandLineFlagInfo> all;
+  gflags::GetAllFlags(&all);
+  for (const auto& info : all) {
+    if (info.filename.find("raftkvctl") == std::string::npos &&
+        info.filename.find("client/security") == std::string::npos) {
+      continue;
+    }
+    std::string name = info.name;
+    if (name == "command_timeout" || name == "dial_timeout") {
+      std::replace(name.begin(), name.end(), '_', '-');
+    }
+    names.push_back(name);
+  }
+  return names;
+}
+
+// A gflag at argv[*i] (`name` as written, maybe with etcdctl's dashes:
+// --dial-timeout for --dial_timeout) into *flags, with its value when that
+// is the next argument. Rewritten spellings are kept in *storage. False if
+// `name` is no gflag.
+bool TakeGflag(int argc, char** argv, int* i, const std::string& name, bool has_value,
+               std::vector<char*>* flags, std::deque<std::string>* storage) {
+  std::string underscored = name;
+  std::replace(underscored.begin(), underscored.end(), '-', '_');
+  gflags::CommandLineFlagInfo info;
+  if (!gflags::GetCommandLineFlagInfo(underscored.c_str(), &info)) {
+    if (underscored.compare(0, 2, "no") != 0 || has_value ||
+        !gflags::GetCommandLineFlagInfo(underscored.substr(2).c_str(), &info) ||
+        info.type != "bool") {
+      return false;
+    }
+  }
+  if (underscored == name) {
+    flags->push_back(argv[*i]);  // also --noflag
+  } else {
+    const std::string arg = argv[*i];
+    const size_t eq = arg.find('=');
+    storage->push_back("--" + underscored + (eq == std::string::npos ? "" : arg.substr(eq)));
+    flags->push_back(storage->back().data());
+  }
+  if (info.type != "bool" && !has_value && *i + 1 < argc) {
+    flags->push_back(argv[++*i]);  // "--flag value"
+  }
+  return true;
+}
+
 // Separates flags from positional arguments. gflags accepts flags anywhere
 // but reorders what follows "--" ahead of the other positional arguments, so
 // the split is done here: *flags gets argv[0] and every flag (with its value
 // when given as a separate argument) for gflags, *options the command
 // options (kCommandOptions), *positional the rest in order. Unknown flags are
-// reported here, as usage errors, rather than by gflags (which would exit
-// with status 1).
+// reported here, as usage errors naming the closest known flag, rather than
+// by gflags (which would exit with status 1).
 bool SplitArgs(int argc, char** argv, std::vector<char*>* flags, CommandOptions* options,
-               std::vector<std::string>* positional, std::string* error) {
+               std::vector<std::string>* positional, std::deque<std::string>* storage,
+               std::string* error) {
   flags->push_back(argv[0]);
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -376,7 +468,8 @@ bool SplitArgs(int argc, char** argv, std::vector<char*>* flags, CommandOptions*
     const std::string name = body.substr(0, eq);
     std::string dashed = name;
     std::replace(dashed.begin(), dashed.end(), '_', '-');
-    if (dashed == "w") dashed = "write-out";  // etcdctl's -w json
+    if (dashed == "w") dashed = "write-out";    // etcdctl's -w json
+    if (dashed == "i") dashed = "interactive";  // etcdctl's txn -i
     if (const CommandOptionSpec* spec = FindCommandOption(dashed)) {
       CommandOptions::Given given;
       given.spelled = arg;
@@ -394,20 +487,8 @@ bool SplitArgs(int argc, char** argv, std::vector<char*>* flags, CommandOptions*
       options->Add(dashed, std::move(given));
       continue;
     }
-    gflags::CommandLineFlagInfo info;
-    if (gflags::GetCommandLineFlagInfo(name.c_str(), &info)) {
-      flags->push_back(argv[i]);
-      if (info.type != "bool" && eq == std::string::npos && i + 1 < argc) {
-        flags->push_back(argv[++i]);  // "--flag value"
-      }
-      continue;
-    }
-    if (name.compare(0, 2, "no") == 0 && eq == std::string::npos &&
-        gflags::GetCommandLineFlagInfo(name.substr(2).c_str(), &info) && info.type == "bool") {
-      flags->push_back(argv[i]);  // --noflag
-      continue;
-    }
-    *error = "unknown flag " + arg;
+    if (TakeGflag(argc, argv, &i, name, eq != std::string::npos, flags, storage)) continue;
+    *error = "unknown flag " + arg + DidYouMean(name, FlagCandidates(), "--", "");
     return false;
   }
   flags->push_back(nullptr);  // argv[argc] is NULL by convention
@@ -427,7 +508,10 @@ struct CommandLine {
 int ParseCommandLine(int argc, char** argv, CommandLine* line) {
   std::string error;
   std::vector<char*> flag_argv;
-  if (!SplitArgs(argc, argv, &flag_argv, &line->options, &line->args, &error)) return Usage(error);
+  std::deque<std::string> storage;  // rewritten flags, until gflags has read them
+  if (!SplitArgs(argc, argv, &flag_argv, &line->options, &line->args, &storage, &error)) {
+    return Usage(error);
+  }
   int flag_argc = static_cast<int>(flag_argv.size()) - 1;
   char** flag_argv_ptr = flag_argv.data();
   gflags::ParseCommandLineFlags(&flag_argc, &flag_argv_ptr, /*remove_flags=*/true);
@@ -450,6 +534,7 @@ int SetWriteOut(CommandLine* line) {
   const std::string sub0 = line->args.empty() ? "" : line->args[0];
   const bool table_ok = cmd == "get" || cmd == "status" || cmd == "endpoint" ||
                         (cmd == "member" && sub0 == "list") ||
+                        (cmd == "snapshot" && sub0 == "status") ||
                         (cmd == "lease" && (sub0 == "list" || sub0 == "timetolive"));
   if (Table() && !table_ok) {
     return Usage("-w table is not available for " + cmd + (sub0.empty() || cmd == "get" ? "" : " " + sub0) +
@@ -476,7 +561,8 @@ int CheckLeaseArgs(const CommandLine& line, std::string* error) {
   } else {
     return Usage(sub.empty()
                      ? "lease needs a subcommand: grant, revoke, keep-alive, timetolive or list"
-                     : "unknown lease subcommand \"" + sub + "\"");
+                     : "unknown lease subcommand \"" + sub + "\"" +
+                           DidYouMean(sub, {"grant", "revoke", "keep-alive", "timetolive", "list"}));
   }
   const bool ok = sub == "keep-alive"   ? line.options.Allow("lease keep-alive", {"once"}, error)
                   : sub == "timetolive" ? line.options.Allow("lease timetolive", {"keys"}, error)
@@ -490,16 +576,17 @@ int CheckLeaseArgs(const CommandLine& line, std::string* error) {
 int CheckSnapshotArgs(const CommandLine& line, std::string* error) {
   const std::vector<std::string>& args = line.args;
   const std::string sub = args.empty() ? "" : args[0];
-  if (sub == "save") {
-    if (args.size() != 2) return Usage("snapshot save takes FILE");
+  if (sub == "save" || sub == "status") {
+    if (args.size() != 2) return Usage("snapshot " + sub + " takes FILE");
   } else if (sub == "restore") {
     if (args.size() != 2) {
       return Usage("snapshot restore takes FILE --data-dir=DIR --id=N --cluster_file=CONF");
     }
     if (!line.options.Allow("snapshot restore", {"data-dir", "id"}, error)) return Usage(*error);
   } else if (!sub.empty()) {
-    return Usage("unknown snapshot subcommand \"" + sub +
-                 "\" (snapshot takes no argument, or save FILE, or restore FILE)");
+    return Usage("unknown snapshot subcommand \"" + sub + "\"" +
+                 DidYouMean(sub, {"save", "restore", "status"}) +
+                 " (snapshot takes no argument, or save FILE, restore FILE or status FILE)");
   }
   return -1;
 }
@@ -516,8 +603,13 @@ int CheckMemberArgs(const CommandLine& line) {
   } else if (sub == "promote" || sub == "remove") {
     if (args.size() != 2) return Usage("member " + sub + " takes ID");
   } else {
+    if (sub == "update") {
+      return Usage("member update is not in raftkvctl: a member's address changes by member "
+                   "remove, then member add");
+    }
     return Usage(sub.empty() ? "member needs a subcommand: list, add, promote or remove"
-                             : "unknown member subcommand \"" + sub + "\"");
+                             : "unknown member subcommand \"" + sub + "\"" +
+                                   DidYouMean(sub, {"list", "add", "promote", "remove"}));
   }
   return -1;
 }
@@ -525,13 +617,23 @@ int CheckMemberArgs(const CommandLine& line) {
 int CheckEndpointArgs(const CommandLine& line, std::string* error) {
   const std::string sub0 = line.args.empty() ? "" : line.args[0];
   if (line.args.size() != 1 || (sub0 != "health" && sub0 != "status")) {
+    if (sub0 == "hashkv") {
+      return Usage("endpoint hashkv is not in raftkvctl; use etcdctl: raftkv serves etcd's API");
+    }
     return Usage(sub0.empty() ? "endpoint needs a subcommand: health or status"
-                 : line.args.size() == 1 ? "unknown endpoint subcommand \"" + sub0 + "\""
+                 : line.args.size() == 1 ? "unknown endpoint subcommand \"" + sub0 + "\"" +
+                                               DidYouMean(sub0, {"health", "status"})
                                          : "endpoint " + sub0 + " takes no arguments");
   }
   if (!line.options.Allow("endpoint " + sub0, {"cluster"}, error)) return Usage(*error);
   return -1;
 }
+
+// Every command, for "did you mean".
+const std::vector<std::string> kCommands = {
+    "put",    "get",      "del",    "txn",      "watch",           "lease",       "cas",
+    "batch",  "endpoint", "status", "snapshot", "member",          "transfer-leader",
+    "move-leader", "help", "version"};
 
 // The arguments and options of the command (batch: parsed into *batch_ops),
 // before any connection: the exit code of a usage error, or -1 to go on.
@@ -553,16 +655,16 @@ int CheckArguments(const CommandLine& line, std::vector<raftkv::BatchOp>* batch_
     if (!allow({"lease", "prev-kv"})) return Usage(error);
   } else if (cmd == "get") {
     // KEY [RANGE_END]: checked with --prefix in CmdGet.
-    if (!allow({"prefix", "limit", "keys-only", "count-only", "rev", "print-value-only",
-                "consistency", "sort-by", "order"})) {
+    if (!allow({"prefix", "from-key", "limit", "keys-only", "count-only", "rev",
+                "print-value-only", "consistency", "sort-by", "order"})) {
       return Usage(error);
     }
   } else if (cmd == "del") {
-    if (!allow({"prefix", "prev-kv"})) return Usage(error);
+    if (!allow({"prefix", "from-key", "prev-kv"})) return Usage(error);
   } else if (cmd == "watch") {
     if (!allow({"prefix", "rev", "prev-kv"})) return Usage(error);
   } else if (cmd == "txn") {
-    if (!want_args(0, "no arguments (it reads standard input)") || !allow({})) {
+    if (!want_args(0, "no arguments (it reads standard input)") || !allow({"interactive"})) {
       return Usage(error);
     }
   } else if (cmd == "lease") {
@@ -579,12 +681,14 @@ int CheckArguments(const CommandLine& line, std::vector<raftkv::BatchOp>* batch_
     if (const int done = CheckSnapshotArgs(line, &error); done >= 0) return done;
   } else if (cmd == "member") {
     if (const int done = CheckMemberArgs(line); done >= 0) return done;
-  } else if (cmd == "transfer-leader") {
+  } else if (cmd == "transfer-leader" || cmd == "move-leader") {
     if (!want_args(1, "ID")) return Usage(error);
   } else if (cmd == "endpoint") {
     if (const int done = CheckEndpointArgs(line, &error); done >= 0) return done;
   } else {
-    return Usage("unknown command \"" + cmd + "\"");
+    const std::string etcdctl_only = EtcdctlOnlyCommand(cmd);
+    return Usage(!etcdctl_only.empty() ? etcdctl_only
+                                       : "unknown command \"" + cmd + "\"" + DidYouMean(cmd, kCommands));
   }
   return -1;
 }
@@ -608,17 +712,112 @@ int ClientOptionsFromFlags(raftkv::ClientOptions* options) {
       return Usage("--cluster_file: " + error);
     }
   } else {
-    // --endpoints, else $RAFTKV_ENDPOINTS, else the default of --endpoints.
-    const char* env = std::getenv("RAFTKV_ENDPOINTS");
-    const bool from_env = gflags::GetCommandLineFlagInfoOrDie("endpoints").is_default && env != nullptr;
-    const std::string list = from_env ? env : FLAGS_endpoints;
-    if (raftkv::Status bad = raftkv::ParseEndpointList(list, &options->endpoints); !bad.ok()) {
-      return Usage(std::string(from_env ? "RAFTKV_ENDPOINTS" : "--endpoints") + ": " + bad.message());
+    // --endpoints, else $RAFTKV_ENDPOINTS, else $ETCDCTL_ENDPOINTS, else the
+    // default of --endpoints.
+    const EndpointChoice choice =
+        ChooseEndpoints(!gflags::GetCommandLineFlagInfoOrDie("endpoints").is_default, FLAGS_endpoints,
+                        std::getenv("RAFTKV_ENDPOINTS"), std::getenv("ETCDCTL_ENDPOINTS"));
+    std::string error;
+    if (!CheckEndpointSchemes(choice.list, raftkv::ProcessChannelSecurity()->tls(), choice.source,
+                              &error)) {
+      return Usage(error);
+    }
+    if (raftkv::Status bad = raftkv::ParseEndpointList(choice.list, &options->endpoints); !bad.ok()) {
+      return Usage(choice.source + ": " + bad.message());
     }
   }
   options->timeout_ms = FLAGS_timeout_ms;
   options->rpc_timeout_ms = FLAGS_rpc_timeout_ms;
   return -1;
+}
+
+// etcdctl's names of the TLS file flags.
+constexpr std::pair<const char*, const char*> kTlsAliases[] = {
+    {"cacert", "tls_ca_file"}, {"cert", "tls_cert_file"}, {"key", "tls_key_file"}};
+
+// A message about a TLS file flag that the user gave as etcdctl's spelling,
+// with that spelling: "--cacert (--tls_ca_file): cannot read ...".
+std::string AsSpelled(std::string message) {
+  for (const auto& [etcd, own] : kTlsAliases) {
+    const std::string flag = std::string("--") + own + ":";
+    if (!gflags::GetCommandLineFlagInfoOrDie(etcd).is_default && message.compare(0, flag.size(), flag) == 0) {
+      message = std::string("--") + etcd + " (--" + own + "):" + message.substr(flag.size());
+    }
+  }
+  return message;
+}
+
+// etcdctl's spellings (--cacert, --cert, --key, --command-timeout) onto
+// raftkvctl's flags, and --dial-timeout checked: the exit code of a usage
+// error, or -1 to go on. Both spellings of one flag must agree.
+int ApplyEtcdctlFlags(int64_t* dial_timeout_ms) {
+  for (const auto& [etcd, own] : kTlsAliases) {
+    const gflags::CommandLineFlagInfo alias = gflags::GetCommandLineFlagInfoOrDie(etcd);
+    if (alias.is_default) continue;
+    const gflags::CommandLineFlagInfo flag = gflags::GetCommandLineFlagInfoOrDie(own);
+    if (!flag.is_default && flag.current_value != alias.current_value) {
+      return Usage(std::string("--") + etcd + " and --" + own + " name different files; give one");
+    }
+    gflags::SetCommandLineOption(own, alias.current_value.c_str());
+  }
+  std::string error;
+  if (!FLAGS_command_timeout.empty()) {
+    int64_t ms = 0;
+    if (!ParseDurationMs("--command-timeout", FLAGS_command_timeout, &ms, &error)) return Usage(error);
+    if (ms <= 0) return Usage("--command-timeout must be positive");
+    if (!gflags::GetCommandLineFlagInfoOrDie("timeout_ms").is_default && ms != FLAGS_timeout_ms) {
+      return Usage("--command-timeout and --timeout_ms disagree; give one");
+    }
+    FLAGS_timeout_ms = static_cast<int32_t>(ms);
+  }
+  *dial_timeout_ms = 0;
+  if (!FLAGS_dial_timeout.empty()) {
+    if (!ParseDurationMs("--dial-timeout", FLAGS_dial_timeout, dial_timeout_ms, &error)) return Usage(error);
+    if (*dial_timeout_ms <= 0) return Usage("--dial-timeout must be positive");
+  }
+  return -1;
+}
+
+// --dial-timeout: waits until a connection to one of `endpoints` is up (TLS
+// handshake included), as etcdctl waits before running a command. Exit 1
+// naming each endpoint's state when none is up in time, or -1 to go on.
+int DialEndpoints(const std::vector<std::string>& endpoints, int64_t timeout_ms) {
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (const std::string& e : endpoints) {
+    channels.push_back(raftkv::MakeChannel(e, raftkv::RaftkvChannelArguments()));
+  }
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::vector<grpc_connectivity_state> states(channels.size(), GRPC_CHANNEL_IDLE);
+  for (;;) {
+    for (size_t i = 0; i < channels.size(); ++i) {
+      states[i] = channels[i]->GetState(/*try_to_connect=*/true);
+      if (states[i] == GRPC_CHANNEL_READY) return -1;
+    }
+    const auto now = std::chrono::system_clock::now();
+    if (now >= deadline) break;
+    // Watching the channels through a completion queue is what moves their
+    // connections on; a short slice, fully drained, then a look at them all.
+    const auto slice_end = std::min(deadline, now + std::chrono::milliseconds(20));
+    grpc::CompletionQueue cq;
+    for (size_t i = 0; i < channels.size(); ++i) {
+      channels[i]->NotifyOnStateChange(states[i], slice_end, &cq, nullptr);
+    }
+    void* tag = nullptr;
+    bool ok = false;
+    for (size_t i = 0; i < channels.size(); ++i) cq.Next(&tag, &ok);
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
+  }
+  std::cerr << "error: DEADLINE_EXCEEDED: no endpoint connected within --dial-timeout="
+            << FLAGS_dial_timeout << ":";
+  for (size_t i = 0; i < channels.size(); ++i) {
+    std::cerr << (i == 0 ? " " : ", ") << endpoints[i]
+              << (states[i] == GRPC_CHANNEL_TRANSIENT_FAILURE ? " (connection failing)"
+                                                              : " (still connecting)");
+  }
+  std::cerr << "\n";
+  return kExitError;
 }
 
 // snapshot, member and transfer-leader: the Admin service's commands.
@@ -643,7 +842,7 @@ int RunAdminCommand(const CommandLine& line, const std::vector<std::string>& end
   if (!ParseId(id_text, &id)) {
     return Usage("member id '" + id_text + "' is not a positive number");
   }
-  if (cmd == "transfer-leader") return CmdTransferLeader(&admin, id);
+  if (cmd == "transfer-leader" || cmd == "move-leader") return CmdTransferLeader(&admin, id);
   if (sub == "add") {
     if (raftkv::Status bad = raftkv::ParseEndpoint(args[2]); !bad.ok()) return Usage("member add: " + bad.message());
     return CmdMemberAdd(&admin, id, args[2]);
@@ -678,8 +877,10 @@ int RunCommand(int argc, char** argv) {
   if (const int done = ParseCommandLine(argc, argv, &line); done >= 0) return done;
   google::InitGoogleLogging(argv[0]);
   raftkv::InitGrpcRuntime();
+  int64_t dial_timeout_ms = 0;
+  if (const int done = ApplyEtcdctlFlags(&dial_timeout_ms); done >= 0) return done;
   if (raftkv::Status bad = raftkv::InitChannelSecurityFromFlags(); !bad.ok()) {
-    std::cerr << "raftkvctl: " << bad.message() << std::endl;
+    std::cerr << "raftkvctl: " << AsSpelled(bad.message()) << std::endl;
     return 2;
   }
 
@@ -695,6 +896,7 @@ int RunCommand(int argc, char** argv) {
   std::vector<raftkv::BatchOp> batch_ops;
   if (const int done = CheckArguments(line, &batch_ops); done >= 0) return done;
   const bool restore = cmd == "snapshot" && !args.empty() && args[0] == "restore";
+  const bool file_status = cmd == "snapshot" && !args.empty() && args[0] == "status";
   std::string error;
   if (cmd != "put" && cmd != "get" && cmd != "del" && cmd != "watch" && cmd != "txn" &&
       cmd != "lease" && cmd != "endpoint" && !restore && !line.options.Allow(cmd, {}, &error)) {
@@ -702,12 +904,16 @@ int RunCommand(int argc, char** argv) {
   }
   // Offline: no server is involved.
   if (restore) return CmdSnapshotRestore(args[1], line.options);
+  if (file_status) return CmdSnapshotStatus(args[1]);
   if (const int done = CheckTimeoutFlags(); done >= 0) return done;
 
   raftkv::ClientOptions options;
   if (const int done = ClientOptionsFromFlags(&options); done >= 0) return done;
   const std::vector<std::string> endpoints = options.endpoints;
-  if (cmd == "snapshot" || cmd == "member" || cmd == "transfer-leader") {
+  if (dial_timeout_ms > 0) {
+    if (const int done = DialEndpoints(endpoints, dial_timeout_ms); done >= 0) return done;
+  }
+  if (cmd == "snapshot" || cmd == "member" || cmd == "transfer-leader" || cmd == "move-leader") {
     return RunAdminCommand(line, endpoints);
   }
   if (cmd == "endpoint") return RunEndpointCommand(line, std::move(options), endpoints);
@@ -718,7 +924,7 @@ int RunCommand(int argc, char** argv) {
   if (cmd == "put") return CmdPut(&client, args, line.options);
   if (cmd == "get") return CmdGet(&client, args, line.options);
   if (cmd == "del") return CmdDel(&client, args, line.options);
-  if (cmd == "txn") return CmdTxn(&client);
+  if (cmd == "txn") return CmdTxn(&client, line.options);
   if (cmd == "watch") return CmdWatch(&client, args, line.options);
   if (cmd == "lease") return CmdLease(&client, args, line.options);
   if (cmd == "batch") return CmdBatch(&client, batch_ops);

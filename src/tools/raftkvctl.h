@@ -143,7 +143,7 @@ int CmdGet(raftkv::KvClient* client, const std::vector<std::string>& args,
            const CommandOptions& opts);
 int CmdDel(raftkv::KvClient* client, const std::vector<std::string>& args,
            const CommandOptions& opts);
-int CmdTxn(raftkv::KvClient* client);
+int CmdTxn(raftkv::KvClient* client, const CommandOptions& opts);
 int CmdWatch(raftkv::KvClient* client, const std::vector<std::string>& args,
              const CommandOptions& opts);
 int CmdLease(raftkv::KvClient* client, const std::vector<std::string>& args,
@@ -166,6 +166,9 @@ int CmdSnapshot(raftkv::AdminClient* admin, const std::string& target);
 int CmdSnapshotSave(raftkv::AdminClient* admin, const std::string& target,
                     const std::string& path);
 int CmdSnapshotRestore(const std::string& path, const CommandOptions& opts);
+// snapshot status FILE (offline): etcdctl's HASH, REVISION, TOTAL KEYS,
+// TOTAL SIZE of a verified backup, then its index, term and leases.
+int CmdSnapshotStatus(const std::string& path);
 
 }  // namespace ctl
 }  // namespace raftkv

@@ -27,6 +27,7 @@
 #include "client/json.h"
 #include "client/kv_client.h"
 #include "client/txn_text.h"
+#include "tools/raftkvctl_etcd.h"
 
 namespace raftkv {
 namespace ctl {
@@ -91,17 +92,25 @@ void AppendDelete(const raftkv::DeleteRangeResponse& resp, std::string* out) {
   for (const auto& kv : resp.prev_kvs()) AppendKv(kv, false, out);
 }
 
-// [KEY, RANGE_END) from the positional arguments and --prefix.
+// [KEY, RANGE_END) from the positional arguments, --prefix and --from-key
+// (every key from KEY on; "" is the first key, as etcdctl takes it).
 bool KeyRange(const std::string& cmd, const std::vector<std::string>& args,
               const CommandOptions& opts, std::string* key, std::string* range_end,
               std::string* error) {
-  bool prefix = false;
-  if (!opts.Bool("prefix", &prefix, error)) return false;
-  if (args.empty() || args.size() > (prefix ? 1u : 2u)) {
-    *error = cmd + (prefix ? " --prefix takes KEY" : " takes KEY [RANGE_END]");
+  bool prefix = false, from_key = false;
+  if (!opts.Bool("prefix", &prefix, error) || !opts.Bool("from-key", &from_key, error)) return false;
+  if (prefix && from_key) {
+    *error = cmd + ": --prefix and --from-key do not go together";
     return false;
   }
-  if (prefix) {
+  if (args.empty() || args.size() > (prefix || from_key ? 1u : 2u)) {
+    *error = cmd + (prefix ? " --prefix takes KEY" : from_key ? " --from-key takes KEY" : " takes KEY [RANGE_END]");
+    return false;
+  }
+  if (from_key) {
+    *key = args[0].empty() ? std::string(1, '\0') : args[0];
+    *range_end = std::string(1, '\0');
+  } else if (prefix) {
     raftkv::PrefixRange(args[0], key, range_end);
   } else {
     *key = args[0];
@@ -253,11 +262,23 @@ int CmdPut(raftkv::KvClient* client, const std::vector<std::string>& args,
   return kExitOk;
 }
 
-int CmdTxn(raftkv::KvClient* client) {
-  const std::string text((std::istreambuf_iterator<char>(std::cin)),
-                         std::istreambuf_iterator<char>());
+// txn: the whole of standard input in etcdctl's format; txn -i
+// (--interactive): section by section after etcdctl's prompts, ending at the
+// blank line after the failure requests.
+int CmdTxn(raftkv::KvClient* client, const CommandOptions& opts) {
+  std::string error;
+  bool interactive = false;
+  if (!opts.Bool("interactive", &interactive, &error)) return Usage(error);
   raftkv::TxnRequest txn;
-  if (raftkv::Status bad = raftkv::ParseTxnText(text, &txn); !bad.ok()) {
+  raftkv::Status bad;
+  if (interactive) {
+    bad = ReadTxnSections(std::cin, &std::cout, &txn);
+  } else {
+    const std::string text((std::istreambuf_iterator<char>(std::cin)),
+                           std::istreambuf_iterator<char>());
+    bad = raftkv::ParseTxnText(text, &txn);
+  }
+  if (!bad.ok()) {
     std::cerr << "raftkvctl: txn: " << bad.message() << "\n";
     return kExitUsage;
   }

@@ -16,6 +16,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "client/admin_client.h"
 #include "ops/backup.h"
 #include "node/cluster_config.h"
+#include "tools/raftkvctl_etcd.h"
 
 namespace raftkv {
 namespace ctl {
@@ -118,6 +120,17 @@ int CmdSnapshotSave(raftkv::AdminClient* admin, const std::string& target,
   return kExitOk;
 }
 
+// False, saying so on stderr, when `path` (the FILE of `command`) is missing
+// or not a regular file.
+static bool IsRegularFile(const char* command, const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec)) return true;
+  std::cerr << "error: " << command << ": " << path
+            << (std::filesystem::exists(path, ec) ? " is not a regular file" : " does not exist")
+            << "\n";
+  return false;
+}
+
 // snapshot restore FILE --data-dir=DIR --id=N --cluster_file=CONF (offline).
 int CmdSnapshotRestore(const std::string& path, const CommandOptions& opts) {
   const std::string data_dir = opts.Value("data-dir");
@@ -137,13 +150,7 @@ int CmdSnapshotRestore(const std::string& path, const CommandOptions& opts) {
       !bad.ok()) {
     return Usage("--cluster_file: " + bad.message());
   }
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    std::cerr << "error: snapshot restore: " << path
-              << (std::filesystem::exists(path, ec) ? " is not a regular file" : " does not exist")
-              << "\n";
-    return kExitUsage;
-  }
+  if (!IsRegularFile("snapshot restore", path)) return kExitUsage;
   raftkv::RestoreResult result;
   raftkv::Status s = raftkv::RestoreDataDir(options, &result);
   if (!s.ok()) {
@@ -165,6 +172,55 @@ int CmdSnapshotRestore(const std::string& path, const CommandOptions& opts) {
             << "\n"
             << "start it with: raftkv-server --id=" << options.id
             << " --cluster_file=" << FLAGS_cluster_file << " --data_dir=" << data_dir << "\n";
+  return kExitOk;
+}
+
+// The SHA-256 of the file at `path` (as snapshot save prints it).
+static raftkv::Status FileSha256(const std::string& path, std::string* hex) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return raftkv::Status::IOError("cannot open " + path);
+  raftkv::Sha256 sha;
+  std::string buffer(1 << 20, '\0');
+  while (in) {
+    in.read(&buffer[0], static_cast<std::streamsize>(buffer.size()));
+    sha.Update(std::string_view(buffer.data(), static_cast<size_t>(in.gcount())));
+  }
+  if (in.bad()) return raftkv::Status::IOError("cannot read " + path);
+  *hex = sha.HexDigest();
+  return raftkv::Status::OK();
+}
+
+// snapshot status FILE: etcdctl's columns (HASH is the file's SHA-256,
+// TOTAL SIZE its size), then raftkv's index, term and leases; only once the
+// whole file verifies.
+int CmdSnapshotStatus(const std::string& path) {
+  if (!IsRegularFile("snapshot status", path)) return kExitUsage;
+  raftkv::SnapshotFileSummary summary;
+  std::string sha256;
+  raftkv::Status s = raftkv::VerifySnapshotFile(path, &summary);
+  if (s.ok()) s = FileSha256(path, &sha256);
+  if (!s.ok()) {
+    std::cerr << "error: snapshot status: " << s.ToString() << "\n";
+    // A damaged file is a refusal of the input, as for snapshot restore.
+    return s.code() == raftkv::Status::Code::kCorruption ? kExitUsage : kExitError;
+  }
+  const std::string revision = std::to_string(summary.revision);
+  const std::string keys = std::to_string(summary.keys);
+  const std::string index = std::to_string(summary.meta.last_index);
+  const std::string term = std::to_string(summary.meta.last_term);
+  const std::string leases = std::to_string(summary.leases);
+  if (Json()) {
+    std::cout << "{\"hash\":\"" << sha256 << "\",\"revision\":" << revision
+              << ",\"totalKey\":" << keys << ",\"totalSize\":" << summary.bytes
+              << ",\"index\":" << index << ",\"term\":" << term << ",\"leases\":" << leases
+              << "}\n";
+  } else if (Table()) {
+    PrintRows({{"HASH", "REVISION", "TOTAL KEYS", "TOTAL SIZE", "INDEX", "TERM", "LEASES"},
+               {sha256, revision, keys, HumanBytes(summary.bytes), index, term, leases}});
+  } else {
+    std::cout << sha256 << ", " << revision << ", " << keys << ", " << HumanBytes(summary.bytes)
+              << ", " << index << ", " << term << ", " << leases << "\n";
+  }
   return kExitOk;
 }
 
