@@ -170,16 +170,12 @@ std::string DidYouMean(const std::string& name, const std::vector<std::string>& 
 std::string EtcdctlOnlyCommand(const std::string& cmd) {
   // etcdctl's commands that work against raftkv's etcd API.
   static const char* const kUseEtcdctl[] = {"defrag", "alarm", "lock", "elect", "make-mirror",
-                                            "check"};
+                                            "check", "compaction"};
   for (const char* name : kUseEtcdctl) {
     if (cmd == name) {
       return cmd + " is an etcdctl command that raftkvctl does not have; use etcdctl: raftkv "
                    "serves etcd's API (ETCDCTL_API=3 etcdctl --endpoints=... " + cmd + ")";
     }
-  }
-  if (cmd == "compaction") {
-    return "compaction is an etcdctl command that raftkvctl does not have: raftkv keeps a "
-           "bounded history by itself (raftkv-server --history_revisions, --history_bytes)";
   }
   if (cmd == "auth" || cmd == "user" || cmd == "role") {
     return cmd + " is an etcdctl command that raftkvctl does not have: raftkv has no users or "
