@@ -1,12 +1,12 @@
 #include "ops/backup.h"
 
 #include <glog/logging.h>
-#include <unistd.h>
 #include <openssl/evp.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -403,8 +403,8 @@ Status RestoreFromFile(const RestoreOptions& options, RestoreResult* result);
 }  // namespace
 
 Status RestoreDataDir(const RestoreOptions& options, RestoreResult* result) {
-  const std::string unwrapped = (fs::temp_directory_path() / ("raftkv-restore-" + std::to_string(getpid()) +
-                                                              ".snap")).string();
+  const std::string unwrapped =
+      (fs::temp_directory_path() / ("raftkv-restore-" + std::to_string(std::random_device()()) + ".snap")).string();
   bool framed = false;
   if (Status s = UnwrapEtcdFrame(options.snapshot_path, unwrapped, &framed); !s.ok()) return s;
   if (!framed) return RestoreFromFile(options, result);
