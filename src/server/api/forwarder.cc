@@ -123,12 +123,15 @@ void Forwarder::Stop() {
     stopped_ = true;
     for (grpc::ClientContext* c : inflight_) c->TryCancel();
     while (!inflight_.empty()) idle_cv_.Wait(&mu_);
-    channels_.clear();
   }
   if (poller_.joinable()) {
     cq_.Shutdown();
     poller_.join();
   }
+  // Only now: the poll thread may still have been destroying the last op
+  // (its context) when the wait above ended.
+  MutexLock lock(&mu_);
+  channels_.clear();
 }
 
 }  // namespace raftkv
