@@ -112,7 +112,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const PutRequest orig = req;
         Status s = PutCommand(&req, limits, &cmd);
         ExpectVerdict(s, KeyOk(orig.key(), limits) && ValueOk(orig.value(), limits) && SessionOk(orig) &&
-                             orig.lease() >= 0,
+                             orig.lease() >= 0 && !(orig.ignore_value() && !orig.value().empty()) &&
+                             !(orig.ignore_lease() && orig.lease() != 0),
                       "Put");
         if (!s.ok()) break;
         CheckAndDropSession(orig, &cmd);
@@ -128,6 +129,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             break;
           }
         }
+        // Keeping the value or lease: kv_tests check it; the key is refused
+        // or keeps what it had.
+        if (orig.ignore_value() || orig.ignore_lease()) break;
         FUZZ_ASSERT(sm.Get(orig.key()) == orig.value(), "Put not visible");
         break;
       }
@@ -222,7 +226,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (!req.ParseFromString(bytes)) break;
         ExpectVerdict(CheckRangeRequest(req, limits),
                       RangeOk(req.key(), req.range_end(), limits) && req.limit() >= 0 &&
-                          req.revision() >= 0,
+                          req.revision() >= 0 && RangeRequest::SortOrder_IsValid(req.sort_order()) &&
+                          RangeRequest::SortTarget_IsValid(req.sort_target()),
                       "Range");
         if (!CheckRangeRequest(req, limits).ok()) break;
         RangeResponse resp;
@@ -245,6 +250,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                     want.size());
         if (req.count_only()) {
           FUZZ_ASSERT(resp.kvs_size() == 0, "count_only Range returned keys");
+          break;
+        }
+        // Sorted by a target or filtered by revisions: at most the keys of
+        // the range (the order and filters are kv_tests' to check).
+        const bool key_order = req.sort_target() == RangeRequest::KEY && req.sort_order() != RangeRequest::DESCEND;
+        if (!key_order || req.min_mod_revision() != 0 || req.max_mod_revision() != 0 ||
+            req.min_create_revision() != 0 || req.max_create_revision() != 0) {
+          FUZZ_ASSERT(static_cast<size_t>(resp.kvs_size()) <= want.size(), "a sorted Range returned extra keys");
           break;
         }
         const size_t shown = req.limit() > 0

@@ -150,7 +150,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!known) {
       // Undecodable or unknown: must be refused, unless the state machine
       // learnt a new op the model does not know (then stop comparing).
-      if (r.ok) tracked = false;
+      if (r.ok) {
+        tracked = false;
+        // Applied in its session all the same: its sequence is taken.
+        if (session != nullptr) session->results.emplace(cmd.sequence(), r);
+      }
       FUZZ_ASSERT(r.ok || !r.error.empty(), "refused without a reason");
       continue;
     }
@@ -161,6 +165,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_ASSERT(!tracked || r.Rejection().code() == Status::Code::kNotFound,
                   "PUT on a lease that does not exist accepted");
       if (r.rejected()) continue;
+    }
+    if (cmd.op() == Command::PUT && (cmd.ignore_value() || cmd.ignore_lease())) {
+      // Keeps the value or lease of a key that exists; refused on one that does not.
+      const bool present = model.count(cmd.key()) != 0;
+      FUZZ_ASSERT(!tracked || r.rejected() != present, "PUT keeping the value or lease: rejected=%d, model has the key %d",
+                  r.rejected(), present);
+      if (tracked && !r.rejected() && !cmd.ignore_value()) model[cmd.key()] = cmd.value();
+      continue;
     }
     if (!tracked) continue;
     auto it = model.find(cmd.key());
