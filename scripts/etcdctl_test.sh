@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # etcd's own CLI against raftkv: the etcdctl (Debian's etcd-client, API v3)
 # commands a user runs -- put, get, del, txn, member list, endpoint status and
-# health, lease, watch, move-leader, compaction, lock, elect -- first against
+# health, lease, watch, move-leader, compaction, lock, elect, member add /
+# promote / update / remove -- first against
 # a real 3-member etcd (Debian's etcd-server) and then, the same checks,
 # against a 3-member raftkv cluster started by scripts/cluster.sh, through
 # every member (followers forward to the leader): raftkv prints what etcd
@@ -163,15 +164,67 @@ suite() {
   fi
   kill "$campaign" 2>/dev/null || true
   wait "$campaign" 2>/dev/null || true
+
+  step "member add --learner, member promote, member update, member remove"
+  local ports peer id initial
+  ports=$(free_base_port 2)
+  peer=http://127.0.0.1:$((ports + 1))
+  out=$(ctl --endpoints="$ENDPOINTS" member add extra --learner --peer-urls="$peer") || fail "member add"
+  # etcdctl prints ids as %16x: padded with spaces when small.
+  id=$(sed -n 's/^Member  *\([0-9a-f]*\) added to cluster  *[0-9a-f]*$/\1/p' <<<"$out")
+  initial=$(sed -n 's/^ETCD_INITIAL_CLUSTER="\(.*\)"$/\1/p' <<<"$out")
+  [ -n "$id" ] && grep -q "extra=$peer" <<<"$initial" || fail "member add printed '$out'"
+  grep -q '^ETCD_INITIAL_CLUSTER_STATE="existing"$' <<<"$out" || fail "member add printed '$out'"
+  out=$(ctl --endpoints="$ENDPOINTS" member list) || fail "member list"
+  grep -q "^$id, .*, $peer, .*, true$" <<<"$out" || fail "member list lacks learner $id: '$out'"
+  start_extra_member "$1" "$id" "$initial" "$((ports + 1))" "$((ports + 2))"
+  wait_for 30 promote_member "$id" || fail "member promote $id: '$(promote_member "$id" 2>&1)'"
+  out=$(ctl --endpoints="$ENDPOINTS" member list) || fail "member list"
+  grep -q "^$id, .*, $peer, .*, false$" <<<"$out" || fail "member $id is not a voter: '$out'"
+  out=$(ctl --endpoints="$ENDPOINTS" member update "$id" --peer-urls="$peer") || fail "member update"
+  grep -q "^Member  *$id updated in cluster  *[0-9a-f]*$" <<<"$out" || fail "member update printed '$out'"
+  out=$(ctl --endpoints="$ENDPOINTS" member remove "$id") || fail "member remove"
+  grep -q "^Member  *$id removed from cluster  *[0-9a-f]*$" <<<"$out" || fail "member remove printed '$out'"
+  kill_wait TERM "$EXTRA_PID"
+  out=$(ctl --endpoints="$ENDPOINTS" member list) || fail "member list"
+  [ "$(grep -c . <<<"$out")" = 3 ] && ! grep -q "^$id, " <<<"$out" || fail "member list after remove: '$out'"
+  ctl --endpoints="$ENDPOINTS" put after-remove ok >/dev/null || fail "put after member remove"
+}
+
+# The learner added by the suite, on TARGET's server: $1 the scratch
+# directory, $2 its id (hex, as etcdctl prints it), $3 the initial cluster
+# etcdctl printed, $4 its peer port, $5 (etcd) its client port. Sets EXTRA_PID.
+start_extra_member() {
+  if [ "$TARGET" = etcd ]; then
+    etcd --name extra --data-dir "$1/extra" \
+      --listen-client-urls "http://127.0.0.1:$5" --advertise-client-urls "http://127.0.0.1:$5" \
+      --listen-peer-urls "http://127.0.0.1:$4" --initial-advertise-peer-urls "http://127.0.0.1:$4" \
+      --initial-cluster "$3" --initial-cluster-state existing --logger zap >"$1/extra.log" 2>&1 &
+  else
+    mkdir -p "$1/extra/logs"
+    "$RAFTKV_BIN_DIR/raftkv-server" --id="$((16#$2))" --join --listen_address="127.0.0.1:$4" \
+      --cluster_file="$RAFTKV_DATA/cluster.conf" --data_dir="$1/extra/data" --log_dir="$1/extra/logs" \
+      >"$1/extra.log" 2>&1 &
+  fi
+  EXTRA_PID=$!
+  on_exit kill -9 "$EXTRA_PID"
+}
+# Succeeds once the learner $1 is promoted (it must catch up first).
+promote_member() {
+  local out
+  out=$(ctl --endpoints="$ENDPOINTS" member promote "$1" 2>&1) || { echo "$out" >&2; return 1; }
+  grep -q "^Member  *$1 promoted in cluster  *[0-9a-f]*$" <<<"$out"
 }
 
 step "etcd $(etcd --version | sed -n 's/^etcd Version: //p'): starting 3 members"
 start_etcd_cluster "$WORK"
 mkdir -p "$WORK/on-etcd" "$WORK/on-raftkv"
+TARGET=etcd
 suite "$WORK/on-etcd"
 _stop_etcd
 step "raftkv: starting 3 members"
 start_test_cluster 3 etcdctl
+TARGET=raftkv
 suite "$WORK/on-raftkv"
 step "raftkv: etcdctl's snapshot file restores a member (raftkvctl snapshot restore)"
 printf '1 127.0.0.1:1\n' >"$WORK/restore.conf"

@@ -49,7 +49,15 @@ class Status {
     kLeaderChanged,    // leadership changed before the request completed
     kTimeout,          // not completed before the deadline
     kStopped,          // the server is shutting down
+    kMemberExists,     // a membership change adds an id already in the configuration
+    kAddressInUse,     // a membership change gives a member another member's address
+    kMemberNotFound,   // a membership change names an id not in the configuration
+    kNotLearner,       // a promotion of a voter
+    kLearnerNotReady,  // a promotion of a learner behind the leader's log
+    kNotEnoughStarted, // a voter added while too few voters answer the leader
   };
+  // The last reason (a saved answer's reason above it is from a newer version).
+  static constexpr Reason kLastReason = Reason::kNotEnoughStarted;
 
   Status() = default;
   Status(Code code, std::string msg) : code_(code), message_(std::move(msg)) {}

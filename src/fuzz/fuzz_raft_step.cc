@@ -91,6 +91,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "raft/core/membership.h"
+#include "raft/core/quorum.h"
 #include "raft/invariants.h"
 #include "raft/raft.h"
 #include "kv/kv_state_machine.h"
@@ -439,7 +440,7 @@ class Harness {
       case 0: case 1: return raft_->membership();
       case 2: {
         MembershipChange change;
-        change.type = static_cast<ChangeType>(in_.U8() % 3);
+        change.type = static_cast<ChangeType>(in_.U8() % 5);
         change.id = in_.U8() % 7;
         change.address = "n" + std::to_string(change.id);
         MembershipConfig next;
@@ -745,7 +746,7 @@ class Harness {
   // kOpProposeChange, with an oracle for the refusal rules.
   void ProposeChange() {
     MembershipChange change;
-    change.type = static_cast<ChangeType>(in_.U8() % 3);
+    change.type = static_cast<ChangeType>(in_.U8() % 5);
     change.id = in_.U8() % 7;
     const uint8_t address = in_.U8() % 5;
     change.address = address == 0 ? "" : "n" + std::to_string(address + 2);
@@ -757,10 +758,21 @@ class Harness {
     if (expect_accept) {
       expect_accept = raft::ApplyChange(r.membership(), change, &next).ok();
     }
+    if (expect_accept && change.type == ChangeType::kAddVoter) {
+      // The voters heard from lately must stay a majority of the larger set
+      // (one voter may take a second).
+      const std::vector<uint64_t> voters = raft::VoterIds(r.membership());
+      size_t started = 0;
+      for (uint64_t v : voters) {
+        const raft::Progress* pr = r.ProgressOf(v);
+        if (v == r.id() || (pr != nullptr && pr->RecentlyActive())) ++started;
+      }
+      expect_accept = voters.size() == 1 || raft::IsMajority(started, voters.size() + 1);
+    }
     if (expect_accept && change.type == ChangeType::kPromote) {
       const raft::Progress* pr = r.ProgressOf(change.id);
       const uint64_t match = pr == nullptr ? 0 : pr->match();
-      expect_accept = match + config_.promote_max_lag >= r.last_index();
+      expect_accept = match > 0 && match + config_.promote_max_lag >= r.last_index();
     }
     const uint64_t last = r.last_index();
     const raft::ProposeResult p = raft_->ProposeMembershipChange(change);

@@ -102,11 +102,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                    cmd.op() == Command::CAS ||
                                    (cmd.op() == Command::BATCH && batchable));
     // The ops of the KV API the model does not replay (transactions, range
-    // deletes, leases): their session bookkeeping is the same; their effect
+    // deletes, leases, compaction): their session bookkeeping is the same; their effect
     // on the map ends the comparison, unless they were refused.
+    // COMPACT changes no key: the comparison goes on after it.
+    const bool compact = command && cmd.op() == Command::COMPACT;
     const bool api_op = command && (cmd.op() == Command::TXN || cmd.op() == Command::DELETE_RANGE ||
                                     cmd.op() == Command::LEASE_GRANT ||
-                                    cmd.op() == Command::LEASE_REVOKE);
+                                    cmd.op() == Command::LEASE_REVOKE || compact);
     ModelSession* session = nullptr;
     if ((known || api_op) && cmd.client_id() != 0) {
       auto sit = sessions.find(cmd.client_id());
@@ -144,7 +146,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (api_op) {
       FUZZ_ASSERT(r.ok, "valid command refused: %s", r.error.c_str());
       if (session != nullptr) session->results.emplace(cmd.sequence(), r);
-      if (!r.rejected()) tracked = false;
+      if (!r.rejected() && !compact) tracked = false;
       continue;
     }
     if (!known) {

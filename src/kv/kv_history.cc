@@ -34,11 +34,12 @@ void KvHistory::AppendRevision(std::deque<KvEvent>* events) {
 }
 
 void KvHistory::CompactThrough(int64_t revision) {
-  while (!events_.empty() && events_.front().revision <= revision) {
+  while (!events_.empty() && events_.front().revision < revision) {
     bytes_ -= events_.front().Bytes();
     events_.pop_front();
   }
-  compacted_ = std::max(compacted_, revision);
+  compacted_ = std::max(compacted_, revision - 1);
+  compact_revision_ = std::max(compact_revision_, revision);
 }
 
 size_t KvHistory::LowerBound(int64_t revision) const {

@@ -45,15 +45,21 @@ class KvHistory {
   void SetLimits(size_t max_revisions, size_t max_bytes);
   // Drops every event: the history now starts after `compacted`.
   void Reset(int64_t compacted);
-  // Drops every event with a revision <= `revision` (an explicit
-  // compaction); the history then starts after it.
+  // An explicit compaction at `revision` (etcd's Compact): drops every event
+  // before it (a watch may still start at it) and refuses reads before it.
   void CompactThrough(int64_t revision);
+  // The revision of the last explicit compaction (0: none), as a snapshot
+  // carries it.
+  int64_t compact_revision() const { return compact_revision_; }
+  void SetCompactRevision(int64_t revision) { compact_revision_ = revision; }
   // Appends the events of one revision (all with the same revision, above
   // every event kept), then trims to the window.
   void AppendRevision(std::deque<KvEvent>* events);
 
   // Every event with a revision above compacted() is kept.
   int64_t compacted() const { return compacted_; }
+  // The oldest revision a read may be served at.
+  int64_t read_floor() const { return compacted_ > compact_revision_ ? compacted_ : compact_revision_; }
   size_t size() const { return events_.size(); }
   size_t bytes() const { return bytes_; }
   const KvEvent& at(size_t i) const { return events_[i]; }
@@ -66,6 +72,7 @@ class KvHistory {
   std::deque<KvEvent> events_;
   size_t bytes_ = 0;
   int64_t compacted_ = 0;
+  int64_t compact_revision_ = 0;
   size_t max_revisions_;
   size_t max_bytes_;
 };

@@ -199,10 +199,10 @@ Status KvStateMachine::RangeAtLocked(const RangeRequest& req, RangeResponse* res
                               std::to_string(revision_) + ")")
         .WithReason(Status::Reason::kFutureRevision);
   }
-  if (at < history_.compacted()) {
+  if (at < history_.read_floor()) {
     return Status::OutOfRange("revision " + std::to_string(at) +
                               " has been compacted; the oldest revision kept is " +
-                              std::to_string(history_.compacted()))
+                              std::to_string(history_.read_floor()))
         .WithReason(Status::Reason::kCompacted);
   }
   // The keys of the range changed after `at`, with their state at `at`

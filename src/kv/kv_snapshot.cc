@@ -66,6 +66,7 @@ void KvStateMachine::Snapshot(SnapshotWriter* out) const {
         snapshot_history_revisions_, static_cast<size_t>(std::max<int64_t>(revision_, 0))));
     const int64_t from = std::max(history_.compacted(), revision_ - wanted);
     store.set_history_compacted(from);
+    store.set_compact_revision(history_.compact_revision());
     for (size_t i = history_.LowerBound(from + 1); i < history_.size(); ++i) {
       history.push_back(history_.at(i));
     }
@@ -137,6 +138,7 @@ struct KvStateMachine::RestoreState {
   int64_t revision = 0;
   bool have_store = false;  // files written before revisions have no store record
   int64_t history_compacted = 0;
+  int64_t compact_revision = 0;
   std::vector<std::deque<KvEvent>> history;  // one entry per revision, in order
   uint64_t session_id = 0;  // the session whose results are being read
   uint64_t results_left = 0;
@@ -262,6 +264,11 @@ Status KvStateMachine::RestoreStore(std::string_view msg, RestoreState* st) {
   }
   // Used only when history records follow (older files have none).
   st->history_compacted = m.history_compacted();
+  if (m.compact_revision() < 0 || m.compact_revision() > m.revision()) {
+    return st->Bad("compact revision " + std::to_string(m.compact_revision()) + " outside 0.." +
+                   std::to_string(m.revision()));
+  }
+  st->compact_revision = m.compact_revision();
   st->have_store = true;
   return Status::OK();
 }
@@ -332,6 +339,7 @@ void KvStateMachine::SwapInRestored(const SnapshotMeta& meta, RestoreState* st) 
   int64_t history_compacted = st->history_compacted;
   if (history_compacted < 0 || history_compacted > st->revision) history_compacted = st->revision;
   history_.Reset(st->history.empty() ? st->revision : history_compacted);
+  history_.SetCompactRevision(st->compact_revision);
   for (auto& events : st->history) history_.AppendRevision(&events);
   applied_index_ = meta.last_index;
   applied_term_ = meta.last_term;

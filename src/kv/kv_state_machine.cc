@@ -90,8 +90,8 @@ Status ApplyResult::Rejection() const {
   // A reason from a newer version is left out.
   const uint32_t reason = answer.reject_reason();
   return Status(code, answer.reject_message(),
-                reason <= static_cast<uint32_t>(Status::Reason::kStopped) ? static_cast<Status::Reason>(reason)
-                                                                          : Status::Reason::kNone);
+                reason <= static_cast<uint32_t>(Status::kLastReason) ? static_cast<Status::Reason>(reason)
+                                                                     : Status::Reason::kNone);
 }
 
 size_t ApplyResult::SavedBytes() const {
@@ -286,10 +286,10 @@ void KvStateMachine::ApplyCompact(int64_t revision, ApplyResult* result) {
     Reject(result, Status::OutOfRange("cannot compact through revision " + std::to_string(revision) +
                                       ": the store is at " + std::to_string(revision_))
                        .WithReason(Status::Reason::kFutureRevision));
-  } else if (revision <= history_.compacted()) {
+  } else if (revision <= history_.read_floor()) {
     Reject(result, Status::OutOfRange("revision " + std::to_string(revision) +
                                       " is compacted already; the oldest revision kept is " +
-                                      std::to_string(history_.compacted()))
+                                      std::to_string(history_.read_floor()))
                        .WithReason(Status::Reason::kCompacted));
   } else {
     history_.CompactThrough(revision);
@@ -486,6 +486,11 @@ int64_t KvStateMachine::Revision() const {
 int64_t KvStateMachine::CompactedRevision() const {
   ReaderLock lock(&mu_);
   return history_.compacted();
+}
+
+int64_t KvStateMachine::CompactRevision() const {
+  ReaderLock lock(&mu_);
+  return history_.compact_revision();
 }
 
 void KvStateMachine::SetHistoryLimits(size_t max_revisions, size_t max_bytes) {

@@ -169,6 +169,8 @@ class KvStateMachine : public SnapshotTarget {
   int64_t Revision() const;
   // Every revision above this one is in the history.
   int64_t CompactedRevision() const;
+  // The revision of the last Compact (0: none); reads before it are refused.
+  int64_t CompactRevision() const;
   void SetHistoryLimits(size_t max_revisions, size_t max_bytes);
   // Revisions of the history that Snapshot() writes into the file (at most
   // the window kept), so that a member restarted or caught up from a

@@ -128,16 +128,19 @@ ProposeResult Leader::ProposeMembershipChange(const MembershipChange& change) {
   }
   MembershipConfig next;
   Status bad = ApplyChange(log_.membership(), change, &next);
+  if (bad.ok() && change.type == ChangeType::kAddVoter) bad = CheckStartedQuorumAfterAdd(change.id);
   if (bad.ok() && change.type == ChangeType::kPromote) {
     auto it = progress_.find(change.id);
     const uint64_t match = it == progress_.end() ? 0 : it->second.match();
-    if (match + config_.promote_max_lag < log_.last_index()) {
-      bad = Status::FailedPrecondition(
-          "learner " + std::to_string(change.id) + " is at index " + std::to_string(match) +
-            ", " + std::to_string(log_.last_index() - match) +
-            " entries behind the leader's last index " + std::to_string(log_.last_index()) +
-            " (at most " + std::to_string(config_.promote_max_lag) +
-            " allowed); retry when it has caught up");
+    // A learner that has not acknowledged an entry is not running (or
+    // cannot be reached): as a voter it would count against the quorum.
+    if (match == 0 || match + config_.promote_max_lag < log_.last_index()) {
+      bad = Status(Status::Code::kFailedPrecondition,
+                   "learner " + std::to_string(change.id) + " is at index " + std::to_string(match) + ", " +
+                       std::to_string(log_.last_index() - match) + " entries behind the leader's last index " +
+                       std::to_string(log_.last_index()) + " (at most " + std::to_string(config_.promote_max_lag) +
+                       " allowed); retry when it has caught up",
+                   Status::Reason::kLearnerNotReady);
     }
   }
   if (!bad.ok()) {
@@ -153,6 +156,25 @@ ProposeResult Leader::ProposeMembershipChange(const MembershipChange& change) {
   // Takes effect now.
   if (core_->AppendToLog(std::move(e))) OnMembershipChanged();
   return result;
+}
+
+Status Leader::CheckStartedQuorumAfterAdd(uint64_t id) const {
+  // A voter added before it runs counts against the quorum at once: refuse
+  // unless the voters heard from lately are a majority of the larger set.
+  // As etcd, one voter may take a second (the cluster waits for it to
+  // start: there was no fault tolerance to lose).
+  const size_t voters = core_->VoterCount();
+  if (voters == 1) return Status::OK();
+  size_t started = core_->IsVoter(config_.id) ? 1 : 0;
+  for (const auto& [peer, pr] : progress_) {
+    if (core_->IsVoter(peer) && pr.RecentlyActive()) ++started;
+  }
+  if (IsMajority(started, voters + 1)) return Status::OK();
+  return Status(Status::Code::kFailedPrecondition,
+                "adding voter " + std::to_string(id) + " would need " + std::to_string(MajoritySize(voters + 1)) +
+                    " of " + std::to_string(voters + 1) + " voters running; " + std::to_string(started) +
+                    " answer the leader. Add it as a learner, start it, then promote it",
+                Status::Reason::kNotEnoughStarted);
 }
 
 Status Leader::TransferLeadership(uint64_t target) {
@@ -251,12 +273,12 @@ void Leader::Tick() {
   }
   if (core_->election_elapsed >= config_.election_ticks) {
     core_->election_elapsed = 0;
+    size_t active = core_->IsVoter(config_.id) ? 1 : 0;  // self
+    for (auto& [peer, pr] : progress_) {
+      if (pr.recent_active() && core_->IsVoter(peer)) ++active;
+      pr.EndActivityWindow();
+    }
     if (config_.check_quorum) {
-      size_t active = core_->IsVoter(config_.id) ? 1 : 0;  // self
-      for (auto& [peer, pr] : progress_) {
-        if (pr.recent_active() && core_->IsVoter(peer)) ++active;
-        pr.set_recent_active(false);
-      }
       if (!IsMajority(active, core_->VoterCount())) {
         LOG(WARNING) << "member " << config_.id << " steps down in term " << core_->term
                      << ": no contact with a majority for an election timeout";

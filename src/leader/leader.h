@@ -35,6 +35,8 @@ class Leader {
   ProposeResult Propose(std::string data);
   // See Raft::ProposeMembershipChange.
   ProposeResult ProposeMembershipChange(const MembershipChange& change);
+  // OK when voter `id` may be added now (see the definition).
+  Status CheckStartedQuorumAfterAdd(uint64_t id) const;
   // See Raft::TransferLeadership.
   Status TransferLeadership(uint64_t target);
   // Registers a linearizable read; it is confirmed by the next heartbeat

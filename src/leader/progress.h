@@ -45,6 +45,15 @@ class Progress {
   // Whether the follower answered anything since the last CheckQuorum.
   bool recent_active() const { return recent_active_; }
   void set_recent_active(bool v) { recent_active_ = v; }
+  // Called at each CheckQuorum (once per election timeout): starts a new
+  // window of recent_active().
+  void EndActivityWindow() {
+    active_last_window_ = recent_active_;
+    recent_active_ = false;
+  }
+  // The follower answered in this election timeout's window or the last one
+  // (a whole window, whatever the moment of asking).
+  bool RecentlyActive() const { return recent_active_ || active_last_window_; }
 
   // An AppendEntries carrying entries up to `last` was sent.
   void OnSent(uint64_t last);
@@ -86,6 +95,7 @@ class Progress {
   size_t max_inflight_ = 64;
   bool probe_sent_ = false;        // kProbe: one message outstanding
   bool recent_active_ = false;
+  bool active_last_window_ = false;
   std::deque<uint64_t> inflight_;  // kReplicate: last index of each message in flight
   int stalled_intervals_ = 0;      // heartbeat intervals with inflight_ stuck
   uint64_t pending_snapshot_ = 0;  // kSnapshot

@@ -230,7 +230,8 @@ void RaftNode::ChangeMembership(const raft::MembershipChange& change, Clock::tim
       if (!r.error.ok()) {
         refusal = Failure(Status::Code::kFailedPrecondition,
                           std::string(raft::ChangeTypeName(change.type)) + " of member " +
-                              std::to_string(change.id) + " refused: " + r.error.message());
+                              std::to_string(change.id) + " refused: " + r.error.message(),
+                          r.error.reason());
       } else {
         refusal = NotLeaderLocked();
       }

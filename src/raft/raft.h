@@ -68,8 +68,10 @@ class Raft {
   // produces. Refused (accepted false, `error` set) while an earlier
   // configuration entry is uncommitted, before an entry of this term is
   // committed, during a leadership transfer, when the change is invalid, and
-  // for kPromote when the learner's match index is more than
-  // Config::promote_max_lag behind the last index. A leader that removes
+  // for kPromote when the learner has acknowledged nothing or its match
+  // index is more than Config::promote_max_lag behind the last index, for
+  // kAddVoter when the voters heard from lately would not be a majority of
+  // the larger set (unless there is one voter). A leader that removes
   // itself keeps leading (without counting itself) until the entry commits,
   // then steps down (after sending TimeoutNow to the most up-to-date voter).
   ProposeResult ProposeMembershipChange(const MembershipChange& change);

@@ -57,6 +57,7 @@ GrpcServer::GrpcServer(const ServerOptions& options_in, RaftNode* node)
           &hub_, node, options_.Limits(), options_.auth,
           options_.metrics->Method(RpcName::Of<etcdserverpb::Watch>("Watch"), RpcMethodMetrics::Kind::kStream))),
       etcd_maintenance_(std::make_unique<EtcdMaintenance>(options_, node)),
+      etcd_cluster_(std::make_unique<EtcdCluster>(options_, node, forwarder_.get())),
       peer_service_(std::make_unique<PeerService>(options_, node)) {
   // Every asynchronous method, registered once with who may call it.
   client_handlers_->Register(&kv_service_, options_.calls_per_cq, &methods_);
@@ -75,8 +76,8 @@ GrpcServer::GrpcServer(const ServerOptions& options_in, RaftNode* node)
   // etcd's Lease and Watch, served by raftkv.v1's lease operations and
   // watchers' hub; and the services etcd's tools call.
   etcd_lease_->Register(&methods_);
-  etcd_maintenance_->Register(&etcd_cluster_service_, &etcd_maintenance_service_, &etcd_auth_service_,
-                              &methods_);
+  etcd_cluster_->Register(&etcd_cluster_service_, &methods_);
+  etcd_maintenance_->Register(&etcd_maintenance_service_, &etcd_auth_service_, &methods_);
   peer_service_->Register(&testing_service_, options_.calls_per_cq, &methods_);
   lease_service_->Register(&methods_);
   methods_.Add<LeaseKeepAliveRequest, LeaseKeepAliveResponse>(

@@ -25,6 +25,7 @@
 #include "server/api/forwarder.h"
 #include "node/node.h"
 #include "proto/etcd.h"
+#include "server/etcd/etcd_cluster.h"
 #include "server/etcd/etcd_kv.h"
 #include "server/etcd/etcd_maintenance.h"
 #include "node/lease_keeper.h"
@@ -101,6 +102,7 @@ class GrpcServer {
   std::unique_ptr<EtcdLease> etcd_lease_;
   std::unique_ptr<EtcdWatch> etcd_watch_;
   std::unique_ptr<EtcdMaintenance> etcd_maintenance_;
+  std::unique_ptr<EtcdCluster> etcd_cluster_;
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<ReflectionService> reflection_;
   std::unique_ptr<grpc::Server> server_;

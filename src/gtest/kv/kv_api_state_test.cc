@@ -18,6 +18,18 @@ namespace {
 class KvApiStateTest : public ::testing::Test {
  protected:
   ApplyResult Run(const Command& c) { return testing_txn::ApplyNext(&sm_, &index_, c); }
+  // Restores `copy` from a snapshot file of sm_.
+  void SnapshotInto(KvStateMachine* copy) {
+    testing_util::TempDir dir;
+    const std::string path = dir.path() + "/snap";
+    SnapshotWriter w;
+    sm_.Snapshot(&w);
+    testing_util::WriteFileBytes(path, EncodeSnapshotFile(w));
+    std::unique_ptr<SnapshotReader> reader;
+    ASSERT_TRUE(SnapshotReader::Open(path, &reader).ok());
+    const Status s = copy->Restore(reader.get());
+    ASSERT_TRUE(s.ok()) << s;
+  }
   ApplyResult Put(const std::string& k, const std::string& v, int64_t lease = 0, bool prev = false) {
     Command c;
     c.set_op(Command::PUT);
@@ -316,16 +328,8 @@ TEST_F(KvApiStateTest, SnapshotsKeepRevisionsVersionsAndLeases) {
   Put("b", "3");
   Del("b");
   Put("c", "4", id);
-  testing_util::TempDir dir;
-  const std::string path = dir.path() + "/snap";
-  SnapshotWriter w;
-  sm_.Snapshot(&w);
-  testing_util::WriteFileBytes(path, EncodeSnapshotFile(w));
-  std::unique_ptr<SnapshotReader> reader;
-  ASSERT_TRUE(SnapshotReader::Open(path, &reader).ok());
   KvStateMachine copy;
-  Status s = copy.Restore(reader.get());
-  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_NO_FATAL_FAILURE(SnapshotInto(&copy));
   EXPECT_EQ(copy.Revision(), sm_.Revision());
   EXPECT_EQ(copy.CompactedRevision(), 0);  // the whole history came along (default window)
   const KvRecord a = *copy.GetRecord("a");
@@ -349,6 +353,43 @@ TEST_F(KvApiStateTest, SnapshotsKeepRevisionsVersionsAndLeases) {
   e.set_data(rv.SerializeAsString());
   EXPECT_EQ(copy.Apply(e).answer.revision(), sm_.Apply(e).answer.revision());
   EXPECT_EQ(copy.Size(), 0u);
+}
+
+// As etcd: after Compact(C) reads at C and later are served, earlier ones
+// are refused; a watch may start at C (its events are kept) but not before.
+// A snapshot carries C, so a restored member refuses the same reads.
+TEST_F(KvApiStateTest, CompactKeepsTheCompactRevisionsEventsAndASnapshotCarriesIt) {
+  for (int i = 0; i < 5; ++i) Put("c/" + std::to_string(i % 2), "v" + std::to_string(i));  // 1..5
+  Command compact;
+  compact.set_op(Command::COMPACT);
+  compact.set_compact_revision(3);
+  ASSERT_FALSE(Run(compact).rejected());
+  auto check = [](const KvStateMachine& sm, const char* who) {
+    SCOPED_TRACE(who);
+    EXPECT_EQ(sm.CompactRevision(), 3);
+    RangeRequest at;
+    at.set_key("c/0");
+    at.set_revision(2);
+    RangeResponse resp;
+    EXPECT_EQ(sm.Range(at, &resp).reason(), Status::Reason::kCompacted);
+    at.set_revision(3);
+    ASSERT_TRUE(sm.Range(at, &resp).ok());
+    ASSERT_EQ(resp.kvs_size(), 1);
+    EXPECT_EQ(resp.kvs(0).value(), "v2");
+    KvStateMachine::EventBatch b;
+    EXPECT_EQ(sm.ReadEvents("c/", "c0", 2, 1 << 20, &b).reason(), Status::Reason::kCompacted);
+    ASSERT_TRUE(sm.ReadEvents("c/", "c0", 3, 1 << 20, &b).ok());
+    ASSERT_EQ(b.events.size(), 3u);
+    EXPECT_EQ(b.events[0].revision, 3);
+    EXPECT_EQ(b.events[0].kv.value, "v2");
+  };
+  check(sm_, "original");
+  // Compacting at or below the compact revision again is refused.
+  EXPECT_TRUE(Run(compact).rejected());
+  sm_.SetSnapshotHistory(100);
+  KvStateMachine copy;
+  ASSERT_NO_FATAL_FAILURE(SnapshotInto(&copy));
+  check(copy, "restored");
 }
 
 // A snapshot carries the newest revisions of the history, so a restored

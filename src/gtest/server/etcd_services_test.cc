@@ -8,6 +8,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "gtest/common/service_test_util.h"
 #include "gtest/server/server_fixture.h"
@@ -292,9 +293,109 @@ TEST_F(EtcdServicesTest, StatusMembersAndAuthAsEtcdToolsReadThem) {
   EXPECT_EQ(refused.error_message(), "etcdserver: authentication is not enabled");
 
   // What is not served answers at once, not when the deadline passes.
-  grpc::ClientContext h;
-  pb::HashResponse hash;
-  EXPECT_EQ(maintenance_->Hash(&h, pb::HashRequest(), &hash).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  grpc::ClientContext d;
+  d.set_deadline(In(10s));
+  pb::DowngradeResponse downgrade;
+  EXPECT_EQ(maintenance_->Downgrade(&d, pb::DowngradeRequest(), &downgrade).error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+}
+
+// Hash is HashKV at the store's revision.
+TEST_F(EtcdServicesTest, HashIsTheHashOfEveryKeyNow) {
+  Start();
+  Put("h1", "a");
+  pb::HashResponse before, after;
+  grpc::ClientContext c1;
+  ASSERT_TRUE(maintenance_->Hash(&c1, pb::HashRequest(), &before).ok());
+  grpc::ClientContext c2;
+  pb::HashKVResponse kv;
+  ASSERT_TRUE(maintenance_->HashKV(&c2, pb::HashKVRequest(), &kv).ok());
+  EXPECT_EQ(before.hash(), kv.hash());
+  Put("h1", "b");
+  grpc::ClientContext c3;
+  ASSERT_TRUE(maintenance_->Hash(&c3, pb::HashRequest(), &after).ok());
+  EXPECT_NE(before.hash(), after.hash());
+}
+
+// etcd's member changes, with etcd's errors where its clients match them:
+// a learner added (the next id), refused promotion while it is not running,
+// its URL updated, removed; a taken URL, an unknown id and bad URLs refused.
+TEST_F(EtcdServicesTest, MembersAreAddedUpdatedAndRemovedAsEtcdDoes) {
+  Start();
+  auto add = [&](const std::vector<std::string>& urls, bool learner, pb::MemberAddResponse* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    pb::MemberAddRequest req;
+    for (const std::string& u : urls) req.add_peerurls(u);
+    req.set_islearner(learner);
+    return cluster_->MemberAdd(&ctx, req, resp);
+  };
+  pb::MemberAddResponse added;
+  grpc::Status s = add({"http://127.0.0.1:1"}, true, &added);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(added.member().id(), 2u);
+  EXPECT_TRUE(added.member().islearner());
+  ASSERT_EQ(added.members_size(), 2);
+  EXPECT_EQ(added.members(1).peerurls(0), "http://127.0.0.1:1");
+  pb::MemberAddResponse refused;
+  s = add({"http://127.0.0.1:1"}, true, &refused);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(s.error_message(), "etcdserver: Peer URLs already exists");
+  s = add({"127.0.0.1:2"}, true, &refused);
+  EXPECT_EQ(s.error_message(), "etcdserver: given member URLs are invalid");
+  s = add({"http://127.0.0.1:2", "http://127.0.0.1:3"}, true, &refused);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  grpc::ClientContext p;
+  p.set_deadline(In(10s));
+  pb::MemberPromoteRequest promote;
+  promote.set_id(2);
+  pb::MemberPromoteResponse promoted;
+  s = cluster_->MemberPromote(&p, promote, &promoted);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(s.error_message(), "etcdserver: can only promote a learner member which is in sync with leader");
+  grpc::ClientContext p1;
+  promote.set_id(1);
+  s = cluster_->MemberPromote(&p1, promote, &promoted);
+  EXPECT_EQ(s.error_message(), "etcdserver: can only promote a learner member");
+
+  auto update = [&](uint64_t id, const std::string& url) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    pb::MemberUpdateRequest req;
+    req.set_id(id);
+    req.add_peerurls(url);
+    pb::MemberUpdateResponse resp;
+    grpc::Status st = cluster_->MemberUpdate(&ctx, req, &resp);
+    if (st.ok()) {
+      EXPECT_EQ(resp.members_size(), 2);
+      EXPECT_EQ(resp.members(1).peerurls(0), "http://127.0.0.1:4");
+    }
+    return st;
+  };
+  s = update(2, "http://127.0.0.1:4");
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  s = update(9, "http://127.0.0.1:5");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(s.error_message(), "etcdserver: member not found");
+  s = update(2, "http://" + std::string(kSelfAddress));
+  EXPECT_EQ(s.error_message(), "etcdserver: Peer URLs already exists");
+
+  auto remove = [&](uint64_t id, pb::MemberRemoveResponse* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    pb::MemberRemoveRequest req;
+    req.set_id(id);
+    return cluster_->MemberRemove(&ctx, req, resp);
+  };
+  pb::MemberRemoveResponse removed;
+  s = remove(2, &removed);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(removed.members_size(), 1);
+  EXPECT_EQ(removed.members(0).id(), 1u);
+  s = remove(2, &removed);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(s.error_message(), "etcdserver: member not found");
 }
 
 TEST_F(EtcdServicesTest, HashKvFollowsTheStateAtARevision) {
@@ -386,7 +487,8 @@ TEST_F(EtcdServicesTest, CompactDropsTheHistoryAsEtcdDoes) {
   s = compact(r2);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::OUT_OF_RANGE);
   EXPECT_EQ(s.error_message(), "etcdserver: mvcc: required revision has been compacted");
-  // A watch from before the compaction is cancelled with where to resume.
+  // A watch from before the compaction is cancelled with where to resume:
+  // the compact revision itself, whose events are kept (as etcd).
   grpc::ClientContext ctx;
   ctx.set_deadline(In(20s));
   std::unique_ptr<WatchStream> stream = watch_->Watch(&ctx);
@@ -394,7 +496,14 @@ TEST_F(EtcdServicesTest, CompactDropsTheHistoryAsEtcdDoes) {
   EXPECT_TRUE(Next(stream.get()).created());
   pb::WatchResponse r = Next(stream.get());
   EXPECT_TRUE(r.canceled());
-  EXPECT_EQ(r.compact_revision(), r2 + 1);
+  EXPECT_EQ(r.compact_revision(), r2);
+  Create(stream.get(), "c", "", r.compact_revision());
+  EXPECT_TRUE(Next(stream.get()).created());
+  r = Next(stream.get());
+  EXPECT_FALSE(r.canceled()) << r.cancel_reason();
+  ASSERT_GE(r.events_size(), 1);
+  EXPECT_EQ(r.events(0).kv().mod_revision(), r2);
+  EXPECT_EQ(r.events(0).kv().value(), "2");
   ctx.TryCancel();
 }
 

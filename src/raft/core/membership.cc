@@ -9,6 +9,8 @@ const char* ChangeTypeName(ChangeType type) {
     case ChangeType::kAddLearner: return "add-learner";
     case ChangeType::kPromote: return "promote";
     case ChangeType::kRemove: return "remove";
+    case ChangeType::kAddVoter: return "add-voter";
+    case ChangeType::kUpdateAddress: return "update-address";
   }
   return "?";
 }
@@ -61,6 +63,28 @@ Status CheckMembership(const MembershipConfig& config) {
   return Status::OK();
 }
 
+namespace {
+
+// OK when `change.address` is given and no other member has it.
+Status CheckAddressFree(const MembershipConfig& current, const MembershipChange& change) {
+  if (change.address.empty()) return Status::InvalidArgument("member " + std::to_string(change.id) + " needs an address");
+  for (const MemberConfig& m : current.members()) {
+    if (m.id() != change.id && m.address() == change.address) {
+      return Status(Status::Code::kFailedPrecondition,
+                    "address " + change.address + " is already used by member " + std::to_string(m.id()),
+                    Status::Reason::kAddressInUse);
+    }
+  }
+  return Status::OK();
+}
+
+Status NotAMember(const std::string& who) {
+  return Status(Status::Code::kFailedPrecondition, who + " is not in the configuration",
+                Status::Reason::kMemberNotFound);
+}
+
+}  // namespace
+
 Status ApplyChange(const MembershipConfig& current, const MembershipChange& change,
                    MembershipConfig* next) {
   if (change.id == 0) return Status::InvalidArgument("member id must be positive");
@@ -68,23 +92,19 @@ Status ApplyChange(const MembershipConfig& current, const MembershipChange& chan
   const std::string who = "member " + std::to_string(change.id);
   MembershipConfig out = current;
   switch (change.type) {
-    case ChangeType::kAddLearner: {
+    case ChangeType::kAddLearner:
+    case ChangeType::kAddVoter: {
       if (existing != nullptr) {
-        return Status::FailedPrecondition(who + " is already in the configuration (" +
-                                          (existing->voter() ? "voter" : "learner") + " at " +
-                                          existing->address() + ")");
+        return Status(Status::Code::kFailedPrecondition,
+                      who + " is already in the configuration (" + (existing->voter() ? "voter" : "learner") +
+                          " at " + existing->address() + ")",
+                      Status::Reason::kMemberExists);
       }
-      if (change.address.empty()) return Status::InvalidArgument(who + " needs an address");
-      for (const MemberConfig& m : current.members()) {
-        if (m.address() == change.address) {
-          return Status::FailedPrecondition("address " + change.address + " is already used by member " +
-                                            std::to_string(m.id()));
-        }
-      }
+      if (Status taken = CheckAddressFree(current, change); !taken.ok()) return taken;
       MemberConfig added;
       added.set_id(change.id);
       added.set_address(change.address);
-      added.set_voter(false);
+      added.set_voter(change.type == ChangeType::kAddVoter);
       out.clear_members();
       bool inserted = false;
       for (const MemberConfig& m : current.members()) {
@@ -97,15 +117,24 @@ Status ApplyChange(const MembershipConfig& current, const MembershipChange& chan
       if (!inserted) *out.add_members() = added;
       break;
     }
+    case ChangeType::kUpdateAddress:
+      if (existing == nullptr) return NotAMember(who);
+      if (Status taken = CheckAddressFree(current, change); !taken.ok()) return taken;
+      for (MemberConfig& m : *out.mutable_members()) {
+        if (m.id() == change.id) m.set_address(change.address);
+      }
+      break;
     case ChangeType::kPromote:
-      if (existing == nullptr) return Status::FailedPrecondition(who + " is not in the configuration");
-      if (existing->voter()) return Status::FailedPrecondition(who + " is already a voter");
+      if (existing == nullptr) return NotAMember(who);
+      if (existing->voter()) {
+        return Status(Status::Code::kFailedPrecondition, who + " is already a voter", Status::Reason::kNotLearner);
+      }
       for (MemberConfig& m : *out.mutable_members()) {
         if (m.id() == change.id) m.set_voter(true);
       }
       break;
     case ChangeType::kRemove: {
-      if (existing == nullptr) return Status::FailedPrecondition(who + " is not in the configuration");
+      if (existing == nullptr) return NotAMember(who);
       if (existing->voter() && VoterIds(current).size() == 1) {
         return Status::FailedPrecondition(who + " is the last voter; it cannot be removed");
       }

@@ -8,7 +8,10 @@
 // for the single-server-change bug described by Ongaro in 2015). New servers
 // join as learners (non-voting; they receive the log and snapshots but are
 // not counted for commit, votes or CheckQuorum) and are promoted to voters
-// by a second change once caught up.
+// by a second change once caught up. A voter may also be added directly (as
+// etcd's `member add`): the leader then refuses unless the voters it hears
+// from stay a majority of the larger set. A member's address may change (the
+// peers dial the new one from the entry on).
 #pragma once
 
 #include <cstdint>
@@ -20,13 +23,13 @@
 
 namespace raftkv::raft {
 
-enum class ChangeType { kAddLearner, kPromote, kRemove };
+enum class ChangeType { kAddLearner, kPromote, kRemove, kAddVoter, kUpdateAddress };
 const char* ChangeTypeName(ChangeType type);
 
 struct MembershipChange {
   ChangeType type = ChangeType::kAddLearner;
   uint64_t id = 0;
-  std::string address;  // kAddLearner only
+  std::string address;  // kAddLearner, kAddVoter, kUpdateAddress
 };
 
 // Builds a configuration of voters `ids` (addresses empty), for tests and
@@ -48,7 +51,7 @@ Status CheckMembership(const MembershipConfig& config);
 // InvalidArgument for a bad id or a missing address, FailedPrecondition for
 // what the configuration does not allow (adding an existing id or address,
 // promoting a voter or a non-member, removing a non-member or the last
-// voter).
+// voter, giving a non-member an address or a member another's address).
 Status ApplyChange(const MembershipConfig& current, const MembershipChange& change, MembershipConfig* next);
 
 // The same members, in the same order, with the same roles and addresses.

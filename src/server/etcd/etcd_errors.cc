@@ -29,6 +29,17 @@ grpc::Status ToEtcdStatus(const Status& status) {
     case R::kLeaderChanged: return grpc::Status(C::UNAVAILABLE, "etcdserver: leader changed");
     case R::kTimeout: return grpc::Status(C::UNAVAILABLE, "etcdserver: request timed out");
     case R::kStopped: return grpc::Status(C::UNAVAILABLE, "etcdserver: server stopped");
+    case R::kMemberExists: return grpc::Status(C::FAILED_PRECONDITION, "etcdserver: member ID already exist");
+    case R::kAddressInUse: return grpc::Status(C::FAILED_PRECONDITION, "etcdserver: Peer URLs already exists");
+    case R::kMemberNotFound: return grpc::Status(C::NOT_FOUND, "etcdserver: member not found");
+    case R::kNotLearner:
+      return grpc::Status(C::FAILED_PRECONDITION, "etcdserver: can only promote a learner member");
+    case R::kLearnerNotReady:
+      return grpc::Status(C::FAILED_PRECONDITION,
+                          "etcdserver: can only promote a learner member which is in sync with leader");
+    case R::kNotEnoughStarted:
+      return grpc::Status(C::FAILED_PRECONDITION,
+                          "etcdserver: re-configuration failed due to not enough started members");
   }
   return ToGrpcStatus(status);
 }

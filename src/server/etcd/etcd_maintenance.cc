@@ -45,16 +45,11 @@ grpc::Status EtcdMaintenanceService::Snapshot(grpc::ServerContext* context, cons
   return status;
 }
 
-void EtcdMaintenance::Register(EtcdClusterService* cluster, EtcdMaintenanceService* maintenance,
-                               EtcdAuthService* auth, AsyncMethods* methods) {
+void EtcdMaintenance::Register(EtcdMaintenanceService* maintenance, EtcdAuthService* auth, AsyncMethods* methods) {
   const int n = 2;
   const Caller c = Caller::kClient;
-  using C = EtcdClusterService;
   using M = EtcdMaintenanceService;
   using A = EtcdAuthService;
-  methods->Add<pb::MemberListRequest, pb::MemberListResponse>(
-      cluster, &C::RequestMemberList, RpcName::Of<pb::Cluster>("MemberList"), c, n,
-      [this](MemberListCall* call) { HandleMemberList(call); });
   auto name = [](const char* method) { return RpcName::Of<pb::Maintenance>(method); };
   methods->Add<pb::StatusRequest, pb::StatusResponse>(maintenance, &M::RequestStatus, name("Status"), c, n,
                                                       [this](StatusCall* call) { HandleStatus(call); });
@@ -65,6 +60,8 @@ void EtcdMaintenance::Register(EtcdClusterService* cluster, EtcdMaintenanceServi
       [this](DefragmentCall* call) { HandleDefragment(call); });
   methods->Add<pb::HashKVRequest, pb::HashKVResponse>(maintenance, &M::RequestHashKV, name("HashKV"), c, n,
                                                       [this](HashKvCall* call) { HandleHashKv(call); });
+  methods->Add<pb::HashRequest, pb::HashResponse>(maintenance, &M::RequestHash, name("Hash"), c, n,
+                                                  [this](HashCall* call) { HandleHash(call); });
   methods->Add<pb::MoveLeaderRequest, pb::MoveLeaderResponse>(
       maintenance, &M::RequestMoveLeader, name("MoveLeader"), Caller::kAdmin, n,
       [this](MoveLeaderCall* call) { HandleMoveLeader(call); });
@@ -79,22 +76,6 @@ void EtcdMaintenance::Register(EtcdClusterService* cluster, EtcdMaintenanceServi
 
 void EtcdMaintenance::FillHeader(pb::ResponseHeader* header) const {
   EtcdKv::FillHeader(node_->id(), node_->state_machine().Revision(), node_->KnownTerm(), header);
-}
-
-void EtcdMaintenance::HandleMemberList(MemberListCall* call) {
-  const NodeStatus st = node_->GetStatus();
-  pb::MemberListResponse resp;
-  FillHeader(resp.mutable_header());
-  const std::string scheme = options_.auth != nullptr && options_.auth->tls() ? "https://" : "http://";
-  for (const MemberInfo& m : st.members) {
-    pb::Member* out = resp.add_members();
-    out->set_id(m.id);
-    out->set_name("member-" + std::to_string(m.id));
-    out->add_peerurls(scheme + m.address);
-    out->add_clienturls(scheme + m.address);
-    out->set_islearner(!m.voter);
-  }
-  call->Finish(resp);
 }
 
 void EtcdMaintenance::HandleStatus(StatusCall* call) {
@@ -145,6 +126,32 @@ uint32_t ExtendInt(uint32_t crc, int64_t v) {
 // Every key of the store as it was at the revision, read a page at a time
 // (each page within --max_response_bytes, as any range), folded into one
 // CRC-32C of keys, values, revisions, versions and leases.
+grpc::Status EtcdMaintenance::HashAt(int64_t revision, uint32_t* hash) const {
+  const KvStateMachine& sm = node_->state_machine();
+  RangeRequest page;
+  page.set_key(std::string(1, '\0'));
+  page.set_range_end(std::string(1, '\0'));
+  page.set_revision(revision);
+  page.set_limit(static_cast<int64_t>(
+      std::max<size_t>(1, options_.max_response_bytes / (options_.max_key_bytes + options_.max_value_bytes + 64))));
+  uint32_t crc = 0;
+  for (;;) {
+    RangeResponse resp;
+    if (Status s = sm.Range(page, &resp, options_.max_response_bytes); !s.ok()) return etcd::ToEtcdStatus(s);
+    for (const KeyValue& kv : resp.kvs()) {
+      crc = ExtendInt(crc, static_cast<int64_t>(kv.key().size()));
+      crc = crc32c::Extend(crc, kv.key().data(), kv.key().size());
+      crc = ExtendInt(crc, static_cast<int64_t>(kv.value().size()));
+      crc = crc32c::Extend(crc, kv.value().data(), kv.value().size());
+      for (int64_t v : {kv.create_revision(), kv.mod_revision(), kv.version(), kv.lease()}) crc = ExtendInt(crc, v);
+    }
+    if (!resp.more() || resp.kvs_size() == 0) break;
+    page.set_key(resp.kvs(resp.kvs_size() - 1).key() + std::string(1, '\0'));
+  }
+  *hash = crc;
+  return grpc::Status::OK;
+}
+
 void EtcdMaintenance::HandleHashKv(HashKvCall* call) {
   const KvStateMachine& sm = node_->state_machine();
   const int64_t asked = call->request().revision();
@@ -157,33 +164,26 @@ void EtcdMaintenance::HandleHashKv(HashKvCall* call) {
         grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "etcdserver: mvcc: required revision is a future revision"));
   }
   const int64_t revision = asked > 0 ? asked : now;
-  RangeRequest page;
-  page.set_key(std::string(1, '\0'));
-  page.set_range_end(std::string(1, '\0'));
-  page.set_revision(revision);
-  page.set_limit(static_cast<int64_t>(
-      std::max<size_t>(1, options_.max_response_bytes / (options_.max_key_bytes + options_.max_value_bytes + 64))));
-  uint32_t crc = 0;
-  for (;;) {
-    RangeResponse resp;
-    if (Status s = sm.Range(page, &resp, options_.max_response_bytes); !s.ok()) {
-      return call->FinishWithError(etcd::ToEtcdStatus(s));
-    }
-    for (const KeyValue& kv : resp.kvs()) {
-      crc = ExtendInt(crc, static_cast<int64_t>(kv.key().size()));
-      crc = crc32c::Extend(crc, kv.key().data(), kv.key().size());
-      crc = ExtendInt(crc, static_cast<int64_t>(kv.value().size()));
-      crc = crc32c::Extend(crc, kv.value().data(), kv.value().size());
-      for (int64_t v : {kv.create_revision(), kv.mod_revision(), kv.version(), kv.lease()}) crc = ExtendInt(crc, v);
-    }
-    if (!resp.more() || resp.kvs_size() == 0) break;
-    page.set_key(resp.kvs(resp.kvs_size() - 1).key() + std::string(1, '\0'));
-  }
   pb::HashKVResponse resp;
+  uint32_t hash = 0;
+  if (grpc::Status bad = HashAt(revision, &hash); !bad.ok()) return call->FinishWithError(bad);
   FillHeader(resp.mutable_header());
-  resp.set_hash(crc);
-  resp.set_compact_revision(sm.CompactedRevision());
+  resp.set_hash(hash);
+  resp.set_compact_revision(sm.CompactRevision());
   resp.set_hash_revision(revision);
+  call->Finish(resp);
+}
+
+// etcd hashes its whole database file; here, every key at the store's
+// revision (so members that applied the same entries agree).
+void EtcdMaintenance::HandleHash(HashCall* call) {
+  pb::HashResponse resp;
+  uint32_t hash = 0;
+  if (grpc::Status bad = HashAt(node_->state_machine().Revision(), &hash); !bad.ok()) {
+    return call->FinishWithError(bad);
+  }
+  FillHeader(resp.mutable_header());
+  resp.set_hash(hash);
   call->Finish(resp);
 }
 

@@ -1,11 +1,10 @@
 // The etcd services its tools call to look at and run a cluster, on the
-// completion queues beside etcd's KV:
-//  - Cluster.MemberList: the configuration in effect (a member's peer and
-//    client URL are its one address: raftkv serves both on one port);
+// completion queues beside etcd's KV (Cluster: etcd_cluster.h):
 //  - Maintenance.Status (this member's Raft state), Alarm (no alarm is ever
 //    raised: raftkv has no backend quota yet), Defragment (nothing to do:
 //    the state is in memory), HashKV (a CRC-32C of every key's state at a
 //    revision, equal on members that agree; not comparable with etcd's),
+//    Hash (the same, at the store's revision),
 //    MoveLeader (leadership transfer, on the leader, for administrators);
 //  - Auth.AuthStatus and Authenticate: raftkv's bearer token stands for
 //    etcd's users. With --token_file, Authenticate with the token (or the
@@ -13,8 +12,8 @@
 //    clients then send; without, it answers etcd's "authentication is not
 //    enabled".
 //  - Maintenance.Snapshot: EtcdMaintenanceService below.
-// What is not listed (the members' changes, Hash and the
-// users and roles of Auth) answers UNIMPLEMENTED.
+// What is not listed (Downgrade, the users and roles of Auth) answers
+// UNIMPLEMENTED.
 #pragma once
 
 #include "node/node.h"
@@ -29,13 +28,11 @@ namespace raftkv {
 // would leave its calls waiting).
 namespace etcd_maintenance_detail {
 namespace pb = etcdserverpb;
-using Cluster = pb::Cluster::WithAsyncMethod_MemberList<pb::Cluster::Service>;
 using Maintenance = pb::Maintenance::WithAsyncMethod_Alarm<pb::Maintenance::WithAsyncMethod_Status<
     pb::Maintenance::WithAsyncMethod_Defragment<pb::Maintenance::WithAsyncMethod_HashKV<
-        pb::Maintenance::WithAsyncMethod_MoveLeader<pb::Maintenance::Service>>>>>;
+        pb::Maintenance::WithAsyncMethod_Hash<pb::Maintenance::WithAsyncMethod_MoveLeader<pb::Maintenance::Service>>>>>>;
 using Auth = pb::Auth::WithAsyncMethod_AuthStatus<pb::Auth::WithAsyncMethod_Authenticate<pb::Auth::Service>>;
 }  // namespace etcd_maintenance_detail
-using EtcdClusterService = etcd_maintenance_detail::Cluster;
 using EtcdAuthService = etcd_maintenance_detail::Auth;
 
 // Maintenance, with Snapshot a synchronous stream (run by gRPC's sync
@@ -63,24 +60,25 @@ class EtcdMaintenance {
   static constexpr char kEtcdVersion[] = "3.5.0";
 
   EtcdMaintenance(const ServerOptions& options, RaftNode* node) : options_(options), node_(node) {}
-  void Register(EtcdClusterService* cluster, EtcdMaintenanceService* maintenance, EtcdAuthService* auth,
-                AsyncMethods* methods);
+  void Register(EtcdMaintenanceService* maintenance, EtcdAuthService* auth, AsyncMethods* methods);
 
  private:
-  using MemberListCall = UnaryCall<etcdserverpb::MemberListRequest, etcdserverpb::MemberListResponse>;
   using StatusCall = UnaryCall<etcdserverpb::StatusRequest, etcdserverpb::StatusResponse>;
   using AlarmCall = UnaryCall<etcdserverpb::AlarmRequest, etcdserverpb::AlarmResponse>;
   using DefragmentCall = UnaryCall<etcdserverpb::DefragmentRequest, etcdserverpb::DefragmentResponse>;
   using HashKvCall = UnaryCall<etcdserverpb::HashKVRequest, etcdserverpb::HashKVResponse>;
+  using HashCall = UnaryCall<etcdserverpb::HashRequest, etcdserverpb::HashResponse>;
   using MoveLeaderCall = UnaryCall<etcdserverpb::MoveLeaderRequest, etcdserverpb::MoveLeaderResponse>;
   using AuthStatusCall = UnaryCall<etcdserverpb::AuthStatusRequest, etcdserverpb::AuthStatusResponse>;
   using AuthenticateCall = UnaryCall<etcdserverpb::AuthenticateRequest, etcdserverpb::AuthenticateResponse>;
 
-  void HandleMemberList(MemberListCall* call);
   void HandleStatus(StatusCall* call);
   void HandleAlarm(AlarmCall* call);
   void HandleDefragment(DefragmentCall* call);
   void HandleHashKv(HashKvCall* call);
+  void HandleHash(HashCall* call);
+  // The hash of every key's state at `revision` (OK), or why not.
+  grpc::Status HashAt(int64_t revision, uint32_t* hash) const;
   void HandleMoveLeader(MoveLeaderCall* call);
   void HandleAuthStatus(AuthStatusCall* call);
   void HandleAuthenticate(AuthenticateCall* call);

@@ -228,9 +228,11 @@ ProposeResult SimCluster::ProposeMembershipChange(uint64_t node, const Membershi
   const bool term_committed = r.TermAt(r.commit_index()) == r.term() && r.commit_index() > 0;
   const bool transferring = r.transfer_target() != 0;
   uint64_t lag = 0;
+  uint64_t match = 0;
   if (change.type == ChangeType::kPromote && was_leader) {
     const Progress* pr = r.ProgressOf(change.id);
-    lag = r.last_index() - (pr != nullptr ? pr->match() : 0);
+    match = pr != nullptr ? pr->match() : 0;
+    lag = r.last_index() - match;
   }
   MembershipConfig expected;
   const std::string invalid = ApplyChange(before, change, &expected).message();
@@ -262,6 +264,9 @@ ProposeResult SimCluster::ProposeMembershipChange(uint64_t node, const Membershi
     }
     if (transferring) {
       Violation("leader " + U(node) + " accepted " + what + " during a leadership transfer");
+    }
+    if (change.type == ChangeType::kPromote && match == 0) {
+      Violation("leader " + U(node) + " promoted " + U(change.id) + ", which has acknowledged nothing");
     }
     if (change.type == ChangeType::kPromote && lag > options_.promote_max_lag) {
       Violation("leader " + U(node) + " promoted " + U(change.id) + " lagging " + U(lag) +
