@@ -169,6 +169,20 @@ step "etcd $(etcd --version | sed -n 's/^etcd Version: //p'): starting 3 members
 start_etcd_cluster "$WORK"
 mkdir -p "$WORK/on-etcd" "$WORK/on-raftkv"
 suite "$WORK/on-etcd"
+# All the keys with their revisions and the header's revision (etcdctl -w json).
+dump() { ctl --endpoints="$1" get "" --prefix -w json; }
+step "etcd: a lease with a key, then etcdctl snapshot save (bracketed by identical dumps)"
+out=$(ctl --endpoints="${EP[0]}" lease grant 600) || fail "lease grant on etcd"
+etcd_lease=$(sed -n 's/^lease \([0-9a-f]*\) granted with TTL(600s)$/\1/p' <<<"$out")
+[ -n "$etcd_lease" ] || fail "lease grant printed '$out'"
+ctl --endpoints="$ENDPOINTS" put --lease="$etcd_lease" import/leased held >/dev/null || fail "put --lease"
+for attempt in 1 2 3; do
+  dump "$ENDPOINTS" >"$WORK/etcd-before.json" || fail "get -w json on etcd"
+  ctl --endpoints="${EP[0]}" snapshot save "$WORK/on-etcd/final.db" >/dev/null || fail "snapshot save on etcd"
+  dump "$ENDPOINTS" >"$WORK/etcd-after.json" || fail "get -w json on etcd"
+  ! cmp -s "$WORK/etcd-before.json" "$WORK/etcd-after.json" || break
+  [ "$attempt" -lt 3 ] || fail "etcd's keys kept changing around snapshot save"
+done
 _stop_etcd
 step "raftkv: starting 3 members"
 start_test_cluster 3 etcdctl
@@ -177,4 +191,38 @@ step "raftkv: etcdctl's snapshot file restores a member (raftkvctl snapshot rest
 printf '1 127.0.0.1:1\n' >"$WORK/restore.conf"
 "$RAFTKV_BIN_DIR/raftkvctl" snapshot restore "$WORK/on-raftkv/snap.db" --data-dir="$WORK/restored" --id=1 \
   --cluster_file="$WORK/restore.conf" || fail "raftkvctl snapshot restore of etcdctl's file"
+
+step "raftkv: etcd's own snapshot (a bbolt file) restores a new member with etcd's keys, revisions and lease"
+IMPORTED="$WORK/imported"
+stop_cluster_at_exit "$IMPORTED"
+IMPORT_PORT=$(free_base_port 3)
+printf '1 127.0.0.1:%s\n' "$((IMPORT_PORT + 1))" >"$WORK/imported.conf"
+out=$("$RAFTKV_BIN_DIR/raftkvctl" snapshot restore "$WORK/on-etcd/final.db" --data-dir="$IMPORTED/node1/data" \
+  --id=1 --cluster_file="$WORK/imported.conf") || fail "raftkvctl snapshot restore of etcd's snapshot: $out"
+grep -q "^Imported etcd database $WORK/on-etcd/final.db: revision " <<<"$out" || fail "restore printed '$out'"
+IMPORT_EPS=$(RAFTKV_DATA="$IMPORTED" RAFTKV_BASE_PORT="$IMPORT_PORT" bash "$REPO_ROOT/scripts/cluster.sh" start 1 |
+  sed -n 's/^ENDPOINTS=//p')
+[ -n "$IMPORT_EPS" ] || fail "the member restored from etcd's snapshot did not start"
+dump "$IMPORT_EPS" >"$WORK/imported.json" || fail "get -w json on the restored member"
+python3 - "$WORK/etcd-before.json" "$WORK/imported.json" <<'PY' || fail "the restored member differs from etcd"
+import json, sys
+etcd, raftkv = (json.load(open(p)) for p in sys.argv[1:3])
+fields = ("key", "value", "create_revision", "mod_revision", "version", "lease")
+def keys(answer):
+    return {kv["key"]: {f: kv.get(f, 0) for f in fields} for kv in answer.get("kvs", [])}
+problems = []
+if etcd["header"]["revision"] != raftkv["header"]["revision"]:
+    problems.append("header revision %s, etcd's %s" % (raftkv["header"]["revision"], etcd["header"]["revision"]))
+was, now = keys(etcd), keys(raftkv)
+problems += ["missing key %r" % k for k in sorted(was.keys() - now.keys())]
+problems += ["unexpected key %r" % k for k in sorted(now.keys() - was.keys())]
+problems += ["key %r: %s, etcd's %s" % (k, now[k], was[k]) for k in sorted(was.keys() & now.keys()) if now[k] != was[k]]
+if len(was) < 5:
+    problems.append("etcd had only %d keys" % len(was))
+print("\n".join(problems), file=sys.stderr)
+sys.exit(1 if problems else 0)
+PY
+out=$(ctl --endpoints="$IMPORT_EPS" lease timetolive "$etcd_lease" --keys) || fail "lease timetolive on the restored member"
+grep -q "granted with TTL(600s), remaining([0-9]*s), attached keys(\[import/leased\])" <<<"$out" ||
+  fail "lease timetolive on the restored member printed '$out'"
 echo "etcdctl_test: OK (etcdctl $(etcdctl version | sed -n 's/^etcdctl version: //p') against etcd $(etcd --version | sed -n 's/^etcd Version: //p') and raftkv)"
