@@ -177,9 +177,9 @@ etcd_lease=$(sed -n 's/^lease \([0-9a-f]*\) granted with TTL(600s)$/\1/p' <<<"$o
 [ -n "$etcd_lease" ] || fail "lease grant printed '$out'"
 ctl --endpoints="$ENDPOINTS" put --lease="$etcd_lease" import/leased held >/dev/null || fail "put --lease"
 for attempt in 1 2 3; do
-  dump "$ENDPOINTS" >"$WORK/etcd-before.json" || fail "get -w json on etcd"
+  dump "${EP[0]}" >"$WORK/etcd-before.json" || fail "get -w json on etcd"
   ctl --endpoints="${EP[0]}" snapshot save "$WORK/on-etcd/final.db" >/dev/null || fail "snapshot save on etcd"
-  dump "$ENDPOINTS" >"$WORK/etcd-after.json" || fail "get -w json on etcd"
+  dump "${EP[0]}" >"$WORK/etcd-after.json" || fail "get -w json on etcd"
   ! cmp -s "$WORK/etcd-before.json" "$WORK/etcd-after.json" || break
   [ "$attempt" -lt 3 ] || fail "etcd's keys kept changing around snapshot save"
 done
@@ -199,6 +199,7 @@ IMPORT_PORT=$(free_base_port 3)
 printf '1 127.0.0.1:%s\n' "$((IMPORT_PORT + 1))" >"$WORK/imported.conf"
 out=$("$RAFTKV_BIN_DIR/raftkvctl" snapshot restore "$WORK/on-etcd/final.db" --data-dir="$IMPORTED/node1/data" \
   --id=1 --cluster_file="$WORK/imported.conf") || fail "raftkvctl snapshot restore of etcd's snapshot: $out"
+echo "$out"
 grep -q "^Imported etcd database $WORK/on-etcd/final.db: revision " <<<"$out" || fail "restore printed '$out'"
 IMPORT_EPS=$(RAFTKV_DATA="$IMPORTED" RAFTKV_BASE_PORT="$IMPORT_PORT" bash "$REPO_ROOT/scripts/cluster.sh" start 1 |
   sed -n 's/^ENDPOINTS=//p')
@@ -219,6 +220,8 @@ problems += ["unexpected key %r" % k for k in sorted(now.keys() - was.keys())]
 problems += ["key %r: %s, etcd's %s" % (k, now[k], was[k]) for k in sorted(was.keys() & now.keys()) if now[k] != was[k]]
 if len(was) < 5:
     problems.append("etcd had only %d keys" % len(was))
+if not problems:
+    print("%d keys and revision %s as in etcd" % (len(was), etcd["header"]["revision"]))
 print("\n".join(problems), file=sys.stderr)
 sys.exit(1 if problems else 0)
 PY
