@@ -245,8 +245,15 @@ Status BboltReader::WalkPage(uint64_t pgid, std::string_view inline_page, int de
   return WalkElements(pgid, page, depth, visit);
 }
 
-Status BboltReader::WalkElements(uint64_t pgid, std::string_view page, int depth,
-                                 const Visitor& visit) {
+// A page's element `i`: where its key starts, its key's and its value's size.
+struct BboltReader::Element {
+  uint64_t at = 0;  // of the key
+  uint64_t key_size = 0;
+  uint64_t value_size = 0;
+};
+
+Status BboltReader::CheckElements(uint64_t pgid, std::string_view page,
+                                  std::vector<Element>* elements) const {
   if (page.size() < kPageHeaderBytes) return CorruptPage(pgid, "shorter than a page header");
   const uint16_t flags = Fixed16(page, 8);
   const uint64_t count = Fixed16(page, 10);
@@ -259,32 +266,54 @@ Status BboltReader::WalkElements(uint64_t pgid, std::string_view page, int depth
                                  std::to_string(page.size()) + " bytes");
   }
   if (flags == kBranchFlag && count == 0) return CorruptPage(pgid, "a branch page without elements");
+  // The keys and values of a page's elements do not overlap: in all they
+  // fit in the page after the elements, so no walk reads more than the file.
+  const uint64_t room = page.size() - kPageHeaderBytes - count * kElementBytes;
+  uint64_t data_bytes = 0;
+  const bool branch = flags == kBranchFlag;
   for (uint64_t i = 0; i < count; ++i) {
     const uint64_t at = kPageHeaderBytes + i * kElementBytes;
     const std::string_view e = page.substr(static_cast<size_t>(at), kElementBytes);
-    const bool branch = flags == kBranchFlag;
-    const uint64_t pos = Fixed32(e, branch ? 0 : 4);
-    const uint64_t key_size = Fixed32(e, branch ? 4 : 8);
-    const uint64_t value_size = branch ? 0 : Fixed32(e, 12);
-    if (at + pos + key_size + value_size > page.size()) {
+    Element el;
+    el.at = at + Fixed32(e, branch ? 0 : 4);
+    el.key_size = Fixed32(e, branch ? 4 : 8);
+    el.value_size = branch ? 0 : Fixed32(e, 12);
+    if (el.at + el.key_size + el.value_size > page.size()) {
       return CorruptPage(pgid, "element " + std::to_string(i) + " (key of " +
-                                   std::to_string(key_size) + " bytes, value of " +
-                                   std::to_string(value_size) + " at +" + std::to_string(pos) +
-                                   ") runs past the page's " + std::to_string(page.size()) +
-                                   " bytes");
+                                   std::to_string(el.key_size) + " bytes, value of " +
+                                   std::to_string(el.value_size) + " at +" +
+                                   std::to_string(el.at - at) + ") runs past the page's " +
+                                   std::to_string(page.size()) + " bytes");
     }
-    const std::string_view key = page.substr(static_cast<size_t>(at + pos), static_cast<size_t>(key_size));
-    Status s;
-    if (branch) {
-      s = WalkPage(Fixed64(e, 8), {}, depth + 1, visit);
-    } else {
-      const std::string_view value =
-          page.substr(static_cast<size_t>(at + pos + key_size), static_cast<size_t>(value_size));
-      s = visit(key, value, (Fixed32(e, 0) & kBucketElementFlag) != 0);
+    data_bytes += el.key_size + el.value_size;
+    if (data_bytes > room) {
+      return CorruptPage(pgid, "the keys and values of its first " + std::to_string(i + 1) +
+                                   " elements take " + std::to_string(data_bytes) +
+                                   " bytes, more than the page holds after its elements");
     }
-    if (!s.ok()) return s;
+    elements->push_back(el);
   }
   return Status::OK();
+}
+
+Status BboltReader::WalkElements(uint64_t pgid, std::string_view page, int depth,
+                                 const Visitor& visit) {
+  std::vector<Element> elements;
+  Status s = CheckElements(pgid, page, &elements);
+  const bool branch = s.ok() && Fixed16(page, 8) == kBranchFlag;
+  for (size_t i = 0; s.ok() && i < elements.size(); ++i) {
+    const Element& el = elements[i];
+    const std::string_view key = page.substr(static_cast<size_t>(el.at), static_cast<size_t>(el.key_size));
+    if (branch) {
+      s = WalkPage(Fixed64(page, kPageHeaderBytes + i * kElementBytes + 8), {}, depth + 1, visit);
+    } else {
+      const std::string_view value = page.substr(static_cast<size_t>(el.at + el.key_size),
+                                                 static_cast<size_t>(el.value_size));
+      const uint32_t flags = Fixed32(page, kPageHeaderBytes + i * kElementBytes);
+      s = visit(key, value, (flags & kBucketElementFlag) != 0);
+    }
+  }
+  return s;
 }
 
 Status BboltReader::Walk(std::string_view bucket_value, bool root, const Visitor& visit) {

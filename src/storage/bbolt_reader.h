@@ -31,6 +31,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_set>
+#include <vector>
 
 #include "common/status.h"
 #include "storage/file_util.h"
@@ -84,6 +85,10 @@ class BboltReader {
   Status ReadPage(uint64_t pgid, std::string* page);
   // Walks the tree under page `pgid` (inline: the page in `inline_page`).
   Status WalkPage(uint64_t pgid, std::string_view inline_page, int depth, const Visitor& visit);
+  struct Element;
+  // The elements of `page` (page `pgid`; 0: an inline page), each checked
+  // against the page, before any is visited.
+  Status CheckElements(uint64_t pgid, std::string_view page, std::vector<Element>* elements) const;
   Status WalkElements(uint64_t pgid, std::string_view page, int depth, const Visitor& visit);
   Status Walk(std::string_view bucket_value, bool root, const Visitor& visit);
   Status Corrupt(const std::string& what) const;

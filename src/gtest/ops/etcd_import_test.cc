@@ -378,6 +378,16 @@ TEST_F(EtcdImportTest, RefusesDamagedPages) {
             std::string::npos);
   EXPECT_NE(ImportError(patched(page4 + 8, "\x10")).find("page 4: a freelist page where"),
             std::string::npos);
+  // Two elements whose values overlap: the first one's value made to cover
+  // the rest of the page (alone it fits).
+  const std::string two = KeyBucketDb({{Rev(2, 0), Kv("k", "v", 2, 2, 1)}, {Rev(3, 0), Kv("k", "w", 3, 3, 1)}});
+  const uint32_t pos0 = coding::DecodeFixed32(&two[page4 + 16 + 4]);
+  std::string value_size(4, '\0');
+  coding::EncodeFixed32(&value_size[0], static_cast<uint32_t>(kTinyPage - 16 - pos0 - 17));
+  std::string overlapping = two;
+  overlapping.replace(page4 + 16 + 12, 4, value_size);
+  EXPECT_NE(ImportError(overlapping).find("page 4: the keys and values of its first 2 elements take"),
+            std::string::npos);
   // The bucket's page id out of the file, and a bucket value cut short.
   std::string db = TinyDb({LeafPage(3, {{"key", BucketAt(77), true}}), LeafPage(4, {})});
   EXPECT_NE(ImportError(db).find("page 77: referenced, but outside the data pages 2..4"),
