@@ -183,6 +183,10 @@ for attempt in 1 2 3; do
   ! cmp -s "$WORK/etcd-before.json" "$WORK/etcd-after.json" || break
   [ "$attempt" -lt 3 ] || fail "etcd's keys kept changing around snapshot save"
 done
+# A read at the revision before the last (history above the compaction).
+past_rev=$(( $(revision_of <"$WORK/etcd-before.json") - 1 ))
+ctl --endpoints="${EP[0]}" get "" --prefix --rev="$past_rev" -w json >"$WORK/etcd-past.json" ||
+  fail "get --rev=$past_rev on etcd"
 _stop_etcd
 step "raftkv: starting 3 members"
 start_test_cluster 3 etcdctl
@@ -205,7 +209,12 @@ IMPORT_EPS=$(RAFTKV_DATA="$IMPORTED" RAFTKV_BASE_PORT="$IMPORT_PORT" bash "$REPO
   sed -n 's/^ENDPOINTS=//p')
 [ -n "$IMPORT_EPS" ] || fail "the member restored from etcd's snapshot did not start"
 dump "$IMPORT_EPS" >"$WORK/imported.json" || fail "get -w json on the restored member"
-python3 - "$WORK/etcd-before.json" "$WORK/imported.json" <<'PY' || fail "the restored member differs from etcd"
+ctl --endpoints="$IMPORT_EPS" get "" --prefix --rev="$past_rev" -w json >"$WORK/imported-past.json" ||
+  fail "get --rev=$past_rev on the restored member"
+# compare_dumps ETCD RAFTKV: the same keys, values, revisions, versions and
+# leases, and the same header revision.
+compare_dumps() {
+  python3 - "$1" "$2" <<'PY'
 import json, sys
 etcd, raftkv = (json.load(open(p)) for p in sys.argv[1:3])
 fields = ("key", "value", "create_revision", "mod_revision", "version", "lease")
@@ -225,6 +234,10 @@ if not problems:
 print("\n".join(problems), file=sys.stderr)
 sys.exit(1 if problems else 0)
 PY
+}
+compare_dumps "$WORK/etcd-before.json" "$WORK/imported.json" || fail "the restored member differs from etcd"
+compare_dumps "$WORK/etcd-past.json" "$WORK/imported-past.json" ||
+  fail "the restored member differs from etcd at revision $past_rev"
 out=$(ctl --endpoints="$IMPORT_EPS" lease timetolive "$etcd_lease" --keys) || fail "lease timetolive on the restored member"
 grep -q "granted with TTL(600s), remaining([0-9]*s), attached keys(\[import/leased\])" <<<"$out" ||
   fail "lease timetolive on the restored member printed '$out'"
