@@ -499,7 +499,9 @@ Status RestoreDataDir(const RestoreOptions& options, RestoreResult* result) {
     result->from_etcd = from_etcd;
     result->etcd = etcd;
     if (s.IsCorruption()) {  // the file named is the scratch copy
-      s = Status::Corruption(options.snapshot_path + " (as imported): " + s.message());
+      s = Status::Corruption(options.snapshot_path +
+                             (from_etcd ? " (as imported)" : " (inside etcdctl's frame)") + ": " +
+                             s.message());
     }
   }
   std::error_code ec;
