@@ -221,6 +221,24 @@ start_etcd_cluster "$WORK"
 mkdir -p "$WORK/on-etcd" "$WORK/on-raftkv"
 TARGET=etcd
 suite "$WORK/on-etcd"
+# All the keys with their revisions and the header's revision (etcdctl -w json).
+dump() { ctl --endpoints="$1" get "" --prefix -w json; }
+step "etcd: a lease with a key, then etcdctl snapshot save (bracketed by identical dumps)"
+out=$(ctl --endpoints="${EP[0]}" lease grant 600) || fail "lease grant on etcd"
+etcd_lease=$(sed -n 's/^lease \([0-9a-f]*\) granted with TTL(600s)$/\1/p' <<<"$out")
+[ -n "$etcd_lease" ] || fail "lease grant printed '$out'"
+ctl --endpoints="$ENDPOINTS" put --lease="$etcd_lease" import/leased held >/dev/null || fail "put --lease"
+for attempt in 1 2 3; do
+  dump "${EP[0]}" >"$WORK/etcd-before.json" || fail "get -w json on etcd"
+  ctl --endpoints="${EP[0]}" snapshot save "$WORK/on-etcd/final.db" >/dev/null || fail "snapshot save on etcd"
+  dump "${EP[0]}" >"$WORK/etcd-after.json" || fail "get -w json on etcd"
+  ! cmp -s "$WORK/etcd-before.json" "$WORK/etcd-after.json" || break
+  [ "$attempt" -lt 3 ] || fail "etcd's keys kept changing around snapshot save"
+done
+# A read at the revision before the last (history above the compaction).
+past_rev=$(( $(revision_of <"$WORK/etcd-before.json") - 1 ))
+ctl --endpoints="${EP[0]}" get "" --prefix --rev="$past_rev" -w json >"$WORK/etcd-past.json" ||
+  fail "get --rev=$past_rev on etcd"
 _stop_etcd
 step "raftkv: starting 3 members"
 start_test_cluster 3 etcdctl
@@ -230,4 +248,50 @@ step "raftkv: etcdctl's snapshot file restores a member (raftkvctl snapshot rest
 printf '1 127.0.0.1:1\n' >"$WORK/restore.conf"
 "$RAFTKV_BIN_DIR/raftkvctl" snapshot restore "$WORK/on-raftkv/snap.db" --data-dir="$WORK/restored" --id=1 \
   --cluster_file="$WORK/restore.conf" || fail "raftkvctl snapshot restore of etcdctl's file"
+
+step "raftkv: etcd's own snapshot (a bbolt file) restores a new member with etcd's keys, revisions and lease"
+IMPORTED="$WORK/imported"
+stop_cluster_at_exit "$IMPORTED"
+IMPORT_PORT=$(free_base_port 3)
+printf '1 127.0.0.1:%s\n' "$((IMPORT_PORT + 1))" >"$WORK/imported.conf"
+out=$("$RAFTKV_BIN_DIR/raftkvctl" snapshot restore "$WORK/on-etcd/final.db" --data-dir="$IMPORTED/node1/data" \
+  --id=1 --cluster_file="$WORK/imported.conf") || fail "raftkvctl snapshot restore of etcd's snapshot: $out"
+echo "$out"
+grep -q "^Imported etcd database $WORK/on-etcd/final.db: revision " <<<"$out" || fail "restore printed '$out'"
+IMPORT_EPS=$(RAFTKV_DATA="$IMPORTED" RAFTKV_BASE_PORT="$IMPORT_PORT" bash "$REPO_ROOT/scripts/cluster.sh" start 1 |
+  sed -n 's/^ENDPOINTS=//p')
+[ -n "$IMPORT_EPS" ] || fail "the member restored from etcd's snapshot did not start"
+dump "$IMPORT_EPS" >"$WORK/imported.json" || fail "get -w json on the restored member"
+ctl --endpoints="$IMPORT_EPS" get "" --prefix --rev="$past_rev" -w json >"$WORK/imported-past.json" ||
+  fail "get --rev=$past_rev on the restored member"
+# compare_dumps ETCD RAFTKV: the same keys, values, revisions, versions and
+# leases, and the same header revision.
+compare_dumps() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+etcd, raftkv = (json.load(open(p)) for p in sys.argv[1:3])
+fields = ("key", "value", "create_revision", "mod_revision", "version", "lease")
+def keys(answer):
+    return {kv["key"]: {f: kv.get(f, 0) for f in fields} for kv in answer.get("kvs", [])}
+problems = []
+if etcd["header"]["revision"] != raftkv["header"]["revision"]:
+    problems.append("header revision %s, etcd's %s" % (raftkv["header"]["revision"], etcd["header"]["revision"]))
+was, now = keys(etcd), keys(raftkv)
+problems += ["missing key %r" % k for k in sorted(was.keys() - now.keys())]
+problems += ["unexpected key %r" % k for k in sorted(now.keys() - was.keys())]
+problems += ["key %r: %s, etcd's %s" % (k, now[k], was[k]) for k in sorted(was.keys() & now.keys()) if now[k] != was[k]]
+if len(was) < 5:
+    problems.append("etcd had only %d keys" % len(was))
+if not problems:
+    print("%d keys and revision %s as in etcd" % (len(was), etcd["header"]["revision"]))
+print("\n".join(problems), file=sys.stderr)
+sys.exit(1 if problems else 0)
+PY
+}
+compare_dumps "$WORK/etcd-before.json" "$WORK/imported.json" || fail "the restored member differs from etcd"
+compare_dumps "$WORK/etcd-past.json" "$WORK/imported-past.json" ||
+  fail "the restored member differs from etcd at revision $past_rev"
+out=$(ctl --endpoints="$IMPORT_EPS" lease timetolive "$etcd_lease" --keys) || fail "lease timetolive on the restored member"
+grep -q "granted with TTL(600s), remaining([0-9]*s), attached keys(\[import/leased\])" <<<"$out" ||
+  fail "lease timetolive on the restored member printed '$out'"
 echo "etcdctl_test: OK (etcdctl $(etcdctl version | sed -n 's/^etcdctl version: //p') against etcd $(etcd --version | sed -n 's/^etcd Version: //p') and raftkv)"

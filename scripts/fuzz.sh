@@ -13,7 +13,8 @@
 #   RAFTKV_WERROR=ON   warnings as errors (scripts/test.sh sets it; default OFF)
 set -euo pipefail
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-ALL_TARGETS=(fuzz_log_recovery fuzz_hard_state fuzz_state_machine fuzz_kv_requests fuzz_raft_step)
+ALL_TARGETS=(fuzz_log_recovery fuzz_hard_state fuzz_state_machine fuzz_kv_requests fuzz_raft_step
+             fuzz_etcd_import)
 
 seconds=20
 build_dir=build-fuzz

@@ -14,6 +14,7 @@
 #include "raft/core/membership.h"
 #include "node/node_options.h"
 #include "node/recovery.h"
+#include "storage/bbolt_reader.h"
 #include "storage/bootstrap_file.h"
 #include "storage/hard_state_file.h"
 #include "kv/kv_state_machine.h"
@@ -398,29 +399,119 @@ Status UnwrapEtcdFrame(const std::string& path, const std::string& unwrapped, bo
   return Status::OK();
 }
 
+// When `path` is etcd's database (a bbolt file): *db_size gets the
+// database's size, without the SHA-256 `etcdctl snapshot save` appends
+// (when the size is 32 more than a multiple of 512, as etcd checks it),
+// which must match. *is_etcd stays false for any other file.
+Status DetectEtcdDatabase(const std::string& path, bool* is_etcd, uint64_t* db_size) {
+  *is_etcd = false;
+  file::File f;
+  std::string head;
+  uint64_t size = 0;
+  Status s = file::File::Open(path, file::OpenMode::kReadOnly, &f);
+  if (s.ok()) s = f.Size(&size);
+  if (s.ok()) s = f.ReadAt(0, BboltReader::kDetectBytes, &head);
+  if (!s.ok() || !BboltReader::LooksLikeBbolt(head)) return s;
+  *is_etcd = true;
+  *db_size = size;
+  constexpr uint64_t kDigest = EtcdSnapshotFrame::kDigestBytes;
+  if (size % EtcdSnapshotFrame::kAlign != kDigest) {
+    LOG(INFO) << path << " is a bbolt database without a SHA-256 appended (a member's "
+              << "member/snap/db): nothing to check it against but its structure";
+    return Status::OK();
+  }
+  *db_size = size - kDigest;
+  Sha256 sha;
+  std::string chunk;
+  for (uint64_t done = 0; done < *db_size; done += chunk.size()) {
+    s = f.ReadAt(done, static_cast<size_t>(std::min<uint64_t>(1 << 20, *db_size - done)), &chunk);
+    if (s.ok() && chunk.empty()) s = Status::IOError(path + ": the file shrank while read");
+    if (!s.ok()) return s;
+    sha.Update(chunk);
+  }
+  std::string digest;
+  s = f.ReadAt(*db_size, kDigest, &digest);
+  if (!s.ok()) return s;
+  static const char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : digest) hex += std::string{kHex[c >> 4], kHex[c & 0xF]};
+  const std::string computed = sha.HexDigest();
+  if (hex != computed) {
+    return Status::Corruption(path + ": etcd snapshot whose SHA-256 (" + computed +
+                              ") does not match the one saved after the database (" + hex +
+                              "): the file is damaged or truncated");
+  }
+  LOG(INFO) << path << " is an etcd snapshot: its SHA-256 holds";
+  return Status::OK();
+}
+
+// Imports the etcd database in the first `db_size` bytes of `path` into a
+// new snapshot file at `out_path`.
+Status ConvertEtcdDatabase(const std::string& path, uint64_t db_size, const std::string& out_path,
+                           EtcdImportSummary* summary) {
+  std::unique_ptr<BboltReader> db;
+  Status s = BboltReader::OpenFile(path, db_size, &db);
+  SnapshotWriter writer;
+  if (s.ok()) s = ImportEtcdDatabase(db.get(), &writer, summary);
+  if (!s.ok()) return s;
+  db.reset();
+  file::File out;
+  s = file::File::Open(out_path, file::OpenMode::kCreateTruncate, &out);
+  uint64_t offset = 0;
+  if (s.ok()) {
+    s = ForEachSnapshotFilePiece(writer, [&](std::string_view piece) {
+      Status w = out.WriteAt(piece.data(), piece.size(), offset);
+      offset += piece.size();
+      return w;
+    });
+  }
+  if (s.ok()) s = out.Close();
+  return s;
+}
+
+Status CheckRestoreOptions(const RestoreOptions& options, MembershipConfig* config);
 Status RestoreFromFile(const RestoreOptions& options, RestoreResult* result);
 
 }  // namespace
 
 Status RestoreDataDir(const RestoreOptions& options, RestoreResult* result) {
-  const std::string unwrapped =
+  *result = RestoreResult();
+  MembershipConfig config;
+  if (Status bad = CheckRestoreOptions(options, &config); !bad.ok()) return bad;
+  const std::string scratch =
       (fs::temp_directory_path() / ("raftkv-restore-" + std::to_string(std::random_device()()) + ".snap")).string();
+  bool from_etcd = false;
+  uint64_t db_size = 0;
+  Status s = DetectEtcdDatabase(options.snapshot_path, &from_etcd, &db_size);
   bool framed = false;
-  if (Status s = UnwrapEtcdFrame(options.snapshot_path, unwrapped, &framed); !s.ok()) return s;
-  if (!framed) return RestoreFromFile(options, result);
-  LOG(INFO) << options.snapshot_path << " is a snapshot saved by etcdctl: its checksum holds";
-  RestoreOptions inner = options;
-  inner.snapshot_path = unwrapped;
-  Status s = RestoreFromFile(inner, result);
+  EtcdImportSummary etcd;
+  if (s.ok() && from_etcd) {
+    s = ConvertEtcdDatabase(options.snapshot_path, db_size, scratch, &etcd);
+  } else if (s.ok()) {
+    s = UnwrapEtcdFrame(options.snapshot_path, scratch, &framed);
+  }
+  if (s.ok() && !from_etcd && !framed) return RestoreFromFile(options, result);
+  if (s.ok()) {
+    if (framed) LOG(INFO) << options.snapshot_path << " is a snapshot saved by etcdctl: its checksum holds";
+    RestoreOptions inner = options;
+    inner.snapshot_path = scratch;
+    s = RestoreFromFile(inner, result);
+    result->from_etcd = from_etcd;
+    result->etcd = etcd;
+    if (s.IsCorruption()) {  // the file named is the scratch copy
+      s = Status::Corruption(options.snapshot_path +
+                             (from_etcd ? " (as imported)" : " (inside etcdctl's frame)") + ": " +
+                             s.message());
+    }
+  }
   std::error_code ec;
-  fs::remove(unwrapped, ec);
+  fs::remove(scratch, ec);
   return s;
 }
 
 namespace {
 
-Status RestoreFromFile(const RestoreOptions& options, RestoreResult* result) {
-  *result = RestoreResult();
+Status CheckRestoreOptions(const RestoreOptions& options, MembershipConfig* config) {
   if (options.id == 0) return Status::InvalidArgument("member id must be positive");
   if (options.cluster.members.empty()) {
     return Status::InvalidArgument("the new cluster has no members");
@@ -432,11 +523,17 @@ Status RestoreFromFile(const RestoreOptions& options, RestoreResult* result) {
                                    " is not listed in the new cluster's members (" + ids + ")");
   }
   if (options.data_dir.empty()) return Status::InvalidArgument("no data directory given");
-  const MembershipConfig config = BootstrapConfig(options.cluster);
-  if (Status bad = raft::CheckMembership(config); !bad.ok()) {
+  *config = BootstrapConfig(options.cluster);
+  if (Status bad = raft::CheckMembership(*config); !bad.ok()) {
     return Status::InvalidArgument("the new cluster's configuration is invalid: " + bad.message());
   }
-  Status s = CheckEmptyDataDir(options.data_dir);
+  return CheckEmptyDataDir(options.data_dir);
+}
+
+Status RestoreFromFile(const RestoreOptions& options, RestoreResult* result) {
+  *result = RestoreResult();
+  MembershipConfig config;
+  Status s = CheckRestoreOptions(options, &config);
   if (!s.ok()) return s;
   s = VerifySnapshotFile(options.snapshot_path, &result->source);
   if (!s.ok()) {

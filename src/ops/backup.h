@@ -27,6 +27,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "kv/etcd_import.h"
 #include "proto/internal.h"
 #include "node/cluster_config.h"
 #include "storage/file_util.h"
@@ -147,7 +148,9 @@ struct RestoreOptions {
 };
 
 struct RestoreResult {
-  SnapshotFileSummary source;  // the backup's contents
+  SnapshotFileSummary source;  // the backup's contents (for etcd's file: as imported)
+  bool from_etcd = false;      // the backup was etcd's database
+  EtcdImportSummary etcd;      // then what was imported from it
   std::string snapshot_path;   // the snapshot file written into data_dir
   MembershipConfig config;     // the new cluster's configuration
 };
@@ -155,7 +158,11 @@ struct RestoreResult {
 // Builds the data directory of member `options.id` of a new cluster from a
 // backup (see the top of this file): a snapshot file, or one saved by
 // `etcdctl snapshot save` from a raftkv member (EtcdSnapshotFrame; its
-// checksum is verified and the frame removed). Refuses, changing nothing, with
+// checksum is verified and the frame removed), or etcd's own database (a
+// bbolt file, told by its content: `etcdctl snapshot save` from an etcd
+// member, whose appended SHA-256 is verified, or a member's member/snap/db),
+// whose keys, revisions and leases are imported (kv/etcd_import.h) into a
+// snapshot file at etcd's consistent index. Refuses, changing nothing, with
 // InvalidArgument when the id is 0 or not in the cluster or the data
 // directory already holds anything, and with Corruption when the backup
 // fails verification. After a failure part way (IOError), what it wrote is

@@ -165,6 +165,15 @@ int CmdSnapshotRestore(const std::string& path, const CommandOptions& opts) {
   for (const auto& m : result.config.members()) {
     members += (members.empty() ? "" : ", ") + std::to_string(m.id()) + "=" + m.address();
   }
+  if (result.from_etcd) {
+    const raftkv::EtcdImportSummary& e = result.etcd;
+    std::cout << "Imported etcd database " << path << ": revision " << e.revision
+              << ", compacted at " << e.compact_revision << ", " << e.keys << " keys, "
+              << e.leases << " leases, " << e.revisions << " revisions held, history from "
+              << e.history_from << (e.leaseless ? ", " + std::to_string(e.leaseless) +
+                                                      " keys without their lease" : "")
+              << "\n";
+  }
   std::cout << "Restored " << path << " (revision " << result.source.revision << ", index "
             << result.source.meta.last_index << ", term " << result.source.meta.last_term << ", "
             << result.source.keys << " keys, " << result.source.leases << " leases) into "
