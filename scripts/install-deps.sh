@@ -1,20 +1,37 @@
 #!/usr/bin/env bash
 # Installs the build dependencies of raftkv.
 #
+#   install-deps.sh          everything the tests need (scripts/test.sh)
+#   install-deps.sh --main   only what the main job needs (scripts/run.sh):
+#                            the compiler, CMake and the libraries raftkv
+#                            links, and Python with matplotlib for the table
+#
 # Debian/Ubuntu (apt-get): installs the missing packages (a no-op, without
 # touching the network, when all are installed already). macOS and others:
 # prints the Homebrew or vcpkg command to run and exits 0.
 set -euo pipefail
 
-APT_PACKAGES=(
+MAIN_ONLY=0
+case "${1:-}" in
+  "") ;;
+  --main) MAIN_ONLY=1 ;;
+  *) echo "usage: install-deps.sh [--main]" >&2; exit 2 ;;
+esac
+
+# The main job's: building raftkv-server, raftkvctl and raftkv-bench, and
+# the benchmark's table and plots.
+MAIN_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
   libboost-dev  # Boost.Asio (header-only): the metrics endpoint's HTTP server
   libtcmalloc-minimal4  # allocator of raftkv-server / raftkv-bench (CMakeLists.txt, RAFTKV_TCMALLOC)
   python3 python3-matplotlib
-  clang libclang-rt-dev  # scripts/fuzz.sh: libFuzzer and the sanitizer runtimes
   openssl libssl-dev  # scripts/gen-certs.sh (test CA and certificates); certificate checks at start
+)
+# The tests' (scripts/test.sh) on top of those.
+TEST_PACKAGES=(
+  clang libclang-rt-dev  # scripts/fuzz.sh: libFuzzer and the sanitizer runtimes
   iproute2  # scripts/multihost_test.sh: ip netns, veth pairs, a bridge; ss
   protoc-gen-go protoc-gen-go-grpc  # scripts/api_stubs_test.sh: Go stubs from the v1 API
   prometheus  # promtool: scripts/metrics_check.sh lints the scrapes and deploy/prometheus rules
@@ -25,6 +42,8 @@ APT_PACKAGES=(
   python3-venv  # the virtualenv of Zig (install_zig below)
   file  # scripts/cross_check.sh macos: checks the smoke program is a Mach-O executable
 )
+APT_PACKAGES=("${MAIN_PACKAGES[@]}")
+((MAIN_ONLY)) || APT_PACKAGES+=("${TEST_PACKAGES[@]}")
 
 # Prints the packages of APT_PACKAGES that dpkg does not report as installed.
 missing_apt_packages() {
@@ -110,9 +129,11 @@ case "$(uname -s)" in
   Linux)
     if command -v apt-get >/dev/null 2>&1 && command -v dpkg-query >/dev/null 2>&1; then
       install_apt
-      install_grpcurl
-      install_etcd_client_modules
-      install_zig
+      if ((!MAIN_ONLY)); then
+        install_grpcurl
+        install_etcd_client_modules
+        install_zig
+      fi
     else
       echo "install-deps: no apt-get here; install the equivalents of:"
       echo "  ${APT_PACKAGES[*]}"

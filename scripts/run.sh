@@ -7,7 +7,8 @@ REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # stop_cluster_at_exit
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$REPO_ROOT/scripts/lib/common.sh"
-"$REPO_ROOT/scripts/install-deps.sh"
+# Only what this job needs: scripts/test.sh installs the rest.
+"$REPO_ROOT/scripts/install-deps.sh" --main
 "$REPO_ROOT/scripts/build.sh" --target raftkv-server raftkvctl raftkv-bench
 
 export RAFTKV_BIN_DIR=${RAFTKV_BIN_DIR:-$REPO_ROOT/build}
