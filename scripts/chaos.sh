@@ -14,8 +14,9 @@
 #
 #   scripts/chaos.sh --duration SECONDS [--nodes 3|5] [--seed N] [raftkv-chaos flags...]
 #
-# Ends with the line
-#   chaos: ops=N faults=M violations=V lost=L watch_missed=W watch_duplicated=D
+# Two of the clients (--etcd_clients) go through etcd's v3 KV service instead
+# of raftkv.v1's. Ends with the line
+#   chaos: ops=N faults=M violations=V lost=L watch_missed=W watch_duplicated=D ops_v1=A ops_etcd=B
 # and exits non-zero on any violation, lost acknowledged write, missed or
 # duplicated watch event, inconclusive check or bad final configuration. On failure the cluster directory (data, logs) and
 # history.jsonl are kept. Builds ./build first if the binary is missing
@@ -33,7 +34,7 @@ while [[ $# -gt 0 ]]; do
       [[ $# -ge 2 ]] || { echo "chaos.sh: $1 needs a value" >&2; exit 2; }
       args+=("$1=$2"); shift 2 ;;
     -h|--help)
-      sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+      sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) args+=("$1"); shift ;;
   esac
 done

@@ -17,12 +17,18 @@
 //     keys with it, then revoke it (a linearizable read must then miss
 //     both keys), renew it once or let it expire.
 //     --watchers threads watch every key from the first revision on with
-//     KvClient::Watch, which moves to another member when its member dies. Every operation is recorded: invoke and return time, inputs,
-//     outputs, and its outcome: ok, failed (a read that did not happen) or
-//     unknown (a write that timed out or was refused after retries: it may or
-//     may not have taken effect). When the membership changes, a client
-//     rebuilds its KvClient (new session) on the new endpoint list between
-//     two operations.
+//     KvClient::Watch, which moves to another member when its member dies.
+//     The last --etcd_clients of the clients send the same operations
+//     through etcd's v3 KV service instead (chaos/etcd_chaos_kv.h: Range,
+//     Put, Txn for the compare-and-swaps, DeleteRange; no session, so a write
+//     whose outcome is in doubt is not retried; no lease cycles). Every
+//     operation is recorded: invoke and return time, inputs, outputs, and
+//     its outcome: ok, failed (a read that did not happen, or an etcd write
+//     every attempt of which was refused before it was proposed) or unknown
+//     (a write that timed out or was refused after retries: it may or may
+//     not have taken effect). When the membership changes, a client rebuilds
+//     its KvClient (new session) or etcd client on the new endpoint list
+//     between two operations.
 //  3. Meanwhile the nemesis (this thread: it forks the servers) injects one
 //     fault at a time, chosen at random among --faults, held for a random
 //     time, then healed:
@@ -60,8 +66,8 @@
 //     keys were deleted at one revision, never before its TTL unless
 //     revoked, and none is left once every lease is gone.
 //
-// Output ends with one line:
-//   chaos: ops=N faults=M violations=V lost=L watch_missed=W watch_duplicated=D
+// Output ends with one line (ops_v1 includes the final reads):
+//   chaos: ops=N faults=M violations=V lost=L watch_missed=W watch_duplicated=D ops_v1=A ops_etcd=B
 // Exit status 0 only if V, L, W and D are 0 and every key's check completed.
 #include <signal.h>
 
@@ -86,6 +92,8 @@
 #include <glog/logging.h>
 #include <grpcpp/grpcpp.h>
 
+#include "chaos/chaos_kv.h"
+#include "chaos/etcd_chaos_kv.h"
 #include "check/linearizability.h"
 #include "client/admin_client.h"
 #include "client/channel_args.h"
@@ -99,6 +107,11 @@ DEFINE_int32(nodes, 3, "Cluster size (3 or 5).");
 DEFINE_uint64(seed, 0, "Seed of every random choice (nemesis and clients); 0 = from the clock. "
                        "Printed at the start so a run can be replayed (timing still differs).");
 DEFINE_int32(clients, 6, "Concurrent clients, each a thread with its own session.");
+DEFINE_int32(etcd_clients, 2,
+             "How many of the --clients (the last ones) send their operations through etcd's "
+             "v3 KV service (Range, Put, Txn, DeleteRange; src/chaos/etcd_chaos_kv.h) instead "
+             "of raftkv.v1's KvClient: no sessions, so a write that may have been applied is "
+             "not retried and stays unknown; the same history and checks. 0: none.");
 DEFINE_int32(keys, 8, "Number of keys (registers) the checked operations use.");
 DEFINE_string(faults, "kill,pause,partition,transfer,membership,snapshot",
               "Comma-separated fault kinds the nemesis injects: kill, pause, partition, "
@@ -202,6 +215,8 @@ struct ClientResult {
   int64_t lease_violations = 0;
   std::string first_lease_violation;
   std::map<std::string, int64_t> counts;  // operations by kind: "range", "txn2", ...
+  std::string api = "v1";  // the API this client's operations went through: v1 or etcd
+  int64_t calls = 0;       // its operations (ledger puts and lease cycles included)
 };
 
 bool OutcomeUnknown(const grpc::Status& s) {
@@ -321,19 +336,26 @@ void LeaseCycle(int id, uint64_t n, KvClient* client, std::mt19937_64* rng, Clie
 class ChaosClient {
  public:
   ChaosClient(int id, const EndpointBook* book, uint64_t seed, ClientResult* out)
-      : id_(id), book_(book), out_(out), impatient_(id < FLAGS_impatient_clients), rng_(seed) {
+      : id_(id),
+        book_(book),
+        out_(out),
+        impatient_(id < FLAGS_impatient_clients),
+        etcd_(id >= FLAGS_clients - FLAGS_etcd_clients),
+        rng_(seed) {
     for (int k = 0; k < FLAGS_keys; ++k) registers_.insert("k" + std::to_string(k));
+    out_->api = etcd_ ? "etcd" : "v1";
   }
 
   void Run(const std::atomic<bool>* stop) {
     for (uint64_t n = 1; !stop->load(); ++n) {
       if (book_->version() != version_) Connect();
+      ++out_->calls;
       if (n % 10 == 0) {
         LedgerPut(n);
         continue;
       }
-      if (n % 25 == 5 && FLAGS_lease_ttl_s > 0) {
-        LeaseCycle(id_, n, client_.get(), &rng_, out_);
+      if (n % 25 == 5 && FLAGS_lease_ttl_s > 0 && v1_ != nullptr) {  // leases: raftkv.v1 only
+        LeaseCycle(id_, n, v1_->client(), &rng_, out_);
         continue;
       }
       Operation op;
@@ -379,21 +401,36 @@ class ChaosClient {
     }
   }
 
-  // A new KvClient (and so a new session: the old one's writes all have an
-  // outcome, ok or unknown, by now) over the current members.
+  // A new client over the current members: a KvClient (and so a new
+  // session: the old one's writes all have an outcome, ok or unknown, by
+  // now), or an etcd one. --stale_reads: its stale reads go to one member.
   void Connect() {
     const std::vector<std::string> endpoints = book_->Get(&version_);
+    const int timeout_ms = impatient_ ? FLAGS_impatient_timeout_ms : FLAGS_client_timeout_ms;
+    const int rpc_timeout_ms = impatient_ ? std::min(500, FLAGS_impatient_timeout_ms) : 1000;
+    const std::string stale_endpoint = endpoints[static_cast<size_t>(id_) % endpoints.size()];
+    v1_ = nullptr;
+    if (etcd_) {
+      EtcdChaosOptions options;
+      options.endpoints = endpoints;
+      options.stale_endpoint = stale_endpoint;
+      options.timeout_ms = timeout_ms;
+      options.rpc_timeout_ms = rpc_timeout_ms;
+      kv_ = std::make_unique<EtcdChaosKv>(options);
+      return;
+    }
     ClientOptions options;
     options.endpoints = endpoints;
-    options.timeout_ms = impatient_ ? FLAGS_impatient_timeout_ms : FLAGS_client_timeout_ms;
-    options.rpc_timeout_ms = impatient_ ? std::min(500, FLAGS_impatient_timeout_ms) : 1000;
+    options.timeout_ms = timeout_ms;
+    options.rpc_timeout_ms = rpc_timeout_ms;
     options.use_session = true;
-    client_ = std::make_unique<KvClient>(options);
-    // --stale_reads: a client bound to one member, for reads that may be stale.
     ClientOptions stale_options = options;
-    stale_options.endpoints = {endpoints[static_cast<size_t>(id_) % endpoints.size()]};
+    stale_options.endpoints = {stale_endpoint};
     stale_options.timeout_ms = 1000;
-    stale_client_ = std::make_unique<KvClient>(stale_options);
+    auto v1 = std::make_unique<V1ChaosKv>(std::make_unique<KvClient>(options),
+                                          std::make_unique<KvClient>(stale_options));
+    v1_ = v1.get();
+    kv_ = std::move(v1);
   }
 
  private:
@@ -431,19 +468,10 @@ class ChaosClient {
     return has;
   }
 
-  // A compare that holds iff the key holds `expected` (has) or is absent.
-  static void AddCompare(TxnRequest* t, const std::string& key, bool has,
-                         const std::string& expected) {
-    Compare* c = t->add_compare();
-    c->set_key(key);
-    c->set_result(Compare::EQUAL);
-    if (has) {
-      c->set_target(Compare::VALUE);
-      c->set_value(expected);
-    } else {
-      c->set_target(Compare::CREATE);
-      c->set_create_revision(0);
-    }
+  // A write's outcome: ok, failed (known not applied: every attempt was
+  // refused before it was proposed; only without a session) or unknown.
+  Outcome WriteOutcome(const grpc::Status& s) const {
+    return chaos::WriteOutcome(s, kv_->NotApplied());
   }
 
   // Every tenth operation: a Put to this client's ledger, checked at the end.
@@ -451,7 +479,7 @@ class ChaosClient {
     const std::string key = "ledger/c" + std::to_string(id_) + "/" + std::to_string(n);
     const std::string value = "l" + std::to_string(n);
     PutResponse resp;
-    grpc::Status s = client_->Put(key, value, ClientPutOptions(), &resp);
+    grpc::Status s = kv_->Put(key, value, &resp);
     if (s.ok()) {
       out_->ledger_acked.emplace_back(key, value);
       out_->acked_puts.push_back({resp.revision(), key, value});
@@ -464,9 +492,7 @@ class ChaosClient {
     op->type = OpType::kGet;
     std::string value;
     bool found = false;
-    grpc::Status s = FLAGS_stale_reads
-                         ? stale_client_->Get(op->key, &value, &found, /*allow_stale=*/true)
-                         : client_->Get(op->key, &value, &found);
+    grpc::Status s = kv_->Get(op->key, FLAGS_stale_reads, &value, &found);
     op->return_ns = NowNs();
     if (s.ok()) {
       op->found = found;
@@ -489,8 +515,7 @@ class ChaosClient {
     req.set_range_end("l");
     req.set_serializable(FLAGS_stale_reads);
     RangeResponse resp;
-    grpc::Status s =
-        FLAGS_stale_reads ? stale_client_->Range(req, &resp) : client_->Range(req, &resp);
+    grpc::Status s = kv_->Range(req, &resp);
     const int64_t returned = NowNs();
     if (!FLAGS_stale_reads) ReadError("Range", s);
     if (s.ok()) {
@@ -528,9 +553,9 @@ class ChaosClient {
     op->type = OpType::kPut;
     op->value = fresh;
     PutResponse resp;
-    grpc::Status s = client_->Put(op->key, op->value, ClientPutOptions(), &resp);
+    grpc::Status s = kv_->Put(op->key, op->value, &resp);
     op->return_ns = NowNs();
-    op->outcome = s.ok() ? Outcome::kOk : Outcome::kUnknown;
+    op->outcome = WriteOutcome(s);
     if (s.ok()) out_->acked_puts.push_back({resp.revision(), op->key, op->value});
     return s;
   }
@@ -544,19 +569,23 @@ class ChaosClient {
     bool swapped = false, found = false;
     std::string current;
     if (dice < 62) {
-      s = client_->CompareAndSwap(op->key, op->has_expected ? &op->expected : nullptr, op->value,
-                                  &swapped, &found, &current);
+      int64_t revision = 0;
+      s = kv_->CompareAndSwap(op->key, op->has_expected ? &op->expected : nullptr, op->value,
+                              &swapped, &found, &current, &revision);
+      if (s.ok() && swapped && revision > 0) {
+        out_->acked_puts.push_back({revision, op->key, op->value});
+      }
     } else {
       // The same through a transaction: compare, put, else read the key.
       ++out_->counts["txn1"];
       TxnRequest t;
-      AddCompare(&t, op->key, op->has_expected, op->expected);
+      AddValueCompare(&t, op->key, op->has_expected ? &op->expected : nullptr);
       PutRequest* put = t.add_success()->mutable_request_put();
       put->set_key(op->key);
       put->set_value(op->value);
       t.add_failure()->mutable_request_range()->set_key(op->key);
       TxnResponse resp;
-      s = client_->Txn(&t, &resp);
+      s = kv_->Txn(&t, &resp);
       if (s.ok()) {
         swapped = resp.succeeded();
         if (swapped) {
@@ -581,7 +610,7 @@ class ChaosClient {
       last_seen_[op->key] = swapped ? std::optional<std::string>(op->value)
                                     : (found ? std::optional<std::string>(current) : std::nullopt);
     }
-    op->outcome = s.ok() ? Outcome::kOk : Outcome::kUnknown;
+    op->outcome = WriteOutcome(s);
     return s;
   }
 
@@ -600,14 +629,14 @@ class ChaosClient {
       parts[i].key = keys[i];
       parts[i].value = fresh + (i == 0 ? "a" : "b");
       parts[i].has_expected = ExpectedOf(keys[i], &parts[i].expected);
-      AddCompare(&t, keys[i], parts[i].has_expected, parts[i].expected);
+      AddValueCompare(&t, keys[i], parts[i].has_expected ? &parts[i].expected : nullptr);
       PutRequest* put = t.add_success()->mutable_request_put();
       put->set_key(keys[i]);
       put->set_value(parts[i].value);
       t.add_failure()->mutable_request_range()->set_key(keys[i]);
     }
     TxnResponse resp;
-    grpc::Status s = client_->Txn(&t, &resp);
+    grpc::Status s = kv_->Txn(&t, &resp);
     const int64_t returned = NowNs();
     const bool answered = s.ok() && (resp.succeeded() || resp.responses_size() == 2);
     if (s.ok() && !answered) {
@@ -619,7 +648,7 @@ class ChaosClient {
       p.return_ns = returned;
       if (!s.ok()) {
         p.type = OpType::kCas;  // may have swapped both, or neither
-        p.outcome = Outcome::kUnknown;
+        p.outcome = WriteOutcome(s);
       } else if (!answered) {
         continue;
       } else if (resp.succeeded()) {
@@ -648,10 +677,10 @@ class ChaosClient {
   grpc::Status Delete(Operation* op) {
     op->type = OpType::kDelete;
     bool existed = false;
-    grpc::Status s = client_->Delete(op->key, &existed);
+    grpc::Status s = kv_->Delete(op->key, &existed);
     op->return_ns = NowNs();
     op->existed = existed;
-    op->outcome = s.ok() ? Outcome::kOk : Outcome::kUnknown;
+    op->outcome = WriteOutcome(s);
     return s;
   }
 
@@ -665,7 +694,7 @@ class ChaosClient {
     d.set_range_end(a == b ? std::string() : std::max(a, b));
     d.set_prev_kv(true);
     DeleteRangeResponse resp;
-    grpc::Status s = client_->DeleteRange(&d, &resp);
+    grpc::Status s = kv_->DeleteRange(&d, &resp);
     const int64_t returned = NowNs();
     std::set<std::string> deleted;
     for (const KeyValue& kv : resp.prev_kvs()) deleted.insert(kv.key());
@@ -685,7 +714,7 @@ class ChaosClient {
       p.key = key;
       p.type = OpType::kDelete;
       p.return_ns = returned;
-      p.outcome = s.ok() ? Outcome::kOk : Outcome::kUnknown;
+      p.outcome = WriteOutcome(s);
       p.existed = deleted.count(key) > 0;
       if (s.ok()) last_seen_[key] = std::nullopt;
       out_->history.push_back(std::move(p));
@@ -696,8 +725,10 @@ class ChaosClient {
   const EndpointBook* const book_;
   ClientResult* const out_;
   const bool impatient_;
+  const bool etcd_;  // through etcd's KV service, else raftkv.v1's
   uint64_t version_ = 0;
-  std::unique_ptr<KvClient> client_, stale_client_;
+  std::unique_ptr<ChaosKv> kv_;
+  V1ChaosKv* v1_ = nullptr;  // kv_ when it is raftkv.v1's (for the lease cycles)
   std::mt19937_64 rng_;
   std::map<std::string, std::optional<std::string>> last_seen_;  // what this client last saw
   std::set<std::string> registers_;  // the checked keys, in key order
@@ -1501,6 +1532,35 @@ class Nemesis {
 
 // ---- the run ----
 
+// Per API (v1, etcd): its clients, their operations, and the history
+// operations they recorded by outcome (a multi-key operation records one
+// per key). *recorded gets the history operations per API.
+std::string ApiSummary(const std::vector<ClientResult>& results,
+                       std::map<std::string, int64_t>* recorded) {
+  struct Tally {
+    int clients = 0;
+    int64_t calls = 0, ok = 0, unknown = 0, failed = 0;
+  };
+  std::map<std::string, Tally> by_api = {{"v1", {}}, {"etcd", {}}};
+  for (const ClientResult& r : results) {
+    Tally& t = by_api[r.api];
+    ++t.clients;
+    t.calls += r.calls;
+    for (const Operation& op : r.history) {
+      (op.outcome == Outcome::kOk ? t.ok : op.outcome == Outcome::kUnknown ? t.unknown : t.failed)++;
+    }
+  }
+  std::string out;
+  for (const auto& [api, t] : by_api) {
+    (*recorded)[api] = t.ok + t.unknown + t.failed;
+    out += " " + api + ": clients=" + std::to_string(t.clients) +
+           " operations=" + std::to_string(t.calls) + " recorded=" +
+           std::to_string((*recorded)[api]) + " (ok=" + std::to_string(t.ok) +
+           " unknown=" + std::to_string(t.unknown) + " failed=" + std::to_string(t.failed) + ");";
+  }
+  return out;
+}
+
 // One run once its cluster is up: the load (watchers, clients, nemesis),
 // then the healing and the final checks, each a step below. The members are
 // the run's state, declared in the order the steps create them (and so
@@ -1906,6 +1966,8 @@ struct ChaosRun {
                 static_cast<long long>(divergent), static_cast<long long>(lagging),
                 static_cast<long long>(unexpected), static_cast<long long>(config_errors), final_members.size(), result.keys,
                 check_s, result.timed_out ? " (SOME KEYS TIMED OUT)" : "");
+    std::printf("chaos: api:%s final reads (v1)=%d\n", ApiSummary(results, &api_ops).c_str(),
+                FLAGS_keys);
     std::string op_text;
     for (auto& [k, v] : op_counts) op_text += " " + k + "=" + std::to_string(v);
     std::printf("chaos: operations:%s; leases granted=%zu, violations=%lld, keys left=%lld\n",
@@ -1952,11 +2014,14 @@ struct ChaosRun {
         std::printf("chaos: cannot write history: %s\n", s.message().c_str());
       }
     }
+    // ops_v1 counts the final reads too (ops = ops_v1 + ops_etcd).
     std::printf("chaos: ops=%zu faults=%d violations=%lld lost=%lld watch_missed=%lld "
-                "watch_duplicated=%lld\n",
+                "watch_duplicated=%lld ops_v1=%lld ops_etcd=%lld\n",
                 history.size(), nemesis->faults(), static_cast<long long>(violations),
                 static_cast<long long>(lost), static_cast<long long>(watch_missed),
-                static_cast<long long>(watch.duplicated));
+                static_cast<long long>(watch.duplicated),
+                static_cast<long long>(history.size()) - static_cast<long long>(api_ops["etcd"]),
+                static_cast<long long>(api_ops["etcd"]));
     std::fflush(stdout);
     return exit_code;
   }
@@ -1989,6 +2054,7 @@ struct ChaosRun {
   std::vector<LeaseRecord> leases;
   int64_t lease_violations = 0;
   std::map<std::string, int64_t> op_counts;
+  std::map<std::string, int64_t> api_ops;  // history operations per API (final reads aside)
   WatchCheck watch;
   int64_t divergent = 0, lagging = 0;
   RangeRequest all_keys;
@@ -2030,6 +2096,10 @@ int CheckFlags(std::set<std::string>* kinds) {
     std::cerr << "raftkv-chaos: --duration, --clients and --keys must be >= 1\n";
     return 2;
   }
+  if (FLAGS_etcd_clients < 0 || FLAGS_etcd_clients > FLAGS_clients) {
+    std::cerr << "raftkv-chaos: --etcd_clients must be between 0 and --clients\n";
+    return 2;
+  }
   return 0;
 }
 
@@ -2050,8 +2120,10 @@ int Run() {
   if (const int code = CheckFlags(&kinds); code != 0) return code;
   uint64_t seed = FLAGS_seed;
   if (seed == 0) seed = static_cast<uint64_t>(Steady::now().time_since_epoch().count()) | 1;
-  std::printf("chaos: seed=%llu nodes=%d duration=%ds clients=%d keys=%d faults=%s\n",
+  std::printf("chaos: seed=%llu nodes=%d duration=%ds clients=%d (etcd API: %d, ids %d..%d) "
+              "keys=%d faults=%s\n",
               static_cast<unsigned long long>(seed), FLAGS_nodes, FLAGS_duration, FLAGS_clients,
+              FLAGS_etcd_clients, FLAGS_clients - FLAGS_etcd_clients, FLAGS_clients - 1,
               FLAGS_keys, FLAGS_faults.c_str());
   std::fflush(stdout);
 
