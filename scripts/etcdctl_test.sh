@@ -91,6 +91,12 @@ suite() {
   out=$(ctl --endpoints="$ENDPOINTS" endpoint status) || fail "endpoint status"
   [ "$(grep -c ', true, false, ' <<<"$out")" = 1 ] || fail "endpoint status shows no single leader: '$out'"
   leader_ep=$(awk -F', ' '$5 == "true" {print $1}' <<<"$out")
+  # One cluster id, not 0, in every member's answers.
+  out=$(ctl --endpoints="$ENDPOINTS" endpoint status -w json) || fail "endpoint status -w json"
+  CLUSTER_ID=$(grep -o '"cluster_id":[0-9]*' <<<"$out" | sort -u)
+  [ "$(grep -c . <<<"$CLUSTER_ID")" = 1 ] && [ "$CLUSTER_ID" != '"cluster_id":0' ] ||
+    fail "endpoint status -w json shows cluster ids '$CLUSTER_ID': '$out'"
+  CLUSTER_ID=$(printf '%x' "${CLUSTER_ID#*:}")
   ctl --endpoints="$ENDPOINTS" endpoint health >/dev/null 2>&1 || fail "endpoint health"
 
   step "lease grant, put --lease, timetolive --keys, keep-alive --once, list, revoke"
@@ -171,7 +177,7 @@ suite() {
   peer=http://127.0.0.1:$((ports + 1))
   out=$(ctl --endpoints="$ENDPOINTS" member add extra --learner --peer-urls="$peer") || fail "member add"
   # etcdctl prints ids as %16x: padded with spaces when small.
-  id=$(sed -n 's/^Member  *\([0-9a-f]*\) added to cluster  *[0-9a-f]*$/\1/p' <<<"$out")
+  id=$(sed -n "s/^Member  *\([0-9a-f]*\) added to cluster  *$CLUSTER_ID\$/\1/p" <<<"$out")
   initial=$(sed -n 's/^ETCD_INITIAL_CLUSTER="\(.*\)"$/\1/p' <<<"$out")
   [ -n "$id" ] && grep -q "extra=$peer" <<<"$initial" || fail "member add printed '$out'"
   grep -q '^ETCD_INITIAL_CLUSTER_STATE="existing"$' <<<"$out" || fail "member add printed '$out'"
@@ -181,6 +187,10 @@ suite() {
   wait_for 30 promote_member "$id" || fail "member promote $id: '$(promote_member "$id" 2>&1)'"
   out=$(ctl --endpoints="$ENDPOINTS" member list) || fail "member list"
   grep -q "^$id, .*, $peer, .*, false$" <<<"$out" || fail "member $id is not a voter: '$out'"
+  # The new member learnt the cluster's id.
+  out=$(ctl --endpoints="$EXTRA_CLIENT" endpoint status -w json) || fail "endpoint status of $id"
+  [ "$(grep -o '"cluster_id":[0-9]*' <<<"$out" | sed 's/.*://' | xargs printf '%x')" = "$CLUSTER_ID" ] ||
+    fail "member $id answers with another cluster id than $CLUSTER_ID: '$out'"
   out=$(ctl --endpoints="$ENDPOINTS" member update "$id" --peer-urls="$peer") || fail "member update"
   grep -q "^Member  *$id updated in cluster  *[0-9a-f]*$" <<<"$out" || fail "member update printed '$out'"
   out=$(ctl --endpoints="$ENDPOINTS" member remove "$id") || fail "member remove"
@@ -200,11 +210,13 @@ start_extra_member() {
       --listen-client-urls "http://127.0.0.1:$5" --advertise-client-urls "http://127.0.0.1:$5" \
       --listen-peer-urls "http://127.0.0.1:$4" --initial-advertise-peer-urls "http://127.0.0.1:$4" \
       --initial-cluster "$3" --initial-cluster-state existing --logger zap >"$1/extra.log" 2>&1 &
+    EXTRA_CLIENT=127.0.0.1:$5
   else
     mkdir -p "$1/extra/logs"
     "$RAFTKV_BIN_DIR/raftkv-server" --id="$((16#$2))" --join --listen_address="127.0.0.1:$4" \
       --cluster_file="$RAFTKV_DATA/cluster.conf" --data_dir="$1/extra/data" --log_dir="$1/extra/logs" \
       >"$1/extra.log" 2>&1 &
+    EXTRA_CLIENT=127.0.0.1:$4
   fi
   EXTRA_PID=$!
   on_exit kill -9 "$EXTRA_PID"

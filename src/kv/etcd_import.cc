@@ -205,6 +205,8 @@ void WriteImage(ImportState* st, SnapshotWriter* out) {
   }
   sum.history_from = st->events.empty() ? sum.revision : st->events.front().revision() - 1;
   store.set_history_compacted(sum.history_from);
+  // etcd finishes a scheduled compaction when it opens the database.
+  store.set_compact_revision(std::max(sum.compact_revision, st->scheduled_compact));
   std::string buf;
   store.SerializeToString(&buf);
   out->AddRecord(SnapshotRecordType::kStore, buf);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "raft/core/membership.h"
+#include "storage/bootstrap_file.h"
 #include "common/thread_name.h"
 
 namespace raftkv {
@@ -54,6 +55,8 @@ RaftNode::RaftNode(const NodeOptions& options, RecoveredState r)
       state_machine_(std::move(r.state_machine)),
       raft_(CoreConfig(options, r.bootstrap), r.hard_state, r.base, std::move(r.entries)),
       applied_index_(r.base.index),
+      cluster_id_(r.cluster_id),
+      bootstrap_config_(r.bootstrap),
       snapshots_(options_, std::move(r.snapshots), r.base, state_machine_.get(), log_.get(),
                  &metrics_,
                  SnapshotManager::Hooks{
@@ -70,6 +73,30 @@ RaftNode::RaftNode(const NodeOptions& options, RecoveredState r)
              &metrics_.apply_wakeups) {
   log_->set_sync_observer(&metrics_);
   metrics_.log_bytes.store(log_->SizeBytes(), std::memory_order_relaxed);
+}
+
+Status RaftNode::CheckClusterId(uint64_t id, uint64_t from, bool adopt) {
+  uint64_t mine = cluster_id();
+  if (id == 0 || id == mine) return Status::OK();
+  if (mine == 0 && adopt) {
+    MutexLock lock(&cluster_id_mu_);
+    mine = cluster_id();
+    if (mine == 0) {
+      Status s = BootstrapFile(options_.data_dir + "/bootstrap").Save(bootstrap_config_, id);
+      if (!s.ok()) return Status::IOError("cannot record the cluster id: " + s.ToString());
+      cluster_id_.store(id, std::memory_order_release);
+      LOG(INFO) << "member " << options_.id << " joined cluster " << ClusterIdHex(id)
+                << " (told by member " << from << ")";
+      return Status::OK();
+    }
+    if (id == mine) return Status::OK();
+  }
+  if (mine == 0) return Status::OK();  // not known yet: the leader's messages will tell
+  return Status::FailedPrecondition(
+      "member " + std::to_string(from) + " belongs to cluster " + ClusterIdHex(id) + ", member " +
+      std::to_string(options_.id) + " to cluster " + ClusterIdHex(mine) +
+      ": a member of another cluster (or of an earlier one on the same addresses) reached this "
+      "one; check the cluster files, --initial_cluster_token and the data directories");
 }
 
 RaftNode::~RaftNode() {

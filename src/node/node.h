@@ -189,6 +189,17 @@ class RaftNode {
   const std::string& snapshot_dir() const { return snapshots_.dir(); }
   const KvStateMachine& state_machine() const { return *state_machine_; }
   uint64_t id() const { return options_.id; }
+  // The cluster's id (storage/bootstrap_file.h: chosen by its founders),
+  // stamped on peer messages and etcd's response headers; 0 while a joining
+  // member has not heard from a leader yet.
+  uint64_t cluster_id() const { return cluster_id_.load(std::memory_order_acquire); }
+  // A peer message from `from` carries `id`, its sender's cluster id (0:
+  // the sender does not know it). Refused (FailedPrecondition, saying both
+  // ids) when both are known and differ: a member of another cluster, or of
+  // an earlier one on the same addresses. A member that does not know its
+  // id yet adopts a leader's (`adopt`): recorded durably in the bootstrap
+  // file before the message is stepped.
+  Status CheckClusterId(uint64_t id, uint64_t from, bool adopt) EXCLUDES(cluster_id_mu_);
   const ClusterConfig& cluster() const { return options_.cluster; }
   // Fills the leader fields of a FAILED_PRECONDITION outcome.
   Outcome NotLeader() const EXCLUDES(mu_);
@@ -232,6 +243,9 @@ class RaftNode {
   PendingCalls calls_ GUARDED_BY(mu_);
   // The state machine has its own copy.
   uint64_t applied_index_ GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> cluster_id_{0};  // changed once at most: 0 -> adopted
+  Mutex cluster_id_mu_;                  // serializes the adoption
+  const MembershipConfig bootstrap_config_;  // rewritten with the adopted id
   std::atomic<uint64_t> known_leader_{0};  // written by the I/O loop
   std::atomic<uint64_t> known_term_{0};    // written by the I/O loop
   uint64_t last_leader_seen_ = 0;  // I/O loop only: counts metrics_.leader_changes

@@ -34,6 +34,10 @@ struct NodeOptions {
   // its snapshot and log, say who the members are (recovery.h).
   enum class ClusterState { kNew, kExisting };
   ClusterState initial_cluster_state = ClusterState::kNew;
+  // Mixed into the id of a cluster this member founds (etcd's
+  // --initial-cluster-token), so that two clusters bootstrapped from the
+  // same cluster file have different ids and refuse each other's messages.
+  std::string initial_cluster_token = "raftkv-cluster";
   // Automatic snapshots: taken when this many entries were applied since the
   // last snapshot (0: never by count), or when the log files hold more than
   // snapshot_log_bytes (0: never by size). raftkvctl snapshot takes one on

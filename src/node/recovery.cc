@@ -203,6 +203,15 @@ Status OpenLog(const NodeOptions& options, const SnapshotLoadResult& loaded, Rec
   return Status::OK();
 }
 
+// The id of the cluster `bootstrap` founded, when this member is one of its
+// founders (0: it joined, and adopts the leader's).
+uint64_t FoundedClusterId(const NodeOptions& options, const MembershipConfig& bootstrap) {
+  for (const MemberConfig& m : bootstrap.members()) {
+    if (m.id() == options.id) return ClusterIdOf(bootstrap, options.initial_cluster_token);
+  }
+  return 0;
+}
+
 // The bootstrap configuration of a directory that has none recorded: the
 // cluster file's (without this member when it joins an existing cluster),
 // saved in `bootstrap_file`.
@@ -233,8 +242,22 @@ Status RecordBootstrap(const NodeOptions& options, const MembershipConfig& clust
     LOG(INFO) << "member " << options.id << ": new data directory, bootstrapping a new cluster "
               << raft::DescribeMembership(r->bootstrap);
   }
-  Status s = bootstrap_file->Save(r->bootstrap);
+  r->cluster_id = FoundedClusterId(options, r->bootstrap);
+  Status s = bootstrap_file->Save(r->bootstrap, r->cluster_id);
   if (!s.ok()) return Status::IOError("cannot record the bootstrap configuration: " + s.ToString());
+  return Status::OK();
+}
+
+// A directory recorded before cluster ids existed: a member that is in its
+// own bootstrap configuration founded the cluster and computes the id as
+// the other founders do; one that joined learns it from the leader.
+Status RecordClusterId(const NodeOptions& options, BootstrapFile* bootstrap_file, RecoveredState* r) {
+  r->cluster_id = FoundedClusterId(options, r->bootstrap);
+  if (r->cluster_id == 0) return Status::OK();
+  LOG(INFO) << "member " << options.id << ": recording cluster id " << ClusterIdHex(r->cluster_id)
+            << " in " << bootstrap_file->path();
+  Status s = bootstrap_file->Save(r->bootstrap, r->cluster_id);
+  if (!s.ok()) return Status::IOError("cannot record the cluster id: " + s.ToString());
   return Status::OK();
 }
 
@@ -330,7 +353,7 @@ Status RecoverNode(const NodeOptions& options, RecoveredState* out) {
   // 0. The bootstrap configuration, when the directory recorded one.
   BootstrapFile bootstrap_file(options.data_dir + "/bootstrap");
   bool have_bootstrap = false;
-  s = bootstrap_file.Load(&r.bootstrap, &have_bootstrap);
+  s = bootstrap_file.Load(&r.bootstrap, &r.cluster_id, &have_bootstrap);
   if (!s.ok()) return s;
   const MembershipConfig cluster_file = BootstrapConfig(options.cluster);
   const MembershipConfig& index_zero = have_bootstrap ? r.bootstrap : cluster_file;
@@ -345,6 +368,9 @@ Status RecoverNode(const NodeOptions& options, RecoveredState* out) {
   if (!s.ok()) return s;
   if (!have_bootstrap) {
     s = RecordBootstrap(options, cluster_file, loaded, log, &bootstrap_file, &r);
+    if (!s.ok()) return s;
+  } else if (r.cluster_id == 0) {
+    s = RecordClusterId(options, &bootstrap_file, &r);
     if (!s.ok()) return s;
   }
   // 3. The entries after the snapshot; then repairs of what a crash left.

@@ -39,6 +39,9 @@ struct RecoveredState {
   // the data directory when it was new, never taken from the cluster file
   // again.
   MembershipConfig bootstrap;
+  // The cluster's id (storage/bootstrap_file.h); 0 while a joining member
+  // has not heard from a leader yet.
+  uint64_t cluster_id = 0;
   raft::SnapshotRef base;       // the snapshot loaded (index 0: none)
   std::vector<Entry> entries;   // the log after base.index
 };

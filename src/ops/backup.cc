@@ -115,7 +115,7 @@ Status WriteDataDir(const RestoreOptions& options, const SnapshotFileSummary& so
   if (!s.ok()) return s;
   // The new cluster's membership is the directory's bootstrap record too.
   BootstrapFile bootstrap(file::JoinPath(dir, "bootstrap"));
-  s = bootstrap.Save(config);
+  s = bootstrap.Save(config, ClusterIdOf(config, options.initial_cluster_token));
   if (!s.ok()) return s;
   // 3. Last, the snapshot with the new configuration: until it is renamed
   //    into place, a server started on this directory refuses it (its log
@@ -140,6 +140,7 @@ Status CheckRestored(const RestoreOptions& options, const SnapshotFileSummary& s
   node.id = options.id;
   node.cluster = options.cluster;
   node.data_dir = options.data_dir;
+  node.initial_cluster_token = options.initial_cluster_token;
   RecoveredState r;
   Status s = RecoverNode(node, &r);
   if (!s.ok()) return s;
@@ -149,6 +150,8 @@ Status CheckRestored(const RestoreOptions& options, const SnapshotFileSummary& s
               std::to_string(r.base.term);
   } else if (r.base.config.SerializeAsString() != config.SerializeAsString()) {
     problem = "its configuration is " + raft::DescribeMembership(r.base.config);
+  } else if (r.cluster_id != ClusterIdOf(config, options.initial_cluster_token)) {
+    problem = "its cluster id is " + ClusterIdHex(r.cluster_id);
   } else if (!r.entries.empty()) {
     problem = "its log holds " + std::to_string(r.entries.size()) + " entries";
   } else if (r.hard_state.term != source.meta.last_term || r.hard_state.vote != 0) {
@@ -544,6 +547,7 @@ Status RestoreFromFile(const RestoreOptions& options, RestoreResult* result) {
     return s;
   }
   result->config = config;
+  result->cluster_id = ClusterIdOf(config, options.initial_cluster_token);
 
   std::error_code ec;
   const bool existed = fs::exists(options.data_dir, ec);

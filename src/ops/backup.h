@@ -145,6 +145,9 @@ struct RestoreOptions {
   std::string data_dir;       // the new member's data directory: absent or empty
   uint64_t id = 0;            // the new member's id: must be listed in `cluster`
   ClusterConfig cluster;      // the new cluster (every member a voter)
+  // Mixed into the new cluster's id (NodeOptions::initial_cluster_token):
+  // every member of the new cluster is restored with the same token.
+  std::string initial_cluster_token = "raftkv-cluster";
 };
 
 struct RestoreResult {
@@ -153,6 +156,7 @@ struct RestoreResult {
   EtcdImportSummary etcd;      // then what was imported from it
   std::string snapshot_path;   // the snapshot file written into data_dir
   MembershipConfig config;     // the new cluster's configuration
+  uint64_t cluster_id = 0;     // and its id
 };
 
 // Builds the data directory of member `options.id` of a new cluster from a

@@ -56,6 +56,12 @@ DEFINE_string(initial_cluster_state, "new",
               "the member takes no vote of its own and waits for the leader's log or snapshot "
               "(the cluster's membership must already name it: raftkvctl member add). Ignored "
               "for a directory that holds state.");
+DEFINE_string(initial_cluster_token, "raftkv-cluster",
+              "Mixed into the id of the cluster an empty --data_dir founds (etcd's "
+              "--initial-cluster-token): give every founding member the same token, and a new "
+              "cluster on the same addresses a new one, so that members of the old cluster are "
+              "refused. Members that join learn the id from the leader; ignored for a directory "
+              "that holds state.");
 DEFINE_string(data_dir, "", "Directory for this member's log and state (required).");
 DEFINE_string(listen_address, "",
               "host:port to bind. Default: 0.0.0.0 and the port of this member's address in "
@@ -552,6 +558,7 @@ static raftkv::NodeOptions MakeNodeOptions(const raftkv::ClusterConfig& cluster,
   node_options.core.promote_max_lag = FLAGS_promote_max_lag;
   node_options.log.max_segment_bytes = FLAGS_segment_bytes;
   node_options.join = FLAGS_join;
+  node_options.initial_cluster_token = FLAGS_initial_cluster_token;
   node_options.initial_cluster_state = FLAGS_initial_cluster_state == "existing"
                                            ? raftkv::NodeOptions::ClusterState::kExisting
                                            : raftkv::NodeOptions::ClusterState::kNew;
@@ -719,6 +726,7 @@ static int Serve(int argc, char** argv) {
     peer_options.faults = &faults;
   }
   raftkv::RaftNode* raw_node = node.get();
+  peer_options.cluster_id = [raw_node] { return raw_node->cluster_id(); };
   raftkv::PeerClient peers(
       cluster, FLAGS_id, peer_options,
       [raw_node](const raftkv::raft::Message& m) { raw_node->StepResponse(m); },

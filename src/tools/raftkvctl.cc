@@ -305,6 +305,9 @@ const char kUsage[] =
     "  --data-dir=DIR            snapshot restore: the new member's data directory\n"
     "  --id=N                    snapshot restore: the new member's id (listed in\n"
     "                            --cluster_file)\n"
+    "  --initial-cluster-token=T snapshot restore: mixed into the new cluster's id; give\n"
+    "                            every member the same (default raftkv-cluster, as the\n"
+    "                            servers' --initial_cluster_token)\n"
     "\n"
     "flags (may appear anywhere; put '--' before a KEY or VALUE starting with '-'):\n"
     "  --endpoints=H:P[,H:P...]  servers (default: $RAFTKV_ENDPOINTS, else $ETCDCTL_ENDPOINTS,\n"
@@ -381,7 +384,7 @@ constexpr CommandOptionSpec kCommandOptions[] = {
     {"once", false},            {"keys", false},       {"write-out", true},
     {"cluster", false},         {"data-dir", true},    {"id", true},
     {"sort-by", true},          {"order", true},       {"from-key", false},
-    {"interactive", false},
+    {"interactive", false},     {"initial-cluster-token", true},
 };
 
 const CommandOptionSpec* FindCommandOption(const std::string& name) {
@@ -582,7 +585,9 @@ int CheckSnapshotArgs(const CommandLine& line, std::string* error) {
     if (args.size() != 2) {
       return Usage("snapshot restore takes FILE --data-dir=DIR --id=N --cluster_file=CONF");
     }
-    if (!line.options.Allow("snapshot restore", {"data-dir", "id"}, error)) return Usage(*error);
+    if (!line.options.Allow("snapshot restore", {"data-dir", "id", "initial-cluster-token"}, error)) {
+      return Usage(*error);
+    }
   } else if (!sub.empty()) {
     return Usage("unknown snapshot subcommand \"" + sub + "\"" +
                  DidYouMean(sub, {"save", "restore", "status"}) +

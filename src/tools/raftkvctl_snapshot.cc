@@ -28,6 +28,7 @@
 #include "ops/backup.h"
 #include "node/cluster_config.h"
 #include "tools/raftkvctl_etcd.h"
+#include "storage/bootstrap_file.h"
 
 namespace raftkv {
 namespace ctl {
@@ -143,6 +144,9 @@ int CmdSnapshotRestore(const std::string& path, const CommandOptions& opts) {
   raftkv::RestoreOptions options;
   options.snapshot_path = path;
   options.data_dir = data_dir;
+  if (opts.Has("initial-cluster-token")) {
+    options.initial_cluster_token = opts.Value("initial-cluster-token");
+  }
   if (!ParseId(id_text, &options.id)) {
     return Usage("--id: member id '" + id_text + "' is not a positive number");
   }
@@ -178,7 +182,7 @@ int CmdSnapshotRestore(const std::string& path, const CommandOptions& opts) {
             << result.source.meta.last_index << ", term " << result.source.meta.last_term << ", "
             << result.source.keys << " keys, " << result.source.leases << " leases) into "
             << data_dir << " as member " << options.id << " of the new cluster " << members
-            << "\n"
+            << " (cluster id " << raftkv::ClusterIdHex(result.cluster_id) << ")\n"
             << "start it with: raftkv-server --id=" << options.id
             << " --cluster_file=" << FLAGS_cluster_file << " --data_dir=" << data_dir << "\n";
   return kExitOk;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "proto/internal.h"
+#include "storage/bootstrap_file.h"
 #include "gtest/common/fake_peers.h"
 #include "gtest/common/service_test_util.h"
 
@@ -161,6 +162,52 @@ TEST_F(NodeTest, OpenRefusesLockedDataDir) {
   first.reset();
   s = RaftNode::Open(Options(dir_.path()), &second);
   EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+// The founders of a cluster compute the same id from the cluster file and
+// the token; a member that joins learns it from the first leader that
+// reaches it, keeps it across restarts, and refuses any other after that.
+TEST_F(NodeTest, ClusterIdIsSharedByFoundersAndAdoptedByJoiners) {
+  TempDir second, other, joiner;
+  std::unique_ptr<RaftNode> a, b, c, d;
+  ASSERT_TRUE(RaftNode::Open(Options(dir_.path(), 3, 1), &a).ok());
+  ASSERT_TRUE(RaftNode::Open(Options(second.path(), 3, 2), &b).ok());
+  NodeOptions other_token = Options(other.path(), 3, 3);
+  other_token.initial_cluster_token = "another";
+  ASSERT_TRUE(RaftNode::Open(other_token, &c).ok());
+  EXPECT_NE(a->cluster_id(), 0u);
+  EXPECT_EQ(a->cluster_id(), b->cluster_id());
+  EXPECT_NE(c->cluster_id(), a->cluster_id());
+
+  NodeOptions join = Options(joiner.path(), 3, 4);
+  join.join = true;
+  join.self_address = "127.0.0.1:9";
+  ASSERT_TRUE(RaftNode::Open(join, &d).ok());
+  EXPECT_EQ(d->cluster_id(), 0u);
+  // Unknown on either side: accepted, nothing learnt from a candidate.
+  EXPECT_TRUE(d->CheckClusterId(0, 1, true).ok());
+  EXPECT_TRUE(d->CheckClusterId(a->cluster_id(), 1, false).ok());
+  EXPECT_EQ(d->cluster_id(), 0u);
+  Status s = d->CheckClusterId(a->cluster_id(), 1, true);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(d->cluster_id(), a->cluster_id());
+  s = d->CheckClusterId(c->cluster_id(), 3, true);
+  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition) << s.ToString();
+  EXPECT_NE(s.message().find(ClusterIdHex(c->cluster_id())), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find(ClusterIdHex(a->cluster_id())), std::string::npos) << s.ToString();
+  EXPECT_FALSE(a->CheckClusterId(c->cluster_id(), 3, false).ok());
+
+  // Durable: the founders and the joiner reopen with the same id, whatever
+  // token or cluster file they are given then.
+  const uint64_t id = a->cluster_id();
+  a.reset();
+  d.reset();
+  NodeOptions reopen = Options(dir_.path(), 3, 1);
+  reopen.initial_cluster_token = "ignored";
+  ASSERT_TRUE(RaftNode::Open(reopen, &a).ok());
+  EXPECT_EQ(a->cluster_id(), id);
+  ASSERT_TRUE(RaftNode::Open(join, &d).ok());
+  EXPECT_EQ(d->cluster_id(), id);
 }
 
 TEST_F(NodeTest, OpenWithoutStartThenDestroy) {

@@ -263,6 +263,7 @@ TEST_F(EtcdServicesTest, StatusMembersAndAuthAsEtcdToolsReadThem) {
   pb::StatusResponse st;
   ASSERT_TRUE(maintenance_->Status(&s, pb::StatusRequest(), &st).ok());
   EXPECT_EQ(st.header().member_id(), 1u);
+  EXPECT_NE(st.header().cluster_id(), 0u);
   EXPECT_EQ(st.leader(), 1u);
   EXPECT_EQ(st.header().revision(), rev);
   EXPECT_GT(st.raftterm(), 0u);
@@ -275,6 +276,7 @@ TEST_F(EtcdServicesTest, StatusMembersAndAuthAsEtcdToolsReadThem) {
   pb::MemberListResponse members;
   ASSERT_TRUE(cluster_->MemberList(&m, pb::MemberListRequest(), &members).ok());
   ASSERT_EQ(members.members_size(), 1);
+  EXPECT_EQ(members.header().cluster_id(), st.header().cluster_id());
   EXPECT_EQ(members.members(0).id(), 1u);
   ASSERT_EQ(members.members(0).clienturls_size(), 1);
   EXPECT_EQ(members.members(0).clienturls(0), "http://" + std::string(kSelfAddress));

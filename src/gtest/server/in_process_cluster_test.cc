@@ -27,6 +27,7 @@
 #include "server/grpc_server.h"
 #include "node/node.h"
 #include "server/peer/peer_client.h"
+#include "storage/bootstrap_file.h"
 #include "gtest/common/service_test_util.h"
 
 namespace raftkv {
@@ -119,6 +120,7 @@ class InProcessClusterTest : public ::testing::Test {
     po.append_timeout_ms = 500;
     po.vote_timeout_ms = 200;
     po.snapshot_chunk_bytes = 16 * 1024;  // several chunks per snapshot
+    po.cluster_id = [raw] { return raw->cluster_id(); };
     m.peers = std::make_unique<PeerClient>(
         cluster_, no.id, po, [raw](const raft::Message& msg) { raw->StepResponse(msg); },
         [raw](uint64_t peer) { raw->ReportUnreachable(peer); },
@@ -380,6 +382,9 @@ TEST_F(InProcessClusterTest, AddPromoteTransferToAndRemoveAMember) {
   RaftNode* fourth = members_[joiner]->node.get();
   ASSERT_TRUE(WaitFor([&] { return fourth->state_machine().Get("k19").has_value(); }, 15s))
       << "the learner never caught up";
+  // It learnt the cluster's id from the leader.
+  EXPECT_NE(lead->cluster_id(), 0u);
+  EXPECT_EQ(fourth->cluster_id(), lead->cluster_id());
   NodeStatus st = lead->GetStatus();
   ASSERT_EQ(st.members.size(), 4u);
   EXPECT_EQ(st.members[3].id, new_id);
@@ -435,6 +440,53 @@ TEST_F(InProcessClusterTest, AddPromoteTransferToAndRemoveAMember) {
   });
   EXPECT_EQ(out.status.code(), Status::Code::kFailedPrecondition)
       << out.status.message();
+}
+
+// A member of another cluster (another token, or an earlier cluster on the
+// same addresses) is refused before its message reaches the core: its
+// higher term does not disrupt this cluster.
+TEST_F(InProcessClusterTest, AMemberOfAnotherClusterIsRefused) {
+  int leader = -1;
+  ASSERT_TRUE(WaitFor([&] { return (leader = AgreedLeader()) >= 0; }, 15s)) << "no leader";
+  const int follower = (leader + 1) % 3;
+  RaftNode* node = members_[follower]->node.get();
+  const uint64_t mine = node->cluster_id();
+  ASSERT_NE(mine, 0u);
+  auto stub = internal::Peer::NewStub(
+      grpc::CreateChannel(addresses_[follower], grpc::InsecureChannelCredentials()));
+  AppendEntriesRequest req;
+  req.set_term(node->GetStatus().term + 1000);
+  req.set_leader_id(static_cast<uint64_t>(leader + 1));
+  req.set_to(static_cast<uint64_t>(follower + 1));
+  req.set_cluster_id(mine ^ 0x5a5a);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+  AppendEntriesResponse resp;
+  grpc::Status s = stub->AppendEntries(&ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_NE(s.error_message().find("belongs to cluster " + ClusterIdHex(mine ^ 0x5a5a)), std::string::npos)
+      << s.error_message();
+  EXPECT_LT(node->GetStatus().term, req.term());
+  EXPECT_EQ(node->cluster_id(), mine);
+  RequestVoteRequest vote;
+  vote.set_term(req.term());
+  vote.set_candidate_id(req.leader_id());
+  vote.set_to(req.to());
+  vote.set_last_log_index(1u << 30);
+  vote.set_last_log_term(req.term());
+  vote.set_cluster_id(req.cluster_id());
+  grpc::ClientContext vctx;
+  vctx.set_deadline(std::chrono::system_clock::now() + 5s);
+  RequestVoteResponse vresp;
+  s = stub->RequestVote(&vctx, vote, &vresp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_LT(node->GetStatus().term, req.term());
+  // The cluster goes on.
+  ClientOptions co;
+  co.endpoints = Endpoints();
+  co.timeout_ms = 10000;
+  KvClient client(co);
+  EXPECT_TRUE(client.Put("still", "here").ok());
 }
 
 // Leases across a leader change: the new leader gives every lease its full

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <utility>
 
@@ -19,13 +20,13 @@ template <class Req, class Resp>
 class KeepAliveReactor final : public grpc::ServerBidiReactor<Req, Resp> {
  public:
   // Turns raftkv.v1's answer into the stream's.
-  using Convert = void (*)(LeaseKeepAliveResponse in, Resp* out);
+  using Convert = std::function<void(LeaseKeepAliveResponse in, Resp* out)>;
 
   KeepAliveReactor(LeaseService* service, grpc::CallbackServerContext* context, Convert convert,
                    RpcMethodMetrics* metrics)
       : service_(service),
         context_(context),
-        convert_(convert),
+        convert_(std::move(convert)),
         metrics_(metrics),
         start_(std::chrono::steady_clock::now()) {
     if (metrics_ != nullptr) metrics_->StreamStarted();

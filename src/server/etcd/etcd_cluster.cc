@@ -47,7 +47,7 @@ void EtcdCluster::FillMember(const MemberInfo& m, pb::Member* out) const {
 
 template <class Resp>
 void EtcdCluster::FillMembers(Resp* resp) const {
-  EtcdKv::FillHeader(node_->id(), node_->state_machine().Revision(), node_->KnownTerm(), resp->mutable_header());
+  EtcdKv::FillHeader(*node_, node_->state_machine().Revision(), node_->KnownTerm(), resp->mutable_header());
   for (const MemberInfo& m : node_->GetStatus().members) FillMember(m, resp->add_members());
 }
 

@@ -32,9 +32,10 @@ void EtcdKv::Register(EtcdKvService* service, int busy, AsyncMethods* methods) {
       service, &S::RequestCompact, name("Compact"), c, 2, [this](CompactCall* call) { HandleCompact(call); });
 }
 
-void EtcdKv::FillHeader(uint64_t member_id, int64_t revision, uint64_t term,
+void EtcdKv::FillHeader(const RaftNode& node, int64_t revision, uint64_t term,
                         etcdserverpb::ResponseHeader* header) {
-  header->set_member_id(member_id);
+  header->set_cluster_id(node.cluster_id());
+  header->set_member_id(node.id());
   header->set_revision(revision);
   header->set_raft_term(term);
 }
@@ -55,7 +56,7 @@ void EtcdKv::HandleRange(RangeCall* call) {
     Status s = node_->state_machine().Range(*req, &v1, options_.max_response_bytes);
     if (!s.ok()) return call->FinishWithError(etcd::ToEtcdStatus(s));
     etcdserverpb::RangeResponse resp;
-    FillHeader(node_->id(), v1.header().revision(), term, resp.mutable_header());
+    FillHeader(*node_, v1.header().revision(), term, resp.mutable_header());
     etcd::FromV1(&v1, &resp);
     call->Finish(resp);
   };
@@ -77,7 +78,7 @@ void EtcdKv::HandlePut(PutCall* call) {
   node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [this, call](Outcome out) {
     if (!out.status.ok()) return FinishWithOutcome(call, out, &etcd::ToEtcdStatus);
     etcdserverpb::PutResponse resp;
-    FillHeader(node_->id(), out.apply.answer.revision(), out.term, resp.mutable_header());
+    FillHeader(*node_, out.apply.answer.revision(), out.term, resp.mutable_header());
     if (out.apply.answer.has_prev_kv()) {
       etcd::FromV1(out.apply.answer.mutable_prev_kv(), resp.mutable_prev_kv());
     }
@@ -101,7 +102,7 @@ void EtcdKv::HandleDeleteRange(DeleteRangeCall* call) {
     v1.set_deleted(out.apply.answer.deleted());
     v1.mutable_prev_kvs()->Swap(out.apply.answer.mutable_prev_kvs());
     etcdserverpb::DeleteRangeResponse resp;
-    FillHeader(node_->id(), out.apply.answer.revision(), out.term, resp.mutable_header());
+    FillHeader(*node_, out.apply.answer.revision(), out.term, resp.mutable_header());
     etcd::FromV1(&v1, &resp);
     call->Finish(resp);
   });
@@ -124,7 +125,7 @@ void EtcdKv::HandleTxn(TxnCall* call) {
     if (!out.status.ok()) return FinishWithOutcome(call, out, &etcd::ToEtcdStatus);
     TxnResponse* v1 = out.apply.answer.mutable_txn();
     etcdserverpb::TxnResponse resp;
-    FillHeader(node_->id(), v1->header().revision(), out.term, resp.mutable_header());
+    FillHeader(*node_, v1->header().revision(), out.term, resp.mutable_header());
     etcd::FromV1(v1, resp.header(), &resp);
     call->Finish(resp);
   });
@@ -142,7 +143,7 @@ void EtcdKv::HandleCompact(CompactCall* call) {
   node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [this, call](Outcome out) {
     if (!out.status.ok()) return FinishWithOutcome(call, out, &etcd::ToEtcdStatus);
     etcdserverpb::CompactionResponse resp;
-    FillHeader(node_->id(), out.apply.answer.revision(), out.term, resp.mutable_header());
+    FillHeader(*node_, out.apply.answer.revision(), out.term, resp.mutable_header());
     call->Finish(resp);
   });
 }
@@ -159,7 +160,7 @@ void EtcdKv::ReadTxn(TxnCall* call, std::shared_ptr<TxnRequest> txn) {
       Status s = node_->state_machine().ReadTxn(*txn, &v1, options_.max_response_bytes);
       if (!s.ok()) return call->FinishWithError(etcd::ToEtcdStatus(s));
       etcdserverpb::TxnResponse resp;
-      FillHeader(node_->id(), v1.header().revision(), term, resp.mutable_header());
+      FillHeader(*node_, v1.header().revision(), term, resp.mutable_header());
       etcd::FromV1(&v1, resp.header(), &resp);
       call->Finish(resp);
     });

@@ -24,9 +24,9 @@ class EtcdKv : public KeyValueHandlers {
   // Registers the methods; `busy` calls wait per queue for Range and Put.
   void Register(EtcdKvService* service, int busy, AsyncMethods* methods);
 
-  // etcd's header: this member, the revision the answer was served at, the
-  // term. cluster_id stays 0 (raftkv has no cluster id yet).
-  static void FillHeader(uint64_t member_id, int64_t revision, uint64_t term,
+  // etcd's header: the cluster, this member, the revision the answer was
+  // served at, the term.
+  static void FillHeader(const RaftNode& node, int64_t revision, uint64_t term,
                          etcdserverpb::ResponseHeader* header);
 
  private:

@@ -39,7 +39,7 @@ void EtcdLease::Register(AsyncMethods* methods) {
 }
 
 void EtcdLease::FillHeader(int64_t revision, uint64_t term, pb::ResponseHeader* header) const {
-  EtcdKv::FillHeader(node_->id(), revision != 0 ? revision : node_->state_machine().Revision(), term,
+  EtcdKv::FillHeader(*node_, revision != 0 ? revision : node_->state_machine().Revision(), term,
                      header);
 }
 
@@ -100,9 +100,8 @@ grpc::ServerBidiReactor<pb::LeaseKeepAliveRequest, pb::LeaseKeepAliveResponse>* 
   // A lease that does not exist (any more) gets TTL 0, as from etcd.
   return new KeepAliveReactor<pb::LeaseKeepAliveRequest, pb::LeaseKeepAliveResponse>(
       core_, context,
-      [](LeaseKeepAliveResponse in, pb::LeaseKeepAliveResponse* out) {
-        EtcdKv::FillHeader(in.header().member_id(), in.header().revision(), in.header().raft_term(),
-                           out->mutable_header());
+      [node = node_](LeaseKeepAliveResponse in, pb::LeaseKeepAliveResponse* out) {
+        EtcdKv::FillHeader(*node, in.header().revision(), in.header().raft_term(), out->mutable_header());
         out->set_id(in.id());
         out->set_ttl(in.ttl());
       },

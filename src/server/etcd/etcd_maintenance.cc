@@ -34,7 +34,7 @@ grpc::Status EtcdMaintenanceService::Snapshot(grpc::ServerContext* context, cons
     status = streamer_->StreamEtcdSnapshot(context, [&](const SnapshotSaveInfo& info, std::string* chunk,
                                                     uint64_t remaining, const std::string&) {
       pb::SnapshotResponse resp;
-      EtcdKv::FillHeader(node_->id(), info.revision(), node_->KnownTerm(), resp.mutable_header());
+      EtcdKv::FillHeader(*node_, info.revision(), node_->KnownTerm(), resp.mutable_header());
       resp.set_remaining_bytes(remaining);
       resp.mutable_blob()->swap(*chunk);
       resp.set_version(EtcdMaintenance::kEtcdVersion);
@@ -75,13 +75,13 @@ void EtcdMaintenance::Register(EtcdMaintenanceService* maintenance, EtcdAuthServ
 }
 
 void EtcdMaintenance::FillHeader(pb::ResponseHeader* header) const {
-  EtcdKv::FillHeader(node_->id(), node_->state_machine().Revision(), node_->KnownTerm(), header);
+  EtcdKv::FillHeader(*node_, node_->state_machine().Revision(), node_->KnownTerm(), header);
 }
 
 void EtcdMaintenance::HandleStatus(StatusCall* call) {
   const NodeStatus st = node_->GetStatus();
   pb::StatusResponse resp;
-  EtcdKv::FillHeader(st.id, st.revision, st.term, resp.mutable_header());
+  EtcdKv::FillHeader(*node_, st.revision, st.term, resp.mutable_header());
   resp.set_version(kEtcdVersion);
   resp.set_leader(st.leader_id);
   resp.set_raftindex(st.commit_index);

@@ -182,7 +182,7 @@ class WatchStream final : public grpc::ServerBidiReactor<pb::WatchRequest, pb::W
   }
 
   void Header(int64_t revision, pb::ResponseHeader* header) const {
-    EtcdKv::FillHeader(service_->node()->id(), revision, service_->node()->KnownTerm(), header);
+    EtcdKv::FillHeader(*service_->node(), revision, service_->node()->KnownTerm(), header);
   }
 
   // Created and cancelled at once, with the reason (etcd: watch id -1).

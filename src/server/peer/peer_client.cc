@@ -126,6 +126,16 @@ void PeerClient::Send(raft::Message m) {
       options_.faults->IsBlocked(m.to)) {
     return;
   }
+  if (options_.cluster_id) {
+    const uint64_t cluster_id = options_.cluster_id();
+    switch (m.type) {
+      case raft::MessageType::kAppend: m.append.set_cluster_id(cluster_id); break;
+      case raft::MessageType::kVote: m.vote.set_cluster_id(cluster_id); break;
+      case raft::MessageType::kTimeoutNow: m.timeout_now.set_cluster_id(cluster_id); break;
+      case raft::MessageType::kSnapshot: m.snapshot.set_cluster_id(cluster_id); break;
+      default: break;
+    }
+  }
   if (m.type == raft::MessageType::kSnapshot) {
     StartSnapshotTransfer(std::move(m), std::move(stub));
     return;

@@ -60,6 +60,9 @@ struct PeerClientOptions {
   // TLS of the channels to peers (the member's own certificate is presented
   // as the client certificate); null = the process-wide setting.
   std::shared_ptr<const ChannelSecurity> security;
+  // The cluster id stamped on every request (RaftNode::cluster_id); null
+  // sends 0 (not known).
+  std::function<uint64_t()> cluster_id;
 };
 
 class PeerClient : public PeerSender {

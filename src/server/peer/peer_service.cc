@@ -20,9 +20,9 @@ namespace {
 bool SameSnapshot(const InstallSnapshotRequest& a, const InstallSnapshotRequest& b) {
   return a.term() == b.term() && a.leader_id() == b.leader_id() &&
          a.last_index() == b.last_index() && a.last_term() == b.last_term() &&
-         a.to() == b.to() && a.total_bytes() == b.total_bytes();
+         a.to() == b.to() && a.total_bytes() == b.total_bytes() &&
+         a.cluster_id() == b.cluster_id();
 }
-
 
 }  // namespace
 
@@ -86,6 +86,9 @@ void PeerService::HandleAppend(AppendCall* call) {
   const AppendEntriesRequest& req = call->request();
   grpc::Status bad = CheckPeer(req.leader_id(), req.to());
   if (!bad.ok()) return call->FinishWithError(bad);
+  if (Status why = node_->CheckClusterId(req.cluster_id(), req.leader_id(), /*adopt=*/true); !why.ok()) {
+    return call->FinishWithError(ToGrpcStatus(why));
+  }
   raft::Message m = raft::AppendRequestMessage(&call->request());
   if (Status why = raft::CheckPeerMessage(m); !why.ok()) return call->FinishWithError(ToGrpcStatus(why));
   node_->StepRequest(std::move(m), [call](const raft::Message* reply) {
@@ -100,6 +103,9 @@ void PeerService::HandleVote(VoteCall* call) {
   const RequestVoteRequest& req = call->request();
   grpc::Status bad = CheckPeer(req.candidate_id(), req.to());
   if (!bad.ok()) return call->FinishWithError(bad);
+  if (Status why = node_->CheckClusterId(req.cluster_id(), req.candidate_id(), /*adopt=*/false); !why.ok()) {
+    return call->FinishWithError(ToGrpcStatus(why));
+  }
   raft::Message m = raft::VoteRequestMessage(&call->request());
   if (Status why = raft::CheckPeerMessage(m); !why.ok()) return call->FinishWithError(ToGrpcStatus(why));
   node_->StepRequest(std::move(m), [call](const raft::Message* reply) {
@@ -199,6 +205,10 @@ grpc::Status PeerService::ServeTimeoutNow(grpc::ServerContext* context,
   }
   grpc::Status bad = CheckPeer(request->leader_id(), request->to());
   if (!bad.ok()) return bad;
+  if (Status why = node_->CheckClusterId(request->cluster_id(), request->leader_id(), /*adopt=*/false);
+      !why.ok()) {
+    return ToGrpcStatus(why);
+  }
   raft::Message m = raft::TimeoutNowMessage(*request);
   if (Status why = raft::CheckPeerMessage(m); !why.ok()) return ToGrpcStatus(why);
   node_->StepOneWay(m);
@@ -221,6 +231,9 @@ grpc::Status PeerService::Receive(grpc::ServerContext* context,
     if (!receiver) {
       grpc::Status bad = CheckPeer(req.leader_id(), req.to());
       if (!bad.ok()) return bad;
+      if (Status why = node_->CheckClusterId(req.cluster_id(), req.leader_id(), /*adopt=*/true); !why.ok()) {
+        return ToGrpcStatus(why);
+      }
       const raft::Message m = raft::SnapshotRequestMessage(req);
       if (Status why = raft::CheckPeerMessage(m); !why.ok()) return ToGrpcStatus(why);
       name = "snapshot " + std::to_string(req.last_index()) + "/" +
