@@ -1,0 +1,197 @@
+#include "kv/mvcc_keys.h"
+
+#include <limits>
+
+namespace raftkv {
+namespace mvcc {
+namespace {
+
+constexpr char kEscape = '\x00';
+constexpr char kEscapedZero = '\xff';
+constexpr char kTerminator = '\x01';
+// After ord(key)'s escape byte: above the terminator, below an escaped zero.
+constexpr char kAfterTerminator = '\x02';
+
+uint64_t Descending64(int64_t v) { return std::numeric_limits<uint64_t>::max() - static_cast<uint64_t>(v); }
+
+std::string WithPrefix(char prefix) { return std::string(1, prefix); }
+
+}  // namespace
+
+void AppendOrderedKey(std::string* out, std::string_view key) {
+  out->reserve(out->size() + key.size() + 2);
+  for (char c : key) {
+    out->push_back(c);
+    if (c == kEscape) out->push_back(kEscapedZero);
+  }
+  out->push_back(kEscape);
+  out->push_back(kTerminator);
+}
+
+bool ConsumeOrderedKey(std::string_view* in, std::string* key) {
+  std::string decoded;
+  for (size_t i = 0; i < in->size(); ++i) {
+    const char c = (*in)[i];
+    if (c != kEscape) {
+      decoded.push_back(c);
+      continue;
+    }
+    if (i + 1 == in->size()) return false;
+    const char next = (*in)[++i];
+    if (next == kEscapedZero) {
+      decoded.push_back(kEscape);
+    } else if (next == kTerminator) {
+      in->remove_prefix(i + 1);
+      *key = std::move(decoded);
+      return true;
+    } else {
+      return false;
+    }
+  }
+  return false;
+}
+
+void AppendBigEndian64(std::string* out, uint64_t v) {
+  for (int shift = 56; shift >= 0; shift -= 8) out->push_back(static_cast<char>((v >> shift) & 0xff));
+}
+
+void AppendBigEndian32(std::string* out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<char>((v >> shift) & 0xff));
+}
+
+bool ConsumeBigEndian64(std::string_view* in, uint64_t* v) {
+  if (in->size() < 8) return false;
+  uint64_t r = 0;
+  for (int i = 0; i < 8; ++i) r = (r << 8) | static_cast<unsigned char>((*in)[i]);
+  in->remove_prefix(8);
+  *v = r;
+  return true;
+}
+
+bool ConsumeBigEndian32(std::string_view* in, uint32_t* v) {
+  if (in->size() < 4) return false;
+  uint32_t r = 0;
+  for (int i = 0; i < 4; ++i) r = (r << 8) | static_cast<unsigned char>((*in)[i]);
+  in->remove_prefix(4);
+  *v = r;
+  return true;
+}
+
+std::string VersionKey(std::string_view key, int64_t revision, uint32_t sub) {
+  std::string out = VersionSeekKey(key, revision);
+  AppendBigEndian32(&out, std::numeric_limits<uint32_t>::max() - sub);
+  return out;
+}
+
+std::string VersionSeekKey(std::string_view key, int64_t revision) {
+  std::string out = VersionsBegin(key);
+  AppendBigEndian64(&out, Descending64(revision));
+  return out;
+}
+
+std::string VersionsBegin(std::string_view key) {
+  std::string out = WithPrefix(kVersionPrefix);
+  AppendOrderedKey(&out, key);
+  return out;
+}
+
+std::string VersionsEnd(std::string_view key) {
+  std::string out = VersionsBegin(key);
+  out.back() = kAfterTerminator;
+  return out;
+}
+
+std::string KeyBound(std::string_view key) {
+  std::string out = VersionsBegin(key);
+  out.resize(out.size() - 2);  // without the terminator
+  return out;
+}
+
+std::string VersionsLimit() { return WithPrefix(static_cast<char>(kVersionPrefix + 1)); }
+
+bool ParseVersionKey(std::string_view encoded, std::string* key, int64_t* revision, uint32_t* sub) {
+  if (encoded.empty() || encoded[0] != kVersionPrefix) return false;
+  encoded.remove_prefix(1);
+  std::string k;
+  uint64_t rev = 0;
+  uint32_t s = 0;
+  if (!ConsumeOrderedKey(&encoded, &k) || !ConsumeBigEndian64(&encoded, &rev) ||
+      !ConsumeBigEndian32(&encoded, &s) || !encoded.empty()) {
+    return false;
+  }
+  rev = std::numeric_limits<uint64_t>::max() - rev;
+  if (rev > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
+  *key = std::move(k);
+  *revision = static_cast<int64_t>(rev);
+  *sub = std::numeric_limits<uint32_t>::max() - s;
+  return true;
+}
+
+std::string HistoryKey(int64_t revision, uint32_t sub) {
+  std::string out = WithPrefix(kHistoryPrefix);
+  AppendBigEndian64(&out, static_cast<uint64_t>(revision));
+  AppendBigEndian32(&out, sub);
+  return out;
+}
+
+bool ParseHistoryKey(std::string_view encoded, int64_t* revision, uint32_t* sub) {
+  if (encoded.empty() || encoded[0] != kHistoryPrefix) return false;
+  encoded.remove_prefix(1);
+  uint64_t rev = 0;
+  uint32_t s = 0;
+  if (!ConsumeBigEndian64(&encoded, &rev) || !ConsumeBigEndian32(&encoded, &s) || !encoded.empty() ||
+      rev > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return false;
+  }
+  *revision = static_cast<int64_t>(rev);
+  *sub = s;
+  return true;
+}
+
+std::string LeaseKey(int64_t lease) {
+  std::string out = WithPrefix(kLeasePrefix);
+  AppendBigEndian64(&out, static_cast<uint64_t>(lease));
+  return out;
+}
+
+std::string LeaseAttachKey(int64_t lease, std::string_view key) {
+  std::string out = WithPrefix(kLeaseKeyPrefix);
+  AppendBigEndian64(&out, static_cast<uint64_t>(lease));
+  AppendOrderedKey(&out, key);
+  return out;
+}
+
+bool ParseLeaseAttachKey(std::string_view encoded, int64_t* lease, std::string* key) {
+  if (encoded.empty() || encoded[0] != kLeaseKeyPrefix) return false;
+  encoded.remove_prefix(1);
+  uint64_t id = 0;
+  std::string k;
+  if (!ConsumeBigEndian64(&encoded, &id) || !ConsumeOrderedKey(&encoded, &k) || !encoded.empty()) {
+    return false;
+  }
+  *lease = static_cast<int64_t>(id);
+  *key = std::move(k);
+  return true;
+}
+
+std::string SessionKey(uint64_t client_id) {
+  std::string out = WithPrefix(kSessionPrefix);
+  AppendBigEndian64(&out, client_id);
+  return out;
+}
+
+std::string ResultKey(uint64_t client_id, uint64_t sequence) {
+  std::string out = WithPrefix(kResultPrefix);
+  AppendBigEndian64(&out, client_id);
+  AppendBigEndian64(&out, sequence);
+  return out;
+}
+
+std::string MetaKey(std::string_view name) {
+  std::string out = WithPrefix(kMetaPrefix);
+  out.append(name);
+  return out;
+}
+
+}  // namespace mvcc
+}  // namespace raftkv
