@@ -242,22 +242,14 @@ Status RecordBootstrap(const NodeOptions& options, const MembershipConfig& clust
     LOG(INFO) << "member " << options.id << ": new data directory, bootstrapping a new cluster "
               << raft::DescribeMembership(r->bootstrap);
   }
-  r->cluster_id = FoundedClusterId(options, r->bootstrap);
+  // Only a cluster founded now gets an id here: the members of one whose
+  // directories were recorded by an older version (no bootstrap record, or
+  // one without an id) might compute different ones from cluster files that
+  // changed since, and refuse each other. They keep none (0) and accept
+  // any, as before ids existed.
+  r->cluster_id = fresh ? FoundedClusterId(options, r->bootstrap) : 0;
   Status s = bootstrap_file->Save(r->bootstrap, r->cluster_id);
   if (!s.ok()) return Status::IOError("cannot record the bootstrap configuration: " + s.ToString());
-  return Status::OK();
-}
-
-// A directory recorded before cluster ids existed: a member that is in its
-// own bootstrap configuration founded the cluster and computes the id as
-// the other founders do; one that joined learns it from the leader.
-Status RecordClusterId(const NodeOptions& options, BootstrapFile* bootstrap_file, RecoveredState* r) {
-  r->cluster_id = FoundedClusterId(options, r->bootstrap);
-  if (r->cluster_id == 0) return Status::OK();
-  LOG(INFO) << "member " << options.id << ": recording cluster id " << ClusterIdHex(r->cluster_id)
-            << " in " << bootstrap_file->path();
-  Status s = bootstrap_file->Save(r->bootstrap, r->cluster_id);
-  if (!s.ok()) return Status::IOError("cannot record the cluster id: " + s.ToString());
   return Status::OK();
 }
 
@@ -368,9 +360,6 @@ Status RecoverNode(const NodeOptions& options, RecoveredState* out) {
   if (!s.ok()) return s;
   if (!have_bootstrap) {
     s = RecordBootstrap(options, cluster_file, loaded, log, &bootstrap_file, &r);
-    if (!s.ok()) return s;
-  } else if (r.cluster_id == 0) {
-    s = RecordClusterId(options, &bootstrap_file, &r);
     if (!s.ok()) return s;
   }
   // 3. The entries after the snapshot; then repairs of what a crash left.

@@ -17,6 +17,8 @@
 
 #include "proto/internal.h"
 #include "storage/bootstrap_file.h"
+#include "storage/coding.h"
+#include "storage/crc32c.h"
 #include "gtest/common/fake_peers.h"
 #include "gtest/common/service_test_util.h"
 
@@ -208,6 +210,28 @@ TEST_F(NodeTest, ClusterIdIsSharedByFoundersAndAdoptedByJoiners) {
   EXPECT_EQ(a->cluster_id(), id);
   ASSERT_TRUE(RaftNode::Open(join, &d).ok());
   EXPECT_EQ(d->cluster_id(), id);
+}
+
+// A directory recorded before cluster ids existed keeps none: its members
+// might compute different ones from cluster files edited since.
+TEST_F(NodeTest, ADirectoryFromBeforeClusterIdsKeepsNone) {
+  ASSERT_TRUE(RaftNode::Open(Options(dir_.path(), 3, 1), &node_).ok());
+  ASSERT_NE(node_->cluster_id(), 0u);
+  node_.reset();
+  MembershipConfig config;
+  uint64_t id = 0;
+  bool found = false;
+  ASSERT_TRUE(BootstrapFile(dir_.Join("bootstrap")).Load(&config, &id, &found).ok());
+  std::string v1 = "RKBS";
+  coding::PutFixed32(&v1, 1);
+  const std::string body = config.SerializeAsString();
+  coding::PutFixed32(&v1, static_cast<uint32_t>(body.size()));
+  v1 += body;
+  coding::PutFixed32(&v1, crc32c::Value(v1.data(), v1.size()));
+  testing_util::WriteFileBytes(dir_.Join("bootstrap"), v1);
+  ASSERT_TRUE(RaftNode::Open(Options(dir_.path(), 3, 1), &node_).ok());
+  EXPECT_EQ(node_->cluster_id(), 0u);
+  EXPECT_TRUE(node_->CheckClusterId(12345, 2, false).ok());
 }
 
 TEST_F(NodeTest, OpenWithoutStartThenDestroy) {
