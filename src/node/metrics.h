@@ -91,6 +91,11 @@ class NodeMetrics : public SyncObserver {
   // Snapshots this member failed to take (the error is logged; the log is
   // kept, so it grows until a snapshot succeeds).
   std::atomic<uint64_t> snapshot_failures{0};
+  // Writes of the hard state or the log the disk refused (full, or an I/O
+  // error), each retried; and whether the I/O loop is waiting to retry one
+  // now (1), acknowledging nothing meanwhile.
+  std::atomic<uint64_t> storage_errors{0};
+  std::atomic<uint64_t> storage_stalled{0};
   // Times the leader known to this member changed to another member.
   std::atomic<uint64_t> leader_changes{0};
   // Bytes of the log's segment files, as of the I/O loop's last pass (the

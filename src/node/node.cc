@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <random>
 #include <utility>
 
@@ -484,15 +485,7 @@ void RaftNode::ProcessReady(raft::Ready& rd, Completions* completions) {
   }
   // 2. Persist: hard state first (term/vote before any vote is answered),
   //    then the entries with a single fsync for the whole batch.
-  if (rd.hard_state) {
-    Status s = hard_state_file_->Save(*rd.hard_state);
-    LOG_IF(FATAL, !s.ok()) << "cannot persist hard state: " << s.ToString();
-  }
-  if (!rd.entries.empty()) {
-    Status s = log_->Append(rd.entries);
-    if (s.ok()) s = log_->Sync();
-    LOG_IF(FATAL, !s.ok()) << "cannot persist log entries: " << s.ToString();
-  }
+  if (!PersistReady(rd)) return;  // stopping: nothing of this Ready is answered
   // 3. Everything else reflects durable state and may go now.
   {
     MutexLock lock(&mu_);
@@ -516,6 +509,46 @@ void RaftNode::ProcessReady(raft::Ready& rd, Completions* completions) {
     for (uint64_t id : rd.failed_reads) calls_.ReadFailed(id, completions);
     calls_.ReleaseReads(applied_index_, completions);
   }
+}
+
+bool RaftNode::PersistReady(const raft::Ready& rd) {
+  if (!rd.hard_state && rd.entries.empty()) return true;
+  uint64_t failures = 0;
+  const Clock::time_point first_failure = Clock::now();
+  std::chrono::milliseconds backoff(10);
+  for (;;) {
+    Status s;
+    const char* what = "its hard state";
+    if (rd.hard_state) s = hard_state_file_->Save(*rd.hard_state);
+    if (s.ok() && !rd.entries.empty()) {
+      what = "log entries";
+      s = log_->Append(rd.entries);
+      if (s.ok()) s = log_->Sync();
+    }
+    if (s.ok()) break;
+    // A failed fdatasync loses pages nobody can name: only recovery from
+    // what is on disk is safe. Nothing of this Ready was acknowledged.
+    LOG_IF(FATAL, log_->failed()) << "member " << options_.id << " cannot persist " << what << ": "
+                                  << s.ToString() << "; restart it to recover from the disk";
+    metrics_.storage_errors.fetch_add(1, std::memory_order_relaxed);
+    if (failures++ == 0) {
+      metrics_.storage_stalled.store(1, std::memory_order_relaxed);
+      LOG(ERROR) << "member " << options_.id << " cannot persist " << what << ": " << s.ToString()
+                 << "; it acknowledges nothing and retries until the disk takes the write";
+    }
+    MutexLock lock(&mu_);
+    if (!stopping_) stop_signal_.WaitFor(&mu_, backoff);
+    if (stopping_) return false;
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+  }
+  if (failures > 0) {
+    metrics_.storage_stalled.store(0, std::memory_order_relaxed);
+    LOG(WARNING) << "member " << options_.id << " persisted again after " << failures
+                 << " refused writes in "
+                 << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - first_failure).count()
+                 << " ms";
+  }
+  return true;
 }
 
 void RaftNode::InstallSnapshot(const raft::SnapshotRef& snap, Completions* completions) {

@@ -213,6 +213,13 @@ class RaftNode {
   // Ready::snapshot: the state machine and the log restart from the
   // leader's snapshot (I/O loop).
   void InstallSnapshot(const raft::SnapshotRef& snap, Completions* completions) EXCLUDES(mu_);
+  // ProcessReady's step 2: the hard state, then the entries with one fsync.
+  // A write the disk refuses (full; an error the log undid) is retried with
+  // backoff until it succeeds: meanwhile this member acknowledges nothing,
+  // answers no peer and, as leader, sends no heartbeat, so the others elect
+  // another leader. False when the node stops first (the Ready is dropped:
+  // nothing of it was acknowledged).
+  bool PersistReady(const raft::Ready& rd) EXCLUDES(mu_);
   // The apply thread's work: applies `entries` (consecutive, committed) and
   // collects the completions of the writes and reads they answer.
   void ApplyEntries(const std::deque<Entry>& entries, Completions* completions) EXCLUDES(mu_);

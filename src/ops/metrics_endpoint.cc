@@ -181,6 +181,14 @@ void RenderCounters(ExpositionWriter& w, const NodeMetrics& m, double proposals_
   w.Single("raftkv_snapshot_failures_total", "counter",
            "Snapshots this member failed to write (its log is kept and grows meanwhile).",
            Load(m.snapshot_failures));
+  w.Single("raftkv_storage_errors_total", "counter",
+           "Writes of the hard state or the log the disk refused (full, or an I/O error); each "
+           "is retried.",
+           Load(m.storage_errors));
+  w.Single("raftkv_storage_stalled", "gauge",
+           "1 while this member waits to retry a write the disk refused: it acknowledges "
+           "nothing, answers no peer and, as leader, sends no heartbeat meanwhile.",
+           Load(m.storage_stalled));
   w.Single("raftkv_snapshots_sent_total", "counter",
            "InstallSnapshot sends this member decided on as leader (a follower needed compacted "
            "entries; a repeat while the transfer to that peer still runs counts again).",

@@ -126,6 +126,12 @@ class SegmentedLog : public LogStore {
 
   // Number of segment files (for tests and status).
   size_t SegmentCount() const;
+  // An I/O failure left the files in a state the log cannot vouch for (a
+  // failed fdatasync, whose lost pages cannot be named, or a failed undo of
+  // a failed write): every later call fails, and only reopening the
+  // directory (recovery from what is on disk) is safe. A write that failed
+  // and was undone (a full disk) does not set it: that call may be retried.
+  bool failed() const;
   // Reports the duration of every Sync() that synced something (the segment's
   // fdatasync and, when files were created or removed, the directory's
   // fsync; a Sync() with nothing to sync is not reported). nullptr: none.

@@ -657,6 +657,7 @@ SegmentedLog::~SegmentedLog() = default;
 
 Status SegmentedLog::Append(const std::vector<Entry>& entries) { return impl_->Append(entries); }
 Status SegmentedLog::Sync() { return impl_->Sync(); }
+bool SegmentedLog::failed() const { return !impl_->failure.ok(); }
 void SegmentedLog::set_sync_observer(SyncObserver* observer) { impl_->sync_observer = observer; }
 uint64_t SegmentedLog::LastIndex() const { return impl_->LastIndex(); }
 Status SegmentedLog::CompactPrefix(uint64_t index) { return impl_->CompactPrefix(index); }

@@ -20,6 +20,7 @@
 #include "storage/coding.h"
 #include "storage/crc32c.h"
 #include "gtest/common/fake_peers.h"
+#include "gtest/common/full_disk.h"
 #include "gtest/common/service_test_util.h"
 
 namespace raftkv {
@@ -464,6 +465,52 @@ TEST_F(NodeTest, RestartRebuildsStateFromTheLog) {
   node_->Stop();
   node_.reset();
   EXPECT_EQ(peers.sent_count(), 0u);
+}
+
+// A full disk stops the member from acknowledging, without a crash; once
+// there is room again, the write it held goes through, and nothing is lost.
+TEST_F(NodeTest, AFullDiskStallsWritesUntilThereIsRoomAgain) {
+  testing_util::FullDisk disk;
+  testing_util::ScopedInterposer installed(&disk);
+  StartSingle();
+  ASSERT_TRUE(ProposeSync(node_.get(), PutCommand("before", "1")).status.ok());
+
+  disk.full = true;
+  Outcome out = ProposeSync(node_.get(), PutCommand("during", "2"), 300ms);
+  EXPECT_EQ(out.status.code(), Status::Code::kDeadlineExceeded) << out.status.ToString();
+  EXPECT_GT(disk.refused.load(), 0);
+  EXPECT_EQ(node_->metrics().storage_stalled.load(), 1u);
+  EXPECT_GT(node_->metrics().storage_errors.load(), 0u);
+  EXPECT_FALSE(node_->state_machine().Get("during").has_value());
+
+  disk.full = false;
+  ASSERT_TRUE(WaitFor([&] { return node_->metrics().storage_stalled.load() == 0; }, 5s));
+  ASSERT_TRUE(ProposeSync(node_.get(), PutCommand("after", "3")).status.ok());
+  EXPECT_TRUE(node_->state_machine().Get("during").has_value());
+
+  // Durable: a restart finds all three.
+  node_->Stop();
+  node_.reset();
+  file::SetInterposer(nullptr);
+  ASSERT_TRUE(RaftNode::Open(Options(dir_.path()), &node_).ok());
+  node_->Start(&peers_);
+  ASSERT_TRUE(WaitFor([&] { return node_->state_machine().Get("after").has_value(); }, 5s));
+  EXPECT_TRUE(node_->state_machine().Get("before").has_value());
+  EXPECT_TRUE(node_->state_machine().Get("during").has_value());
+}
+
+// Stopping a member that waits for room stops it: the write it held is
+// not acknowledged.
+TEST_F(NodeTest, AMemberWaitingForRoomStops) {
+  testing_util::FullDisk disk;
+  testing_util::ScopedInterposer installed(&disk);
+  StartSingle();
+  disk.full = true;
+  OutcomeWaiter waiter;
+  node_->Propose(PutCommand("k", "v"), Clock::now() + 10s, waiter.Callback());
+  ASSERT_TRUE(WaitFor([&] { return node_->metrics().storage_stalled.load() == 1; }, 5s));
+  node_->Stop();
+  EXPECT_EQ(waiter.Get().status.code(), Status::Code::kUnavailable);
 }
 
 TEST_F(NodeTest, CallsOnAStoppedNodeFailUnavailable) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "gtest/common/full_disk.h"
 #include "gtest/common/temp_dir.h"
 #include "storage/crc32c.h"
 
@@ -141,6 +142,36 @@ TEST_F(SegmentedLogTest, RoundTrip) {
   ASSERT_EQ(paths.size(), 1u);
   EXPECT_EQ(fs::path(paths[0]).filename(), "00000000000000000001.seg");
   EXPECT_EQ(ReadFileBytes(paths[0]), RecordsBytes(all));
+}
+
+// A write the disk refuses (full) is undone and may be retried; a failed
+// fdatasync is not: the log refuses every later call (failed()), since the
+// pages it lost cannot be named.
+TEST_F(SegmentedLogTest, ARefusedWriteMayBeRetriedAFailedSyncMayNot) {
+  testing_util::FullDisk disk;
+  testing_util::ScopedInterposer installed(&disk);
+  Reopen();
+  const std::vector<Entry> all = MakeEntries(1, 30);
+  AppendAndSync({all.begin(), all.begin() + 10});
+  disk.full = true;
+  Status s = log_->Append({all.begin() + 10, all.begin() + 20});
+  EXPECT_FALSE(s.ok());
+  EXPECT_FALSE(log_->failed()) << s.ToString();
+  EXPECT_EQ(log_->LastIndex(), 10u);
+  disk.full = false;
+  AppendAndSync({all.begin() + 10, all.begin() + 20});
+
+  disk.failing_syncs = true;
+  ASSERT_TRUE(log_->Append({all.begin() + 20, all.end()}).ok());
+  EXPECT_FALSE(log_->Sync().ok());
+  EXPECT_TRUE(log_->failed());
+  disk.failing_syncs = false;
+  EXPECT_FALSE(log_->Sync().ok());
+  file::SetInterposer(nullptr);
+  Reopen();  // what the disk holds: at least the 20 synced entries, in order
+  ASSERT_GE(recovery_.entries.size(), 20u);
+  ExpectSameEntries({recovery_.entries.begin(), recovery_.entries.begin() + 20},
+                    {all.begin(), all.begin() + 20});
 }
 
 TEST_F(SegmentedLogTest, AppendAfterReopenContinuesLastSegment) {
