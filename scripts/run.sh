@@ -68,6 +68,11 @@ echo "\$ raftkv-bench --gtest_filter=Benchmark.Write:Benchmark.Echo --requests=2
 "$RAFTKV_BIN_DIR/raftkv-bench" --gtest_filter=Benchmark.Write:Benchmark.Echo --requests=20000 \
   --gtest_brief=1
 
+step "benchmark: one write in flight, against its floor (two round trips and an fdatasync)"
+echo "\$ raftkv-bench --gtest_filter=Benchmark.Write --requests=3000 --inflight=1"
+"$RAFTKV_BIN_DIR/raftkv-bench" --gtest_filter=Benchmark.Write --requests=3000 --inflight=1 \
+  --gtest_brief=1
+
 step "benchmark: batched writes (KV.Batch: 1000 Puts per call, each call one log entry)"
 echo "\$ raftkv-bench --gtest_filter=Benchmark.Batch --requests=500000 --batch_ops=1000 --inflight=8 --verify_sample=10000"
 "$RAFTKV_BIN_DIR/raftkv-bench" --gtest_filter=Benchmark.Batch --requests=500000 --batch_ops=1000 \

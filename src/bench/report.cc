@@ -242,6 +242,12 @@ std::string FormatReport(const ScenarioReport& r) {
     out << Printf("verified   %s: %" PRIu64 " of %" PRIu64 " answers as expected\n", v.mode.c_str(),
                   v.ok, v.checked);
   }
+  if (r.floor.measured()) {
+    out << Printf("floor: write_p50_us=%.0f echo_rtt_p50_us=%.0f fsync_p50_us=%.0f ratio=%.2f\n",
+                  r.floor.write_p50_us, r.floor.echo_rtt_p50_us, r.floor.fsync_p50_us, r.floor.ratio);
+  } else if (!r.floor.error.empty()) {
+    out << "floor: not measured: " << r.floor.error << "\n";
+  }
   if (!r.passed()) out << FailureLine(r) << "\n";
   out << rule << "\n";
   return out.str();
@@ -249,20 +255,22 @@ std::string FormatReport(const ScenarioReport& r) {
 
 std::string FormatSummaryTable(const std::vector<ScenarioReport>& reports) {
   std::ostringstream out;
-  out << Printf("%-16s %6s %4s %5s %8s %8s %7s %7s %9s %7s %8s %8s %8s %8s %8s %8s  %s\n",
+  out << Printf("%-16s %6s %4s %5s %8s %8s %7s %7s %9s %7s %8s %8s %8s %8s %8s %8s %5s  %s\n",
                 "scenario", "value", "foll", "conns", "inflight", "requests", "acked", "failed",
                 "ops/s", "MB/s", "avg_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us",
-                "check");
+                "floor", "check");
   for (const ScenarioReport& r : reports) {
     const LatencySummary s = Summarize(r.latency_ns);
     std::string check = r.passed() ? "ok" : "FAILED";
     if (r.passed() && r.verified.mode == "sample") check = "ok (sample)";
     if (!r.items_name.empty()) check += Printf("  %.0f %s/s", r.items_per_sec, r.items_name.c_str());
+    // write_p50 over its physical floor (Write with one in flight), or "-".
+    const std::string floor = r.floor.measured() ? Printf("%.2f", r.floor.ratio) : "-";
     out << Printf("%-16s %6d %4d %5d %8d %8" PRIu64 " %7" PRIu64 " %7" PRIu64
-                  " %9.0f %7.2f %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f  %s\n",
+                  " %9.0f %7.2f %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f %5s  %s\n",
                   ("Benchmark." + r.scenario).c_str(), r.value_len, r.followers, r.conns,
                   r.inflight, r.requests, r.acknowledged, r.failed, r.ops_per_sec, r.mb_per_sec,
-                  s.avg, s.p50, s.p90, s.p99, s.p999, s.max, check.c_str());
+                  s.avg, s.p50, s.p90, s.p99, s.p999, s.max, floor.c_str(), check.c_str());
   }
   return out.str();
 }
@@ -297,6 +305,12 @@ std::string ToJson(const ScenarioReport& r) {
     o << ", \"range_limit\": " << r.range_limit << ", \"range_keys\": " << r.range_keys;
   }
   if (r.watchers > 0) o << ", \"watchers\": " << r.watchers;
+  if (r.floor.measured()) {
+    o << ", \"floor\": {\"write_p50_us\": " << JsonNumber(r.floor.write_p50_us, 1)
+      << ", \"echo_rtt_p50_us\": " << JsonNumber(r.floor.echo_rtt_p50_us, 1)
+      << ", \"fsync_p50_us\": " << JsonNumber(r.floor.fsync_p50_us, 1)
+      << ", \"ratio\": " << JsonNumber(r.floor.ratio, 3) << "}";
+  }
   if (!r.delivery_ns.empty()) {
     const LatencySummary d = Summarize(r.delivery_ns);
     o << ", \"delivery_latency_us\": {\"avg\": " << JsonNumber(d.avg, 1)

@@ -45,6 +45,17 @@ struct CpuSeconds {
   double followers = -1;  // all followers together
 };
 
+// The floor of one write in flight (bench/floor.h): measured by
+// Benchmark.Write with --inflight=1; -1 where not measured.
+struct Floor {
+  double write_p50_us = -1;
+  double echo_rtt_p50_us = -1;  // one Echo at a time, the Put's payload size
+  double fsync_p50_us = -1;     // a small append + fdatasync in the data's filesystem
+  double ratio = -1;            // write_p50 / (2 x echo_rtt_p50 + fsync_p50)
+  std::string error;            // why it could not be measured
+  bool measured() const { return ratio > 0; }
+};
+
 struct ScenarioReport {
   std::string scenario;  // "Write", "Read", "Echo", "Batch", "Txn", "Range", "Watch"
   std::string operation;  // "Put", "Get", "Echo", "Put (batched)", "Txn", "Range", "Put"
@@ -93,6 +104,7 @@ struct ScenarioReport {
   // sample per event delivered.
   Histogram delivery_ns;
   Verification verified;
+  Floor floor;  // Write with one request in flight
   std::string setup_error;  // non-empty: the scenario could not run
 
   bool passed() const {

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "bench/keyspace.h"
+#include "bench/floor.h"
 #include "bench/load.h"
 #include "client/channel_args.h"
 #include "client/kv_client.h"
@@ -957,6 +958,25 @@ bool PickFollower(const BenchConfig& config, const std::vector<std::string>& mem
   return true;
 }
 
+// After Write with one request in flight: the network's and the disk's
+// share of it (bench/floor.h), on the same connections and machine.
+void MeasureFloor(const Connections& conns, const BenchConfig& config, ScenarioReport* r) {
+  Floor& f = r->floor;
+  if (config.floor_dir.empty()) {
+    f.error = "no directory for the fdatasync probe (--floor_dir)";
+    return;
+  }
+  Progress(config, "floor: 1000 Echo calls one at a time, 200 fdatasyncs in " + config.floor_dir);
+  f.write_p50_us = Summarize(r->latency_ns).p50;
+  const size_t payload = static_cast<size_t>(config.key_len + config.value_len);
+  f.echo_rtt_p50_us = MedianEchoMicros(conns, 1000, payload, config.timeout_ms, &f.error);
+  if (f.error.empty()) {
+    // A record of the log: the Put's key and value plus the entry's framing.
+    f.fsync_p50_us = MedianFsyncMicros(config.floor_dir, 200, payload + 64, &f.error);
+  }
+  ComputeFloorRatio(&f);
+}
+
 // The part of a run that needs a leader: load + verification.
 void RunOnLeader(Scenario scenario, const BenchConfig& config,
                  const std::vector<std::string>& members, const CpuProbe& probe,
@@ -971,6 +991,7 @@ void RunOnLeader(Scenario scenario, const BenchConfig& config,
   switch (scenario) {
     case Scenario::kWrite:
       RunWrite(conns, config, probe, r);
+      if (config.inflight == 1 && r->passed()) MeasureFloor(conns, config, r);
       break;
     case Scenario::kBatch:
       RunBatch(conns, config, probe, r);
@@ -1122,7 +1143,9 @@ ScenarioReport RunScenario(Scenario scenario, const BenchConfig& config) {
   }
   std::vector<std::string> endpoints;
   for (int i = 1; i <= members; ++i) endpoints.push_back(cluster.Endpoint(i));
-  RunOnLeader(scenario, config, endpoints, probe, &r);
+  BenchConfig local = config;
+  if (local.floor_dir.empty()) local.floor_dir = cluster.dir();
+  RunOnLeader(scenario, local, endpoints, probe, &r);
   Progress(config, "stopping the local cluster");
   if (config.keep_cluster_dir) cluster.KeepDir();
   if (!r.passed()) {

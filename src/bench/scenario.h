@@ -69,6 +69,10 @@ struct BenchConfig {
   // The load goes to a follower, which forwards what only the leader can
   // serve (the cost of a forwarded call next to a direct one).
   bool via_follower = false;
+  // Write with inflight 1: where the floor's fdatasync probe writes (the
+  // data's filesystem; a local cluster uses its own directory when empty;
+  // empty for an external one: no floor).
+  std::string floor_dir;
 };
 
 // Splits --server_flags on whitespace.

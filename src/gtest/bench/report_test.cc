@@ -1,12 +1,15 @@
 // Tests of the benchmark's report formatting and key/value generation.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <set>
 #include <string>
 
+#include "bench/floor.h"
 #include "bench/keyspace.h"
 #include "bench/report.h"
 #include "bench/scenario.h"
+#include "gtest/common/temp_dir.h"
 
 namespace raftkv {
 namespace bench {
@@ -116,6 +119,44 @@ TEST(Report, SummaryTableHasOneRowPerRun) {
   EXPECT_NE(table.find("Benchmark.Write"), std::string::npos);
   EXPECT_NE(table.find("Benchmark.Echo"), std::string::npos);
   EXPECT_NE(table.find("p99_us"), std::string::npos);
+}
+
+// The floor of one write in flight: its line after the report, its column
+// in the summary table, its JSON object; nothing where it was not measured.
+TEST(Report, TheFloorIsReportedWhereItWasMeasured) {
+  ScenarioReport plain = SampleReport();
+  ScenarioReport one = SampleReport();
+  one.inflight = 1;
+  one.floor.write_p50_us = 900;
+  one.floor.echo_rtt_p50_us = 100;
+  one.floor.fsync_p50_us = 400;
+  ComputeFloorRatio(&one.floor);
+  EXPECT_DOUBLE_EQ(one.floor.ratio, 1.5);
+  EXPECT_NE(FormatReport(one).find("floor: write_p50_us=900 echo_rtt_p50_us=100 fsync_p50_us=400 "
+                                   "ratio=1.50\n"),
+            std::string::npos)
+      << FormatReport(one);
+  EXPECT_EQ(FormatReport(plain).find("floor:"), std::string::npos);
+  EXPECT_NE(ToJson(one).find("\"floor\": {\"write_p50_us\": 900.0"), std::string::npos) << ToJson(one);
+  EXPECT_EQ(ToJson(plain).find("floor"), std::string::npos);
+  const std::string table = FormatSummaryTable({plain, one});
+  EXPECT_NE(table.find(" floor "), std::string::npos) << table;
+  EXPECT_NE(table.find(" 1.50  ok"), std::string::npos) << table;
+  EXPECT_NE(table.find("     -  ok"), std::string::npos) << table;
+  // Not measured: one of the medians is missing.
+  one.floor.fsync_p50_us = -1;
+  ComputeFloorRatio(&one.floor);
+  EXPECT_FALSE(one.floor.measured());
+}
+
+TEST(Report, TheFsyncProbeMeasuresAndCleansUp) {
+  testing_util::TempDir dir;
+  std::string error;
+  const double us = MedianFsyncMicros(dir.path(), 5, 128, &error);
+  EXPECT_GT(us, 0) << error;
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+  EXPECT_LT(MedianFsyncMicros(dir.Join("missing"), 5, 128, &error), 0);
+  EXPECT_NE(error.find("missing"), std::string::npos) << error;
 }
 
 TEST(KeySpace, KeysAreDistinctAndExactlyKeyLen) {

@@ -82,6 +82,13 @@ DEFINE_int32(watchers, 8,
 DEFINE_bool(keep_cluster_dir, false,
             "Keep the local cluster's temporary directory (server logs and data) after the run; "
             "it is always kept when a run fails.");
+DEFINE_string(floor_dir, "",
+              "Benchmark.Write with --inflight=1 also measures the write's physical floor (the "
+              "median Echo round trip and the median fdatasync of a small append) and prints "
+              "'floor: write_p50_us=.. echo_rtt_p50_us=.. fsync_p50_us=.. ratio=..' with ratio = "
+              "write_p50 / (2 x echo_rtt_p50 + fsync_p50). The directory of the fdatasync probe: "
+              "on the filesystem of the members' data (default: the local cluster's own "
+              "directory; with --target, no floor unless given).");
 DEFINE_uint64(seed, 0, "Seed of keys, values and the verification sample; 0 = from the clock "
               "(or $RAFTKV_TEST_SEED).");
 
@@ -123,6 +130,7 @@ BenchConfig ConfigFromFlags() {
   c.range_keys = FLAGS_range_keys;
   c.range_limit = FLAGS_range_limit;
   c.watchers = FLAGS_watchers;
+  c.floor_dir = FLAGS_floor_dir;
   static const uint64_t seed = FLAGS_seed != 0 ? FLAGS_seed : integration::TestSeed();
   c.seed = seed;
   return c;
