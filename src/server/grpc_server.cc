@@ -41,7 +41,7 @@ GrpcServer::GrpcServer(const ServerOptions& options_in, RaftNode* node)
     : own_metrics_(options_in.metrics == nullptr ? std::make_unique<ServerMetrics>() : nullptr),
       options_(WithMetrics(options_in, own_metrics_.get())),
       node_(node),
-      methods_(options_.auth, &gate_, options_.metrics),
+      methods_(options_.auth, &gate_, options_.count_unary_calls ? options_.metrics : nullptr),
       etcd_maintenance_service_(options_, node),
       hub_(options_.watch, &node->state_machine(), node->id()),
       keeper_(options_.lease, node),

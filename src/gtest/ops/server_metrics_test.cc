@@ -34,6 +34,21 @@ class ServerMetricsCallsTest : public ServerTest {
   }
 };
 
+// --rpc_metrics=false: the asynchronous unary calls (KV, Lease, the peers'
+// appends and votes, etcd's) are served but not counted, so that the cost of
+// counting is measurable; streams still are.
+TEST_F(ServerMetricsCallsTest, UnaryCallsUncountedWhenAskedSo) {
+  Setup setup;
+  setup.count_unary_calls = false;
+  StartSingleLeader(setup);
+  ASSERT_TRUE(Put("k", "v").ok());
+  for (const RpcMethodMetrics* m : server_->metrics().Methods()) {
+    EXPECT_NE(m->name().service, "KV") << m->name().method;
+    EXPECT_NE(m->name().method, "AppendEntries");
+  }
+  EXPECT_EQ(Method("Watch", "Watch")->kind(), RpcMethodMetrics::Kind::kStream);
+}
+
 TEST_F(ServerMetricsCallsTest, EveryCallCountedByMethodAndCode) {
   StartSingleLeader();
   // Every KV, Lease and Raft method is registered before any call.

@@ -68,6 +68,7 @@ class ServerTest : public ::testing::Test {
     // dead addresses; the refusal with the leader hint is tested instead.
     bool forward_to_leader = false;
     int watch_progress_notify_interval_ms = 600000;  // WatchOptions
+    bool count_unary_calls = true;  // ServerOptions::count_unary_calls
   };
 
   // 2000 asynchronous Puts at once, then reads them all back.
@@ -121,6 +122,7 @@ class ServerTest : public ::testing::Test {
     so.finish_on_cq = setup.finish_on_cq;
     so.forward_to_leader = setup.forward_to_leader;
     so.watch.progress_notify_interval_ms = setup.watch_progress_notify_interval_ms;
+    so.count_unary_calls = setup.count_unary_calls;
     server_ = std::make_unique<GrpcServer>(so, raw);
     s = server_->Start();
     ASSERT_TRUE(s.ok()) << s.ToString();

@@ -86,7 +86,7 @@ class UnaryCall final : public Tagged {
       delete this;
       return;
     }
-    start_ = std::chrono::steady_clock::now();
+    if (method_->metrics != nullptr) start_ = std::chrono::steady_clock::now();
     Post(method_, cq_);
     grpc::Status refused = AuthorizeCall(method_->auth, context_, method_->caller);
     if (!refused.ok()) return FinishWithError(refused);

@@ -55,6 +55,10 @@ struct ServerOptions {
   // The per-method counters the server updates (null: the GrpcServer keeps
   // its own, GrpcServer::metrics()). Must outlive the server.
   ServerMetrics* metrics = nullptr;
+  // Count every unary call in `metrics` (per method and code, with its
+  // latency); false leaves them uncounted (streams are still counted): what
+  // counting costs per call is then measurable.
+  bool count_unary_calls = true;
   int cq_num = 2;
   int threads_per_cq = 1;
   size_t max_key_bytes = 4096;
