@@ -221,6 +221,37 @@ start_extra_member() {
   EXTRA_PID=$!
   on_exit kill -9 "$EXTRA_PID"
 }
+# The space quota (both clusters run with QUOTA bytes): puts of 512 KiB
+# until one is refused with etcd's error, which raises the NOSPACE alarm;
+# while it is raised a put is refused; deleting, compacting, defragmenting
+# (nothing to do on raftkv) and disarming let writes in again.
+QUOTA=$((8 << 20))
+nospace_raised() { ctl --endpoints="$ENDPOINTS" alarm list | grep -q "^memberID:[0-9]* alarm:NOSPACE *$"; }
+quota_suite() {
+  step "the space quota: database space exceeded, alarm list, del, compact, defrag, alarm disarm"
+  head -c $((512 << 10)) /dev/zero | tr '\0' v >"$1/value"
+  local i out rev
+  for i in $(seq 1 40); do
+    out=$(ctl --endpoints="$ENDPOINTS" put "quota/$i" <"$1/value" 2>&1) || break
+  done
+  grep -q "etcdserver: mvcc: database space exceeded" <<<"$out" ||
+    fail "put $i of 512 KiB under a quota of $QUOTA bytes printed '$out'"
+  wait_for 10 nospace_raised ||
+    fail "alarm list printed '$(ctl --endpoints="$ENDPOINTS" alarm list 2>&1)'"
+  out=$(ctl --endpoints="${EP[1]}" put quota/small v 2>&1) && fail "a put was accepted under the NOSPACE alarm"
+  grep -q "database space exceeded" <<<"$out" || fail "a put under the NOSPACE alarm printed '$out'"
+  ctl --endpoints="$ENDPOINTS" del --prefix quota/ >/dev/null || fail "del under the NOSPACE alarm"
+  rev=$(ctl --endpoints="$ENDPOINTS" get quota/ -w json | revision_of)
+  ctl --endpoints="$ENDPOINTS" compact "$rev" >/dev/null || fail "compact under the NOSPACE alarm"
+  ctl --endpoints="$ENDPOINTS" defrag >/dev/null || fail "defrag under the NOSPACE alarm"
+  out=$(ctl --endpoints="$ENDPOINTS" alarm disarm) || fail "alarm disarm"
+  grep -q "^memberID:[0-9]* alarm:NOSPACE *$" <<<"$out" || fail "alarm disarm printed '$out'"
+  out=$(ctl --endpoints="$ENDPOINTS" alarm list) || fail "alarm list"
+  [ -z "$out" ] || fail "alarm list after disarm printed '$out'"
+  ctl --endpoints="$ENDPOINTS" put quota/small v >/dev/null || fail "put after alarm disarm"
+  ctl --endpoints="$ENDPOINTS" del quota/small >/dev/null || fail "del quota/small"
+}
+
 # Succeeds once the learner $1 is promoted (it must catch up first).
 promote_member() {
   local out
@@ -229,10 +260,11 @@ promote_member() {
 }
 
 step "etcd $(etcd --version | sed -n 's/^etcd Version: //p'): starting 3 members"
-start_etcd_cluster "$WORK"
+start_etcd_cluster "$WORK" --quota-backend-bytes="$QUOTA"
 mkdir -p "$WORK/on-etcd" "$WORK/on-raftkv"
 TARGET=etcd
 suite "$WORK/on-etcd"
+quota_suite "$WORK/on-etcd"
 # All the keys with their revisions and the header's revision (etcdctl -w json).
 dump() { ctl --endpoints="$1" get "" --prefix -w json; }
 step "etcd: a lease with a key, then etcdctl snapshot save (bracketed by identical dumps)"
@@ -253,9 +285,10 @@ ctl --endpoints="${EP[0]}" get "" --prefix --rev="$past_rev" -w json >"$WORK/etc
   fail "get --rev=$past_rev on etcd"
 _stop_etcd
 step "raftkv: starting 3 members"
-start_test_cluster 3 etcdctl
+RAFTKV_SERVER_FLAGS="${RAFTKV_SERVER_FLAGS:-} --quota_backend_bytes=$QUOTA" start_test_cluster 3 etcdctl
 TARGET=raftkv
 suite "$WORK/on-raftkv"
+quota_suite "$WORK/on-raftkv"
 step "raftkv: etcdctl's snapshot file restores a member (raftkvctl snapshot restore)"
 printf '1 127.0.0.1:1\n' >"$WORK/restore.conf"
 "$RAFTKV_BIN_DIR/raftkvctl" snapshot restore "$WORK/on-raftkv/snap.db" --data-dir="$WORK/restored" --id=1 \

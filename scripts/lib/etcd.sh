@@ -2,12 +2,14 @@
 # Real etcd for the tests that hold raftkv to what etcd does (sourced after
 # common.sh and ports.sh).
 #
-# start_etcd_cluster DIR: 3 members of Debian's etcd on free ports, data
-# and logs under DIR/etcd (fsync on: no --unsafe-no-fsync), stopped at
-# exit; sets ENDPOINTS and EP like start_test_cluster.
+# start_etcd_cluster DIR [FLAG...]: 3 members of Debian's etcd on free
+# ports, data and logs under DIR/etcd (fsync on: no --unsafe-no-fsync),
+# each started with the FLAGs too, stopped at exit; sets ENDPOINTS and EP
+# like start_test_cluster.
 ETCD_PIDS=()
 start_etcd_cluster() {
   local dir=$1 base initial="" i
+  shift
   base=$(free_base_port 6)
   for i in 0 1 2; do
     initial+="${initial:+,}m$i=http://127.0.0.1:$((base + 4 + i))"
@@ -20,7 +22,7 @@ start_etcd_cluster() {
       --listen-client-urls "$client" --advertise-client-urls "$client" \
       --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
       --initial-cluster "$initial" --initial-cluster-state new \
-      --initial-cluster-token "etcd-test-$$" --logger zap \
+      --initial-cluster-token "etcd-test-$$" --logger zap "$@" \
       >"$dir/etcd/m$i.log" 2>&1 &
     ETCD_PIDS+=($!)
   done

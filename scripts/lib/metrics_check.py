@@ -30,6 +30,7 @@ REQUIRED = [
     "raftkv_watchers", "raftkv_log_bytes",
     "raftkv_snapshot_bytes", "raftkv_snapshot_failures_total", "raftkv_proposals_total",
     "raftkv_storage_errors_total", "raftkv_storage_stalled",
+    "raftkv_backend_bytes", "raftkv_quota_backend_bytes", "raftkv_alarm_active",
     "raftkv_leader_changes_total", "raftkv_grpc_requests_total",
     "raftkv_grpc_streams_started_total", "raftkv_grpc_request_duration_seconds",
     "raftkv_log_fsync_duration_seconds", "process_cpu_seconds_total",

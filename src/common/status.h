@@ -55,9 +55,10 @@ class Status {
     kNotLearner,       // a promotion of a voter
     kLearnerNotReady,  // a promotion of a learner behind the leader's log
     kNotEnoughStarted, // a voter added while too few voters answer the leader
+    kNoSpace,          // a write refused while the state is over its quota (NOSPACE alarm)
   };
   // The last reason (a saved answer's reason above it is from a newer version).
-  static constexpr Reason kLastReason = Reason::kNotEnoughStarted;
+  static constexpr Reason kLastReason = Reason::kNoSpace;
 
   Status() = default;
   Status(Code code, std::string msg) : code_(code), message_(std::move(msg)) {}

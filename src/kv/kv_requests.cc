@@ -485,4 +485,46 @@ Status LeaseGrantCommand(const LeaseGrantRequest& req, int64_t ttl, const Reques
   return Status::OK();
 }
 
+namespace {
+
+size_t PutCost(const std::string& key, const std::string& value) {
+  return kQuotaKvOverhead + key.size() + value.size();
+}
+
+size_t TxnCost(const TxnRequest& txn);
+
+size_t ListCost(const google::protobuf::RepeatedPtrField<RequestOp>& ops) {
+  size_t cost = 0;
+  for (const RequestOp& op : ops) {
+    if (op.has_request_put()) cost += PutCost(op.request_put().key(), op.request_put().value());
+    if (op.has_request_txn()) cost += TxnCost(op.request_txn());
+  }
+  return cost;
+}
+
+size_t TxnCost(const TxnRequest& txn) { return std::max(ListCost(txn.success()), ListCost(txn.failure())); }
+
+}  // namespace
+
+size_t QuotaCost(const Command& cmd) {
+  switch (cmd.op()) {
+    case Command::PUT:
+    case Command::CAS:
+      return PutCost(cmd.key(), cmd.value());
+    case Command::BATCH: {
+      size_t cost = 0;
+      for (const Command& op : cmd.ops()) {
+        if (op.op() == Command::PUT) cost += PutCost(op.key(), op.value());
+      }
+      return cost;
+    }
+    case Command::TXN:
+      return TxnCost(cmd.txn());
+    case Command::LEASE_GRANT:
+      return kQuotaLeaseOverhead;
+    default:
+      return 0;
+  }
+}
+
 }  // namespace raftkv

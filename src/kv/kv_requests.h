@@ -87,4 +87,14 @@ bool TxnIsReadOnly(const TxnRequest& req);
 Status LeaseGrantCommand(const LeaseGrantRequest& req, int64_t ttl, const RequestLimits& limits,
                                Command* cmd);
 
+// The backend quota (etcd's --quota-backend-bytes): what applying `cmd`
+// adds to the state, estimated as etcd does (a put's key and value plus
+// kQuotaKvOverhead for its record and history, kQuotaLeaseOverhead for a
+// lease; a transaction's costlier list, nested ones included). 0 for the
+// commands that add nothing (deletes, compaction, sessions, alarms, reads):
+// those go on whatever the quota.
+inline constexpr size_t kQuotaKvOverhead = 256;
+inline constexpr size_t kQuotaLeaseOverhead = 64;
+size_t QuotaCost(const Command& cmd);
+
 }  // namespace raftkv

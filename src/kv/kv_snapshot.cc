@@ -67,6 +67,11 @@ void KvStateMachine::Snapshot(SnapshotWriter* out) const {
     const int64_t from = std::max(history_.compacted(), revision_ - wanted);
     store.set_history_compacted(from);
     store.set_compact_revision(history_.compact_revision());
+    for (const auto& [member, type] : alarms_) {
+      SnapshotStoreState::AlarmRecord* a = store.add_alarms();
+      a->set_member(member);
+      a->set_type(type);
+    }
     for (size_t i = history_.LowerBound(from + 1); i < history_.size(); ++i) {
       history.push_back(history_.at(i));
     }
@@ -139,6 +144,8 @@ struct KvStateMachine::RestoreState {
   bool have_store = false;  // files written before revisions have no store record
   int64_t history_compacted = 0;
   int64_t compact_revision = 0;
+  std::set<std::pair<uint64_t, uint32_t>> alarms;
+  size_t data_bytes = 0;
   std::vector<std::deque<KvEvent>> history;  // one entry per revision, in order
   uint64_t session_id = 0;  // the session whose results are being read
   uint64_t results_left = 0;
@@ -269,6 +276,11 @@ Status KvStateMachine::RestoreStore(std::string_view msg, RestoreState* st) {
                    std::to_string(m.revision()));
   }
   st->compact_revision = m.compact_revision();
+  if (m.alarms_size() > static_cast<int>(kMaxAlarms)) return st->Bad("more than " + std::to_string(kMaxAlarms) + " alarms");
+  for (const SnapshotStoreState::AlarmRecord& a : m.alarms()) {
+    if (a.type() != kAlarmNoSpace) return st->Bad("unknown alarm type " + std::to_string(a.type()));
+    if (!st->alarms.emplace(a.member(), a.type()).second) return st->Bad("alarm repeated");
+  }
   st->have_store = true;
   return Status::OK();
 }
@@ -323,6 +335,7 @@ Status KvStateMachine::RestoreKv(std::string_view msg, RestoreState* st) {
     }
   }
   r.value = std::move(*m.mutable_value());
+  st->data_bytes += m.key().size() + kKeyOverhead + r.value.size();
   if (!st->data.insert_or_assign(std::move(*m.mutable_key()), std::move(r))) {
     return st->Bad("key out of order");  // a repeated key (possible only for "")
   }
@@ -335,6 +348,8 @@ void KvStateMachine::SwapInRestored(const SnapshotMeta& meta, RestoreState* st) 
   data_.swap(st->data);
   std::swap(sessions_, st->sessions);
   leases_.Swap(&st->leases);
+  std::swap(alarms_, st->alarms);
+  data_bytes_ = st->data_bytes;
   revision_ = st->revision;
   int64_t history_compacted = st->history_compacted;
   if (history_compacted < 0 || history_compacted > st->revision) history_compacted = st->revision;

@@ -15,6 +15,7 @@
 #include <glog/logging.h>
 
 #include "kv/kv_internal.h"
+#include "kv/kv_requests.h"
 
 namespace raftkv {
 
@@ -25,7 +26,8 @@ namespace {
 bool IsDataOp(Command::Op op) {
   return op == Command::PUT || op == Command::DELETE || op == Command::CAS ||
          op == Command::BATCH || op == Command::TXN || op == Command::DELETE_RANGE ||
-         op == Command::LEASE_GRANT || op == Command::LEASE_REVOKE || op == Command::COMPACT;
+         op == Command::LEASE_GRANT || op == Command::LEASE_REVOKE || op == Command::COMPACT ||
+         op == Command::ALARM;
 }
 
 std::string Hex(int64_t id) {
@@ -118,6 +120,10 @@ void KvStateMachine::PublishLocked() {
   published_size_.store(data_.size(), std::memory_order_release);
   published_sessions_.store(sessions_.size(), std::memory_order_release);
   published_saved_bytes_.store(sessions_.saved_bytes(), std::memory_order_release);
+  published_state_bytes_.store(data_bytes_ + history_.bytes() + sessions_.saved_bytes() +
+                                   leases_.size() * kQuotaLeaseOverhead,
+                               std::memory_order_release);
+  published_nospace_.store(NoSpaceLocked(), std::memory_order_release);
 }
 
 bool KvStateMachine::Decode(const Entry& entry, Command* out, ApplyResult* result_out) {
@@ -194,6 +200,14 @@ void KvStateMachine::ApplyToMap(Command& command, ApplyResult* result) {
   Changes changes;
   changes.rev = revision_ + 1;
   SavedAnswer& answer = result->answer;
+  if (NoSpaceLocked() && QuotaCost(command) > 0) {
+    Reject(result, Status(Status::Code::kResourceExhausted,
+                          "the store is over its space quota (a NOSPACE alarm is raised): only "
+                          "reads, deletes and compaction are accepted until it is cleared",
+                          Status::Reason::kNoSpace));
+    answer.set_revision(revision_);
+    return;
+  }
   switch (command.op()) {
     case Command::PUT:
       ApplyPut(command, result, &changes);
@@ -269,6 +283,9 @@ void KvStateMachine::ApplyToMap(Command& command, ApplyResult* result) {
     case Command::COMPACT:
       ApplyCompact(command.compact_revision(), result);
       break;
+    case Command::ALARM:
+      ApplyAlarm(command, result);
+      break;
     default:
       break;
   }
@@ -296,6 +313,37 @@ void KvStateMachine::ApplyCompact(int64_t revision, ApplyResult* result) {
   }
 }
 
+// As etcd's alarm store: raising an alarm that is raised, or clearing one
+// that is not, changes nothing (existed tells which).
+void KvStateMachine::ApplyAlarm(const Command& command, ApplyResult* result) {
+  if (command.alarm_type() != kAlarmNoSpace) {
+    Reject(result, Status::Code::kInvalidArgument,
+           "unknown alarm type " + std::to_string(command.alarm_type()) + " (1: NOSPACE)");
+    return;
+  }
+  const std::pair<uint64_t, uint32_t> alarm{command.alarm_member(), command.alarm_type()};
+  result->existed = alarms_.count(alarm) != 0;
+  constexpr uint32_t kActivate = 1, kDeactivate = 2;  // etcd's AlarmRequest.AlarmAction
+  if (command.alarm_action() == kDeactivate) {
+    alarms_.erase(alarm);
+  } else if (command.alarm_action() != kActivate) {
+    Reject(result, Status::Code::kInvalidArgument,
+           "unknown alarm action " + std::to_string(command.alarm_action()) + " (1: ACTIVATE, 2: DEACTIVATE)");
+  } else if (!result->existed && alarms_.size() >= kMaxAlarms) {
+    Reject(result, Status::Code::kResourceExhausted,
+           "too many alarms raised (" + std::to_string(kMaxAlarms) + ")");
+  } else {
+    alarms_.insert(alarm);
+  }
+}
+
+bool KvStateMachine::NoSpaceLocked() const {
+  for (const auto& [member, type] : alarms_) {
+    if (type == kAlarmNoSpace) return true;
+  }
+  return false;
+}
+
 bool KvStateMachine::PutKey(std::string key, std::string value, int64_t lease, Changes* changes,
                             KeyValue* prev) {
   KvEvent e;
@@ -306,16 +354,19 @@ bool KvStateMachine::PutKey(std::string key, std::string value, int64_t lease, C
     e.prev = *old;
     r.create_revision = old->create_revision;
     r.version = old->version + 1;
+    data_bytes_ -= old->value.size();
     if (old->lease != lease) leases_.Detach(key, old->lease);
   } else {
     r.create_revision = changes->rev;
     r.version = 1;
+    data_bytes_ += key.size() + kKeyOverhead;
   }
   r.mod_revision = changes->rev;
   r.lease = lease;
   leases_.Attach(key, lease);
   if (prev != nullptr && e.has_prev) ToKeyValue(key, e.prev, false, prev);
   r.value = std::move(value);
+  data_bytes_ += r.value.size();
   e.kv = r;
   e.key = key;
   data_.insert_or_assign(std::move(key), std::move(r));
@@ -335,6 +386,7 @@ bool KvStateMachine::DeleteKey(const std::string& key, Changes* changes, KeyValu
   e.prev = *old;
   if (prev != nullptr) ToKeyValue(key, *old, false, prev);
   leases_.Detach(key, old->lease);
+  data_bytes_ -= key.size() + kKeyOverhead + old->value.size();
   data_.erase(key);
   changes->events.push_back(std::move(e));
   return true;
@@ -548,6 +600,20 @@ size_t KvStateMachine::SessionCount() const {
 
 size_t KvStateMachine::SavedAnswerBytes() const {
   return published_saved_bytes_.load(std::memory_order_acquire);
+}
+
+size_t KvStateMachine::StateBytes() const {
+  return published_state_bytes_.load(std::memory_order_acquire);
+}
+
+bool KvStateMachine::NoSpaceAlarm() const { return published_nospace_.load(std::memory_order_acquire); }
+
+std::vector<KvStateMachine::Alarm> KvStateMachine::Alarms() const {
+  ReaderLock lock(&mu_);
+  std::vector<Alarm> out;
+  out.reserve(alarms_.size());
+  for (const auto& [member, type] : alarms_) out.push_back(Alarm{member, type});
+  return out;
 }
 
 }  // namespace raftkv

@@ -52,6 +52,7 @@
 #include <deque>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -196,6 +197,27 @@ class KvStateMachine : public SnapshotTarget {
   size_t SessionCount() const;
   size_t SavedAnswerBytes() const;
 
+  // What the state holds, in bytes, for the backend quota (etcd's dbSize):
+  // every key and value with kKeyOverhead each, the history kept, the saved
+  // answers and the leases. Published after each apply, as Size().
+  static constexpr size_t kKeyOverhead = 64;
+  size_t StateBytes() const;
+
+  // Alarms (etcd's Maintenance.Alarm), raised and cleared by ALARM entries:
+  // replicated, so every member refuses the same writes. While a NOSPACE
+  // alarm is raised, the commands that add data (kv_requests.h, QuotaCost)
+  // are refused whole, RESOURCE_EXHAUSTED with Status::Reason::kNoSpace.
+  // At most kMaxAlarms are kept (members x types: a further one is refused).
+  static constexpr uint32_t kAlarmNoSpace = 1;  // etcd's AlarmType NOSPACE
+  static constexpr size_t kMaxAlarms = 1024;
+  struct Alarm {
+    uint64_t member;
+    uint32_t type;
+  };
+  // In (member, type) order.
+  std::vector<Alarm> Alarms() const EXCLUDES(mu_);
+  bool NoSpaceAlarm() const;
+
   // Tests only: runs inside every Apply() with the lock held exclusively
   // (to hold an apply for as long as a test needs).
   void SetApplyHookForTest(std::function<void(const Entry&)> hook) {
@@ -252,6 +274,8 @@ class KvStateMachine : public SnapshotTarget {
   void PublishLocked() REQUIRES(mu_);
   void ApplyLeaseRevoke(int64_t id, ApplyResult* result, Changes* changes) REQUIRES(mu_);
   void ApplyCompact(int64_t revision, ApplyResult* result) REQUIRES(mu_);
+  void ApplyAlarm(const Command& command, ApplyResult* result) REQUIRES(mu_);
+  bool NoSpaceLocked() const REQUIRES_SHARED(mu_);
   bool CompareHolds(const Compare& c) const REQUIRES_SHARED(mu_);
   // Range over the current map, with its answer bounded by max_bytes (0:
   // none).
@@ -288,6 +312,8 @@ class KvStateMachine : public SnapshotTarget {
   uint64_t applied_term_ GUARDED_BY(mu_) = 0;
   uint64_t cluster_time_ms_ GUARDED_BY(mu_) = 0;  // of the last entry
   SessionTable sessions_ GUARDED_BY(mu_);
+  size_t data_bytes_ GUARDED_BY(mu_) = 0;  // keys and values, kKeyOverhead each
+  std::set<std::pair<uint64_t, uint32_t>> alarms_ GUARDED_BY(mu_);  // (member, type)
   std::function<void(const Entry&)> apply_hook_ GUARDED_BY(mu_);  // tests only
 
   // Published by PublishLocked() after every change, read without mu_.
@@ -298,6 +324,8 @@ class KvStateMachine : public SnapshotTarget {
   std::atomic<size_t> published_size_{0};
   std::atomic<size_t> published_sessions_{0};
   std::atomic<size_t> published_saved_bytes_{0};
+  std::atomic<size_t> published_state_bytes_{0};
+  std::atomic<bool> published_nospace_{false};
 };
 
 }  // namespace raftkv

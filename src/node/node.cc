@@ -514,12 +514,14 @@ void RaftNode::ProcessReady(raft::Ready& rd, Completions* completions) {
 bool RaftNode::PersistReady(const raft::Ready& rd) {
   if (!rd.hard_state && rd.entries.empty()) return true;
   uint64_t failures = 0;
-  const Clock::time_point first_failure = Clock::now();
+  Clock::time_point first_failure;  // taken only when a write fails
   std::chrono::milliseconds backoff(10);
+  bool hard_state_saved = !rd.hard_state;
   for (;;) {
     Status s;
     const char* what = "its hard state";
-    if (rd.hard_state) s = hard_state_file_->Save(*rd.hard_state);
+    if (!hard_state_saved) s = hard_state_file_->Save(*rd.hard_state);
+    hard_state_saved = s.ok();  // a retry after a refused log write does not save it again
     if (s.ok() && !rd.entries.empty()) {
       what = "log entries";
       s = log_->Append(rd.entries);
@@ -532,6 +534,7 @@ bool RaftNode::PersistReady(const raft::Ready& rd) {
                                   << s.ToString() << "; restart it to recover from the disk";
     metrics_.storage_errors.fetch_add(1, std::memory_order_relaxed);
     if (failures++ == 0) {
+      first_failure = Clock::now();
       metrics_.storage_stalled.store(1, std::memory_order_relaxed);
       LOG(ERROR) << "member " << options_.id << " cannot persist " << what << ": " << s.ToString()
                  << "; it acknowledges nothing and retries until the disk takes the write";

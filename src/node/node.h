@@ -188,6 +188,17 @@ class RaftNode {
   // The directory of the snapshot files (the metrics add up their sizes).
   const std::string& snapshot_dir() const { return snapshots_.dir(); }
   const KvStateMachine& state_machine() const { return *state_machine_; }
+  // The backend quota (etcd's --quota-backend-bytes), checked by the
+  // handlers before they propose `command`: OK, or RESOURCE_EXHAUSTED with
+  // Status::Reason::kNoSpace when applying it would take the state past
+  // options.quota_backend_bytes. Then this member also raises its NOSPACE
+  // alarm (an ALARM entry; one proposal at a time) unless it is raised:
+  // every member refuses the writes that add data until an operator clears
+  // it (Maintenance.Alarm). Commands that add nothing always pass. As etcd,
+  // a write under the quota is proposed even while an alarm is raised: the
+  // state machine refuses it then (kv_state_machine.h, Alarms).
+  Status CheckQuota(const Command& command);
+  int64_t quota_backend_bytes() const { return options_.quota_backend_bytes; }
   uint64_t id() const { return options_.id; }
   // The cluster's id (storage/bootstrap_file.h: chosen by its founders),
   // stamped on peer messages and etcd's response headers; 0 while a joining
@@ -251,6 +262,7 @@ class RaftNode {
   // The state machine has its own copy.
   uint64_t applied_index_ GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> cluster_id_{0};  // changed once at most: 0 -> adopted
+  std::atomic<bool> raising_nospace_{false};  // CheckQuota: an ALARM entry is proposed
   Mutex cluster_id_mu_;                  // serializes the adoption
   const MembershipConfig bootstrap_config_;  // rewritten with the adopted id
   std::atomic<uint64_t> known_leader_{0};  // written by the I/O loop

@@ -54,6 +54,10 @@ struct NodeOptions {
   // at most this many revisions and bytes (KvStateMachine::SetHistoryLimits).
   size_t history_revisions = 100000;
   size_t history_bytes = 64 << 20;
+  // The backend quota (RaftNode::CheckQuota): writes that would take the
+  // state (KvStateMachine::StateBytes) past this many bytes are refused and
+  // raise a NOSPACE alarm. <= 0: no quota.
+  int64_t quota_backend_bytes = int64_t{2} << 30;
   // Revisions of that history written into each snapshot
   // (KvStateMachine::SetSnapshotHistory).
   size_t snapshot_history_revisions = 10000;

@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -107,6 +108,17 @@ void RenderStoreState(ExpositionWriter& w, const NodeStatus& st, const NodeMetri
            "Bytes of the answers the client sessions keep for their retries (bounded by "
            "--max_saved_bytes).",
            D(x.saved_answer_bytes));
+  w.Single("raftkv_backend_bytes", "gauge",
+           "Bytes the key-value state holds, as the backend quota counts them (keys and values, "
+           "the history kept, saved answers, leases).",
+           D(x.backend_bytes));
+  w.Single("raftkv_quota_backend_bytes", "gauge",
+           "The backend quota (--quota_backend_bytes; 0: none).",
+           static_cast<double>(std::max<int64_t>(x.quota_backend_bytes, 0)));
+  w.Family("raftkv_alarm_active", "gauge",
+           "1 while an alarm of this type is raised on any member (NOSPACE: writes that add "
+           "data are refused).");
+  w.Sample("raftkv_alarm_active", {{"alarm", "NOSPACE"}}, x.nospace_alarm ? 1 : 0);
   w.Single("raftkv_watchers", "gauge",
            "Watch streams this member serves.",
            D(x.watchers));
@@ -266,6 +278,9 @@ MetricsEndpoint::MetricsEndpoint(RaftNode* node, const ServerMetrics* rpc,
     x.keys = node_->state_machine().Size();
     x.leases = node_->state_machine().LeaseCount();
     x.saved_answer_bytes = node_->state_machine().SavedAnswerBytes();
+    x.backend_bytes = node_->state_machine().StateBytes();
+    x.quota_backend_bytes = node_->quota_backend_bytes();
+    x.nospace_alarm = node_->state_machine().NoSpaceAlarm();
     x.watchers = rpc_ != nullptr ? rpc_->Watchers() : 0;
     x.snapshot_bytes = DirectoryBytes(node_->snapshot_dir());
     x.server = rpc_;

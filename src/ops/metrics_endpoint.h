@@ -27,6 +27,9 @@ struct ScrapeExtras {
   uint64_t keys = 0;            // in the state machine
   uint64_t leases = 0;          // in the state machine
   uint64_t saved_answer_bytes = 0;  // the sessions' saved answers, in the state machine
+  uint64_t backend_bytes = 0;       // KvStateMachine::StateBytes
+  int64_t quota_backend_bytes = 0;  // <= 0: no quota
+  bool nospace_alarm = false;       // a NOSPACE alarm is raised (on any member)
   uint64_t watchers = 0;        // of the running gRPC server
   uint64_t snapshot_bytes = 0;  // the files in the snapshot directory
   const ServerMetrics* server = nullptr;  // null: no raftkv_grpc_* families

@@ -56,7 +56,7 @@ GrpcServer::GrpcServer(const ServerOptions& options_in, RaftNode* node)
       etcd_watch_(std::make_unique<EtcdWatch>(
           &hub_, node, options_.Limits(), options_.auth,
           options_.metrics->Method(RpcName::Of<etcdserverpb::Watch>("Watch"), RpcMethodMetrics::Kind::kStream))),
-      etcd_maintenance_(std::make_unique<EtcdMaintenance>(options_, node)),
+      etcd_maintenance_(std::make_unique<EtcdMaintenance>(options_, node, forwarder_.get())),
       etcd_cluster_(std::make_unique<EtcdCluster>(options_, node, forwarder_.get())),
       peer_service_(std::make_unique<PeerService>(options_, node)) {
   // Every asynchronous method, registered once with who may call it.

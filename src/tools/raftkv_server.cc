@@ -140,6 +140,14 @@ DEFINE_uint64(history_bytes, 64ull << 20,
               "Bytes of changes (keys, values and previous values) kept for watches and reads "
               "at a past revision; whichever of this and --history_revisions is reached first "
               "trims the oldest revisions.");
+DEFINE_int64(quota_backend_bytes, 0,
+             "Most bytes the key-value state may hold (keys and values with 64 bytes each, "
+             "the history kept, saved answers, leases; etcd's backend quota). A write that "
+             "would take it past this is refused (RESOURCE_EXHAUSTED, etcd's 'database space "
+             "exceeded') and raises the NOSPACE alarm: every member then refuses writes that "
+             "add data, while reads, deletes and compaction go on, until an operator clears "
+             "it (etcdctl alarm disarm). 0: the default, 2 GiB; negative: no quota. The state "
+             "is in memory: keep the quota well below the RAM.");
 DEFINE_int64(min_lease_ttl_s, 2,
              "Shortest lease TTL in seconds: a grant asking for less gets this (as etcd). "
              "Keep it above the election timeout.");
@@ -574,6 +582,8 @@ static raftkv::NodeOptions MakeNodeOptions(const raftkv::ClusterConfig& cluster,
   node_options.snapshot_nice = FLAGS_snapshot_nice;
   node_options.history_revisions = FLAGS_history_revisions;
   node_options.history_bytes = FLAGS_history_bytes;
+  node_options.quota_backend_bytes =
+      FLAGS_quota_backend_bytes == 0 ? int64_t{2} << 30 : FLAGS_quota_backend_bytes;
   node_options.snapshot_history_revisions = FLAGS_snapshot_history_revisions;
   return node_options;
 }

@@ -6,11 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "gtest/common/temp_dir.h"
 #include "gtest/kv/txn_ops.h"
-#include "storage/file_util.h"
 #include "kv/kv_state_machine.h"
-#include "storage/snapshot_format.h"
 
 namespace raftkv {
 namespace {
@@ -19,17 +16,7 @@ class KvApiStateTest : public ::testing::Test {
  protected:
   ApplyResult Run(const Command& c) { return testing_txn::ApplyNext(&sm_, &index_, c); }
   // Restores `copy` from a snapshot file of sm_.
-  void SnapshotInto(KvStateMachine* copy) {
-    testing_util::TempDir dir;
-    const std::string path = dir.path() + "/snap";
-    SnapshotWriter w;
-    sm_.Snapshot(&w);
-    testing_util::WriteFileBytes(path, EncodeSnapshotFile(w));
-    std::unique_ptr<SnapshotReader> reader;
-    ASSERT_TRUE(SnapshotReader::Open(path, &reader).ok());
-    const Status s = copy->Restore(reader.get());
-    ASSERT_TRUE(s.ok()) << s;
-  }
+  void SnapshotInto(KvStateMachine* copy) { testing_txn::RestoreCopy(sm_, copy); }
   ApplyResult Put(const std::string& k, const std::string& v, int64_t lease = 0, bool prev = false) {
     Command c;
     c.set_op(Command::PUT);
@@ -399,19 +386,8 @@ TEST_F(KvApiStateTest, SnapshotsCarryTheNewestRevisionsOfTheHistory) {
   Del("h/0");  // 7
   auto restored = [&](size_t history) {
     sm_.SetSnapshotHistory(history);
-    testing_util::TempDir dir;
-    const std::string path = dir.path() + "/snap";
-    SnapshotWriter w;
-    sm_.Snapshot(&w);
-    testing_util::WriteFileBytes(path, EncodeSnapshotFile(w));
-    std::unique_ptr<SnapshotReader> reader;
-    EXPECT_TRUE(SnapshotReader::Open(path, &reader).ok());
-    EXPECT_TRUE(reader->VerifyAll().ok());
-    std::unique_ptr<SnapshotReader> again;
-    EXPECT_TRUE(SnapshotReader::Open(path, &again).ok());
     auto copy = std::make_unique<KvStateMachine>();
-    const Status s = copy->Restore(again.get());
-    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_NO_FATAL_FAILURE(testing_txn::RestoreCopy(sm_, copy.get()));
     return copy;
   };
   auto events = [](const KvStateMachine& sm, int64_t from) {

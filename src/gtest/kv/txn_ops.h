@@ -3,11 +3,17 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include "gtest/common/temp_dir.h"
 #include "kv/kv_state_machine.h"
 #include "proto/internal.h"
+#include "storage/file_util.h"
+#include "storage/snapshot_format.h"
 
 namespace raftkv {
 namespace testing_txn {
@@ -20,6 +26,22 @@ inline ApplyResult ApplyNext(KvStateMachine* sm, uint64_t* index, const Command&
   e.set_type(ENTRY_COMMAND);
   e.set_data(c.SerializeAsString());
   return sm->Apply(e);
+}
+
+// Restores `copy` from a snapshot file of `from`, after checking the whole
+// file reads back (call it inside ASSERT_NO_FATAL_FAILURE).
+inline void RestoreCopy(const KvStateMachine& from, KvStateMachine* copy) {
+  testing_util::TempDir dir;
+  const std::string path = dir.path() + "/snap";
+  SnapshotWriter w;
+  from.Snapshot(&w);
+  testing_util::WriteFileBytes(path, EncodeSnapshotFile(w));
+  std::unique_ptr<SnapshotReader> reader;
+  ASSERT_TRUE(SnapshotReader::Open(path, &reader).ok());
+  ASSERT_TRUE(reader->VerifyAll().ok());
+  ASSERT_TRUE(SnapshotReader::Open(path, &reader).ok());
+  const Status s = copy->Restore(reader.get());
+  ASSERT_TRUE(s.ok()) << s;
 }
 
 inline TxnRequest Txn(std::vector<Compare> compares, std::vector<RequestOp> success,

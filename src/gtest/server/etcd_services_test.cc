@@ -509,5 +509,106 @@ TEST_F(EtcdServicesTest, CompactDropsTheHistoryAsEtcdDoes) {
   ctx.TryCancel();
 }
 
+// Past --quota_backend_bytes a write is refused with etcd's error and raises
+// the NOSPACE alarm; while it is raised only reads, deletes and compaction
+// go on; an operator lists it (Alarm, Status) and clears it.
+TEST_F(EtcdServicesTest, TheQuotaRaisesANoSpaceAlarmThatOnlyAnOperatorClears) {
+  Setup setup;
+  setup.quota_backend_bytes = 64 << 10;
+  Start(setup);
+  auto put = [&](const std::string& key) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    pb::PutRequest req;
+    req.set_key(key);
+    req.set_value(std::string(1024, 'v'));
+    pb::PutResponse resp;
+    return kv_etcd_->Put(&ctx, req, &resp);
+  };
+  auto alarm = [&](pb::AlarmRequest::AlarmAction action, uint64_t member, pb::AlarmType type,
+                   pb::AlarmResponse* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    pb::AlarmRequest req;
+    req.set_action(action);
+    req.set_memberid(member);
+    req.set_alarm(type);
+    return maintenance_->Alarm(&ctx, req, resp);
+  };
+  auto alarms = [&] {
+    pb::AlarmResponse resp;
+    EXPECT_TRUE(alarm(pb::AlarmRequest::GET, 0, pb::NONE, &resp).ok());
+    return resp.alarms_size();
+  };
+  EXPECT_EQ(alarms(), 0);
+  int written = 0;
+  grpc::Status refused;
+  for (; written < 200; ++written) {
+    refused = put("k" + std::to_string(written));
+    if (!refused.ok()) break;
+  }
+  ASSERT_LT(written, 200) << "the quota of 64 KiB let 200 KiB in";
+  EXPECT_GT(written, 20);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(refused.error_message(), "etcdserver: mvcc: database space exceeded");
+  ASSERT_TRUE(WaitFor([&] { return alarms() == 1; }, 10s));
+  pb::AlarmResponse listed;
+  ASSERT_TRUE(alarm(pb::AlarmRequest::GET, 0, pb::NONE, &listed).ok());
+  EXPECT_EQ(listed.alarms(0).memberid(), 1u);
+  EXPECT_EQ(listed.alarms(0).alarm(), pb::NOSPACE);
+  {
+    grpc::ClientContext ctx;
+    pb::StatusResponse st;
+    ASSERT_TRUE(maintenance_->Status(&ctx, pb::StatusRequest(), &st).ok());
+    EXPECT_GT(st.dbsize(), 60 << 10);
+    ASSERT_EQ(st.errors_size(), 1);
+    EXPECT_EQ(st.errors(0), "memberID:1 alarm:NOSPACE ");
+  }
+  // raftkv's own API refuses the same writes.
+  {
+    grpc::ClientContext ctx;
+    PutRequest req;
+    req.set_key("v1");
+    req.set_value("x");
+    PutResponse resp;
+    EXPECT_EQ(kv_->Put(&ctx, req, &resp).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  // Leases add data too; a lease grant is refused.
+  {
+    grpc::ClientContext ctx;
+    pb::LeaseGrantRequest req;
+    req.set_ttl(30);
+    pb::LeaseGrantResponse resp;
+    grpc::Status s = lease_->LeaseGrant(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  }
+  // Deletes and compaction go on; writes stay refused while the alarm is raised.
+  for (int i = 0; i < written; ++i) Delete("k" + std::to_string(i));
+  {
+    grpc::ClientContext ctx;
+    pb::CompactionRequest req;
+    req.set_revision(Delete("k0"));
+    pb::CompactionResponse resp;
+    ASSERT_TRUE(kv_etcd_->Compact(&ctx, req, &resp).ok());
+  }
+  EXPECT_LT(node_->state_machine().StateBytes(), size_t{16} << 10);
+  grpc::Status still = put("after-delete");
+  EXPECT_EQ(still.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(still.error_message(), "etcdserver: mvcc: database space exceeded");
+  // Bad requests: another member's id, an alarm type raftkv does not keep.
+  pb::AlarmResponse resp;
+  EXPECT_EQ(alarm(pb::AlarmRequest::DEACTIVATE, 9, pb::NOSPACE, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(alarm(pb::AlarmRequest::ACTIVATE, 1, pb::CORRUPT, &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  // Cleared: it answers the alarm it cleared, and writes are accepted again.
+  ASSERT_TRUE(alarm(pb::AlarmRequest::DEACTIVATE, 1, pb::NOSPACE, &resp).ok());
+  ASSERT_EQ(resp.alarms_size(), 1);
+  EXPECT_EQ(resp.alarms(0).memberid(), 1u);
+  EXPECT_EQ(alarms(), 0);
+  ASSERT_TRUE(alarm(pb::AlarmRequest::DEACTIVATE, 1, pb::NOSPACE, &resp).ok());
+  EXPECT_EQ(resp.alarms_size(), 0);  // nothing left to clear
+  EXPECT_TRUE(put("after-disarm").ok());
+}
+
 }  // namespace
 }  // namespace raftkv

@@ -69,6 +69,7 @@ class ServerTest : public ::testing::Test {
     bool forward_to_leader = false;
     int watch_progress_notify_interval_ms = 600000;  // WatchOptions
     bool count_unary_calls = true;  // ServerOptions::count_unary_calls
+    int64_t quota_backend_bytes = int64_t{2} << 30;  // NodeOptions::quota_backend_bytes
   };
 
   // 2000 asynchronous Puts at once, then reads them all back.
@@ -87,6 +88,7 @@ class ServerTest : public ::testing::Test {
     no.core.election_ticks = setup.election_ticks;
     no.core.heartbeat_ticks = 1;
     no.history_revisions = setup.history_revisions;
+    no.quota_backend_bytes = setup.quota_backend_bytes;
     Status s = RaftNode::Open(no, &node_);
     ASSERT_TRUE(s.ok()) << s.ToString();
 

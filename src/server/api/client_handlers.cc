@@ -95,8 +95,9 @@ void ClientHandlers::HandleCloseSession(CloseSessionCall* call) {
 void ClientHandlers::HandlePut(PutCall* call) {
   if (Forwarder::MaybeForward<KV>(forwarder_, call, "Put")) return;
   Command cmd;
-  grpc::Status bad = ToGrpcStatus(PutCommand(&call->request(), limits_, &cmd));
-  if (!bad.ok()) return call->FinishWithError(bad);
+  Status bad = PutCommand(&call->request(), limits_, &cmd);
+  if (bad.ok()) bad = node_->CheckQuota(cmd);
+  if (!bad.ok()) return call->FinishWithError(ToGrpcStatus(bad));
   node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
     if (!out.status.ok()) return FinishWithOutcome(call, out);
     PutResponse resp;
@@ -129,8 +130,9 @@ void ClientHandlers::HandleDelete(DeleteCall* call) {
 void ClientHandlers::HandleCompareAndSwap(CasCall* call) {
   if (Forwarder::MaybeForward<KV>(forwarder_, call, "CompareAndSwap")) return;
   Command cmd;
-  grpc::Status bad = ToGrpcStatus(CompareAndSwapCommand(&call->request(), limits_, &cmd));
-  if (!bad.ok()) return call->FinishWithError(bad);
+  Status bad = CompareAndSwapCommand(&call->request(), limits_, &cmd);
+  if (bad.ok()) bad = node_->CheckQuota(cmd);
+  if (!bad.ok()) return call->FinishWithError(ToGrpcStatus(bad));
   node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
     if (!out.status.ok()) return FinishWithOutcome(call, out);
     CompareAndSwapResponse resp;
@@ -148,8 +150,9 @@ void ClientHandlers::HandleCompareAndSwap(CasCall* call) {
 void ClientHandlers::HandleBatch(BatchCall* call) {
   if (Forwarder::MaybeForward<KV>(forwarder_, call, "Batch")) return;
   Command cmd;
-  grpc::Status bad = ToGrpcStatus(BatchCommand(&call->request(), limits_, &cmd));
-  if (!bad.ok()) return call->FinishWithError(bad);
+  Status bad = BatchCommand(&call->request(), limits_, &cmd);
+  if (bad.ok()) bad = node_->CheckQuota(cmd);
+  if (!bad.ok()) return call->FinishWithError(ToGrpcStatus(bad));
   node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [call](Outcome out) {
     if (!out.status.ok()) return FinishWithOutcome(call, out);
     BatchResponse resp;
@@ -262,13 +265,13 @@ void ClientHandlers::HandleTxn(TxnCall* call) {
     return;
   }
   Command cmd;
-  grpc::Status bad = ToGrpcStatus(TxnCommand(&call->request(), limits_, &cmd));
-  if (!bad.ok()) return call->FinishWithError(bad);
+  Status bad = TxnCommand(&call->request(), limits_, &cmd);
   // Refused here, before it is proposed, when its answer would be over the
   // bound on the state as it is now (the entry is checked again, alike on
-  // every replica, when it is applied).
-  Status too_big = node_->state_machine().CheckTxnAnswer(cmd.txn(), limits_.max_txn_result_bytes);
-  if (!too_big.ok()) return call->FinishWithError(ToGrpcStatus(too_big));
+  // every replica, when it is applied), or it would take the state past its quota.
+  if (bad.ok()) bad = node_->state_machine().CheckTxnAnswer(cmd.txn(), limits_.max_txn_result_bytes);
+  if (bad.ok()) bad = node_->CheckQuota(cmd);
+  if (!bad.ok()) return call->FinishWithError(ToGrpcStatus(bad));
   node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [this, call](Outcome out) {
     if (!out.status.ok()) return FinishWithOutcome(call, out);
     TxnResponse resp;

@@ -51,7 +51,9 @@ void LeaseService::Grant(const LeaseGrantRequest& req, Clock::time_point deadlin
   int64_t ttl = 0;
   if (Status bad = keeper_->GrantTtl(req.ttl(), &ttl); !bad.ok()) return done(Failure(bad.code(), bad.message()));
   Command cmd;
-  if (Status bad = LeaseGrantCommand(req, ttl, options_.Limits(), &cmd); !bad.ok()) return done(Failure(bad.code(), bad.message()));
+  Status bad = LeaseGrantCommand(req, ttl, options_.Limits(), &cmd);
+  if (bad.ok()) bad = node_->CheckQuota(cmd);
+  if (!bad.ok()) return done(Failure(bad.code(), bad.message(), bad.reason()));
   node_->Propose(cmd.SerializeAsString(), deadline, std::move(done));
 }
 

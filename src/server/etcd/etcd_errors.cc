@@ -40,6 +40,7 @@ grpc::Status ToEtcdStatus(const Status& status) {
     case R::kNotEnoughStarted:
       return grpc::Status(C::FAILED_PRECONDITION,
                           "etcdserver: re-configuration failed due to not enough started members");
+    case R::kNoSpace: return grpc::Status(C::RESOURCE_EXHAUSTED, "etcdserver: mvcc: database space exceeded");
   }
   return ToGrpcStatus(status);
 }

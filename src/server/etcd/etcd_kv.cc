@@ -74,6 +74,7 @@ void EtcdKv::HandlePut(PutCall* call) {
   Command cmd;
   Status bad = etcd::ToV1(&call->request(), &req);
   if (bad.ok()) bad = PutCommand(&req, limits_, &cmd);
+  if (bad.ok()) bad = node_->CheckQuota(cmd);
   if (!bad.ok()) return call->FinishWithError(etcd::ToEtcdStatus(bad));
   node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [this, call](Outcome out) {
     if (!out.status.ok()) return FinishWithOutcome(call, out, &etcd::ToEtcdStatus);
@@ -120,6 +121,7 @@ void EtcdKv::HandleTxn(TxnCall* call) {
   // Refused before it is proposed when its answer would be over the bound
   // on the state as it is now (checked again when applied).
   if (bad.ok()) bad = node_->state_machine().CheckTxnAnswer(cmd.txn(), limits_.max_txn_result_bytes);
+  if (bad.ok()) bad = node_->CheckQuota(cmd);
   if (!bad.ok()) return call->FinishWithError(etcd::ToEtcdStatus(bad));
   node_->Propose(cmd.SerializeAsString(), Deadline(call->context()), [this, call](Outcome out) {
     if (!out.status.ok()) return FinishWithOutcome(call, out, &etcd::ToEtcdStatus);

@@ -53,7 +53,7 @@ void EtcdMaintenance::Register(EtcdMaintenanceService* maintenance, EtcdAuthServ
   auto name = [](const char* method) { return RpcName::Of<pb::Maintenance>(method); };
   methods->Add<pb::StatusRequest, pb::StatusResponse>(maintenance, &M::RequestStatus, name("Status"), c, n,
                                                       [this](StatusCall* call) { HandleStatus(call); });
-  methods->Add<pb::AlarmRequest, pb::AlarmResponse>(maintenance, &M::RequestAlarm, name("Alarm"), c, n,
+  methods->Add<pb::AlarmRequest, pb::AlarmResponse>(maintenance, &M::RequestAlarm, name("Alarm"), Caller::kAdmin, n,
                                                     [this](AlarmCall* call) { HandleAlarm(call); });
   methods->Add<pb::DefragmentRequest, pb::DefragmentResponse>(
       maintenance, &M::RequestDefragment, name("Defragment"), Caller::kAdmin, n,
@@ -90,19 +90,67 @@ void EtcdMaintenance::HandleStatus(StatusCall* call) {
   bool learner = true;
   for (uint64_t v : st.voters) learner = learner && v != st.id;
   resp.set_islearner(learner);
+  // etcd's sizes are its database file's; here the state's (StateBytes:
+  // keys, values, history, saved answers), which has no free pages.
+  const KvStateMachine& sm = node_->state_machine();
+  resp.set_dbsize(static_cast<int64_t>(sm.StateBytes()));
+  resp.set_dbsizeinuse(static_cast<int64_t>(sm.StateBytes()));
   if (st.leader_id == 0) resp.add_errors("etcdserver: no leader");
+  for (const KvStateMachine::Alarm& a : sm.Alarms()) {
+    resp.add_errors("memberID:" + std::to_string(a.member) + " alarm:" + pb::AlarmType_Name(a.type) + " ");
+  }
   call->Finish(resp);
 }
 
+// As etcd: GET lists every alarm raised (on any member), linearizably (so
+// a list after a disarm does not show what it cleared); ACTIVATE and
+// DEACTIVATE go through the log and answer the alarm they changed (none when
+// it was raised already, or not raised). On the leader.
 void EtcdMaintenance::HandleAlarm(AlarmCall* call) {
-  // No alarm is ever raised: GET lists none, and there is none to clear.
-  if (call->request().action() == pb::AlarmRequest::ACTIVATE) {
-    return call->FinishWithError(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                              "raftkv raises no alarms on request"));
+  if (Forwarder::MaybeForward<pb::Maintenance>(forwarder_, call, "Alarm")) return;
+  const pb::AlarmRequest& req = call->request();
+  if (req.action() == pb::AlarmRequest::GET) {
+    node_->ReadIndex(CallDeadline(call->context(), options_.max_request_timeout_ms), [this, call](Outcome out) {
+      if (!out.status.ok()) return FinishWithOutcome(call, out, &etcd::ToEtcdStatus);
+      pb::AlarmResponse resp;
+      FillHeader(resp.mutable_header());
+      for (const KvStateMachine::Alarm& a : node_->state_machine().Alarms()) {
+        pb::AlarmMember* m = resp.add_alarms();
+        m->set_memberid(a.member);
+        m->set_alarm(static_cast<pb::AlarmType>(a.type));
+      }
+      call->Finish(resp);
+    });
+    return;
   }
-  pb::AlarmResponse resp;
-  FillHeader(resp.mutable_header());
-  call->Finish(resp);
+  if (req.alarm() != pb::NOSPACE) {
+    return call->FinishWithError(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                              "raftkv keeps only NOSPACE alarms (alarm " +
+                                                  pb::AlarmType_Name(req.alarm()) + ")"));
+  }
+  if (node_->AddressOf(req.memberid()).empty()) {
+    return call->FinishWithError(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                              "member " + std::to_string(req.memberid()) +
+                                                  " is not in the cluster's configuration"));
+  }
+  Command cmd;
+  cmd.set_op(Command::ALARM);
+  cmd.set_alarm_action(static_cast<uint32_t>(req.action()));
+  cmd.set_alarm_type(static_cast<uint32_t>(req.alarm()));
+  cmd.set_alarm_member(req.memberid());
+  node_->Propose(cmd.SerializeAsString(), CallDeadline(call->context(), options_.max_request_timeout_ms),
+                 [this, call, activate = req.action() == pb::AlarmRequest::ACTIVATE](Outcome out) {
+                   if (!out.status.ok()) return FinishWithOutcome(call, out, &etcd::ToEtcdStatus);
+                   const pb::AlarmRequest& r = call->request();
+                   pb::AlarmResponse resp;
+                   FillHeader(resp.mutable_header());
+                   if (out.apply.existed != activate) {  // it changed
+                     pb::AlarmMember* m = resp.add_alarms();
+                     m->set_memberid(r.memberid());
+                     m->set_alarm(r.alarm());
+                   }
+                   call->Finish(resp);
+                 });
 }
 
 void EtcdMaintenance::HandleDefragment(DefragmentCall* call) {

@@ -1,7 +1,9 @@
 // The etcd services its tools call to look at and run a cluster, on the
 // completion queues beside etcd's KV (Cluster: etcd_cluster.h):
-//  - Maintenance.Status (this member's Raft state), Alarm (no alarm is ever
-//    raised: raftkv has no backend quota yet), Defragment (nothing to do:
+//  - Maintenance.Status (this member's Raft state, the state's size, its
+//    quota, the alarms raised), Alarm (lists, raises and clears the
+//    replicated alarms: NOSPACE, raised past --quota_backend_bytes; for
+//    administrators; forwarded to the leader), Defragment (nothing to do:
 //    the state is in memory), HashKV (a CRC-32C of every key's state at a
 //    revision, equal on members that agree; not comparable with etcd's),
 //    Hash (the same, at the store's revision),
@@ -18,6 +20,7 @@
 
 #include "node/node.h"
 #include "proto/etcd.h"
+#include "server/api/forwarder.h"
 #include "server/rpc/async_call.h"
 #include "server/rpc/server_options.h"
 
@@ -59,7 +62,8 @@ class EtcdMaintenance {
   // The version Status reports: the etcd API raftkv speaks.
   static constexpr char kEtcdVersion[] = "3.5.0";
 
-  EtcdMaintenance(const ServerOptions& options, RaftNode* node) : options_(options), node_(node) {}
+  EtcdMaintenance(const ServerOptions& options, RaftNode* node, Forwarder* forwarder)
+      : options_(options), node_(node), forwarder_(forwarder) {}
   void Register(EtcdMaintenanceService* maintenance, EtcdAuthService* auth, AsyncMethods* methods);
 
  private:
@@ -86,6 +90,7 @@ class EtcdMaintenance {
 
   const ServerOptions options_;
   RaftNode* const node_;
+  Forwarder* const forwarder_;
 };
 
 }  // namespace raftkv
