@@ -21,7 +21,9 @@ Status RaftNode::CheckQuota(const Command& command) {
   for (const KvStateMachine::Alarm& a : state_machine_->Alarms()) {
     raised = raised || (a.member == id() && a.type == KvStateMachine::kAlarmNoSpace);
   }
-  if (!raised && !raising_nospace_.exchange(true)) {
+  // Raised by the leader (a follower's proposal would be refused: its
+  // writes reach here only when it does not forward them, and fail anyway).
+  if (!raised && KnownLeader() == id() && !raising_nospace_.exchange(true)) {
     LOG(WARNING) << "the store holds " << used << " bytes, its quota is " << quota
                  << " (--quota_backend_bytes): raising the NOSPACE alarm; writes that add data are "
                     "refused until an operator clears it (etcdctl alarm disarm) after deleting or "

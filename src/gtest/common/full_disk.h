@@ -1,6 +1,8 @@
 // FullDisk: a file::Interposer for tests that makes the disk refuse writes
 // (as a full one does, ENOSPC) or syncs (as a failing one does, EIO) while
-// told to; every other call goes through. Install it with
+// told to; every other call goes through. With `only_under` set, only the
+// files whose path contains it are refused (a full snapshot directory
+// beside a log that still takes writes). Install it with
 // file::SetInterposer before the files are opened.
 #pragma once
 
@@ -16,6 +18,7 @@ class FullDisk : public file::Interposer {
   std::atomic<bool> full{false};         // writes fail
   std::atomic<bool> failing_syncs{false};  // file syncs fail
   std::atomic<int> refused{0};           // calls failed so far
+  std::string only_under;                // set before the files are opened
 
   Status Open(const std::string&, file::OpenMode, const Op& op, uint64_t* file_id) override {
     Status s = op();
@@ -23,13 +26,13 @@ class FullDisk : public file::Interposer {
     return s;
   }
   Status WriteAt(uint64_t, const file::File& f, uint64_t, size_t, const Op& op) override {
-    if (!full) return op();
+    if (!full || f.path().find(only_under) == std::string::npos) return op();
     ++refused;
     return Status::IOError("write " + f.path() + ": No space left on device");
   }
   Status Truncate(uint64_t, const file::File&, uint64_t, const Op& op) override { return op(); }
   Status Sync(uint64_t, const file::File& f, const Op& op) override {
-    if (!failing_syncs) return op();
+    if (!failing_syncs || f.path().find(only_under) == std::string::npos) return op();
     ++refused;
     return Status::IOError("fdatasync " + f.path() + ": Input/output error");
   }

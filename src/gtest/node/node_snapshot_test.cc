@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gtest/common/fake_peers.h"
+#include "gtest/common/full_disk.h"
 #include "raft/core/membership.h"
 #include "proto/internal.h"
 #include "node/node.h"
@@ -260,6 +261,38 @@ TEST_F(NodeSnapshotTest, RestartFromSnapshotAndLogSuffixGivesTheSameState) {
   EXPECT_TRUE(retry.apply.duplicate);
   EXPECT_EQ(retry.index, first.index);
   EXPECT_EQ(node_->state_machine().Get("session-key").value_or(""), "once");
+}
+
+// A snapshot the disk refuses fails whole: no file is left, the log is
+// kept, writes go on and are counted; once there is room the next one is
+// taken, and a restart recovers every write from it and the log.
+TEST_F(NodeSnapshotTest, ASnapshotOnAFullDiskFailsAndTheNextOneIsTaken) {
+  testing_util::FullDisk disk;
+  disk.only_under = "/snap/";
+  testing_util::ScopedInterposer installed(&disk);
+  ASSERT_NO_FATAL_FAILURE(OpenAndLead(SingleOptions(dir_.path())));
+  ASSERT_NO_FATAL_FAILURE(PutRange(0, 30));
+  const uint64_t first_index = node_->GetStatus().first_log_index;
+
+  disk.full = true;
+  auto [refused, unused] = TakeSnapshotSync(node_.get());
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("No space left on device"), std::string::npos) << refused.ToString();
+  EXPECT_GT(disk.refused.load(), 0);
+  EXPECT_EQ(node_->metrics().snapshot_failures.load(), 1u);
+  EXPECT_TRUE(fs::is_empty(dir_.path() + "/snap")) << "a refused snapshot left a file";
+  EXPECT_EQ(node_->GetStatus().snapshot_index, 0u);
+  EXPECT_EQ(node_->GetStatus().first_log_index, first_index);  // the log is kept
+  ASSERT_NO_FATAL_FAILURE(PutRange(30, 35));                    // and takes writes
+
+  disk.full = false;
+  auto [s, info] = TakeSnapshotSync(node_.get());
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(node_->GetStatus().snapshot_index, info.last_index);
+  ASSERT_NO_FATAL_FAILURE(PutRange(35, 40));
+  Close();
+  ASSERT_NO_FATAL_FAILURE(OpenAndLead(SingleOptions(dir_.path())));
+  ExpectFullState();
 }
 
 TEST_F(NodeSnapshotTest, AutomaticSnapshotsCompactTheLog) {
