@@ -17,8 +17,7 @@
 
 #include "proto/internal.h"
 #include "storage/bootstrap_file.h"
-#include "storage/coding.h"
-#include "storage/crc32c.h"
+#include "gtest/common/bootstrap_v1.h"
 #include "gtest/common/fake_peers.h"
 #include "gtest/common/full_disk.h"
 #include "gtest/common/service_test_util.h"
@@ -223,13 +222,7 @@ TEST_F(NodeTest, ADirectoryFromBeforeClusterIdsKeepsNone) {
   uint64_t id = 0;
   bool found = false;
   ASSERT_TRUE(BootstrapFile(dir_.Join("bootstrap")).Load(&config, &id, &found).ok());
-  std::string v1 = "RKBS";
-  coding::PutFixed32(&v1, 1);
-  const std::string body = config.SerializeAsString();
-  coding::PutFixed32(&v1, static_cast<uint32_t>(body.size()));
-  v1 += body;
-  coding::PutFixed32(&v1, crc32c::Value(v1.data(), v1.size()));
-  testing_util::WriteFileBytes(dir_.Join("bootstrap"), v1);
+  testing_util::WriteVersionOneBootstrapFile(dir_.Join("bootstrap"), config);
   ASSERT_TRUE(RaftNode::Open(Options(dir_.path(), 3, 1), &node_).ok());
   EXPECT_EQ(node_->cluster_id(), 0u);
   EXPECT_TRUE(node_->CheckClusterId(12345, 2, false).ok());

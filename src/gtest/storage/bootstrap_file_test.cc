@@ -5,8 +5,7 @@
 #include <string>
 
 #include "gtest/common/temp_dir.h"
-#include "storage/coding.h"
-#include "storage/crc32c.h"
+#include "gtest/common/bootstrap_v1.h"
 
 namespace raftkv {
 namespace {
@@ -57,13 +56,7 @@ TEST(BootstrapFileTest, SaveLoadRoundTripKeepsTheClusterId) {
 TEST(BootstrapFileTest, VersionOneLoadsWithoutAClusterId) {
   TempDir dir;
   const MembershipConfig saved = Members({{3, "c:3"}});
-  std::string buf = "RKBS";
-  coding::PutFixed32(&buf, 1);
-  const std::string body = saved.SerializeAsString();
-  coding::PutFixed32(&buf, static_cast<uint32_t>(body.size()));
-  buf += body;
-  coding::PutFixed32(&buf, crc32c::Value(buf.data(), buf.size()));
-  WriteFileBytes(dir.Join("bootstrap"), buf);
+  testing_util::WriteVersionOneBootstrapFile(dir.Join("bootstrap"), saved);
   MembershipConfig config;
   uint64_t cluster_id = 9;
   bool found = false;
