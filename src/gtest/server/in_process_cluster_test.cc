@@ -28,6 +28,7 @@
 #include "node/node.h"
 #include "server/peer/peer_client.h"
 #include "storage/bootstrap_file.h"
+#include "gtest/common/full_disk.h"
 #include "gtest/common/service_test_util.h"
 
 namespace raftkv {
@@ -254,43 +255,57 @@ class SnapshotClusterTest : public InProcessClusterTest {
     snapshot_entries_ = 50;
     segment_bytes_ = 8192;  // compaction removes whole segments: keep them small
   }
+
+  // Stops a follower and writes (puts and deletes, into expected_) until the
+  // leader compacted past everything it holds, so that only a snapshot can
+  // bring it back. Sets leader_, follower_, follower_last_, leader_snapshot_.
+  void OutrunAStoppedFollower() {
+    ASSERT_TRUE(WaitFor([&] { return (leader_ = AgreedLeader()) >= 0; }, 15s)) << "no leader";
+    follower_ = (leader_ + 1) % 3;
+    follower_last_ = members_[follower_]->node->GetStatus().last_log_index;
+    members_[follower_]->Stop();
+    ClientOptions co;
+    co.endpoints = Endpoints();
+    co.timeout_ms = 10000;
+    client_ = std::make_unique<KvClient>(co);
+    for (int i = 0; i < 400; ++i) {
+      const std::string key = "key" + std::to_string(i);
+      const std::string value = std::to_string(i) + std::string(100, 'v');
+      grpc::Status s = client_->Put(key, value);
+      ASSERT_TRUE(s.ok()) << s.error_message();
+      expected_[key] = value;
+      if (i % 10 == 9) {
+        const std::string gone = "key" + std::to_string(i - 5);
+        bool existed = false;
+        ASSERT_TRUE(client_->Delete(gone, &existed).ok());
+        expected_.erase(gone);
+      }
+    }
+    ASSERT_TRUE(WaitFor([&] { return (leader_ = AgreedLeader()) >= 0; }, 15s));
+    RaftNode* lead = members_[leader_]->node.get();
+    ASSERT_TRUE(WaitFor([&] { return lead->GetStatus().first_log_index > follower_last_ + 1; }, 15s))
+        << "leader's log starts at " << lead->GetStatus().first_log_index << ", follower had "
+        << follower_last_;
+    leader_snapshot_ = lead->GetStatus().snapshot_index;
+    ASSERT_GT(leader_snapshot_, follower_last_);
+  }
+
+  int leader_ = -1;
+  int follower_ = -1;
+  uint64_t follower_last_ = 0;
+  uint64_t leader_snapshot_ = 0;
+  std::unique_ptr<KvClient> client_;
+  std::map<std::string, std::string> expected_;
 };
 
 TEST_F(SnapshotClusterTest, RestartedFollowerCatchesUpThroughInstallSnapshot) {
-  int leader = -1;
-  ASSERT_TRUE(WaitFor([&] { return (leader = AgreedLeader()) >= 0; }, 15s)) << "no leader";
-  const int follower = (leader + 1) % 3;
-  const uint64_t follower_last = members_[follower]->node->GetStatus().last_log_index;
-  members_[follower]->Stop();
-
-  ClientOptions co;
-  co.endpoints = Endpoints();
-  co.timeout_ms = 10000;
-  KvClient client(co);
-  std::map<std::string, std::string> expected;
-  for (int i = 0; i < 400; ++i) {
-    const std::string key = "key" + std::to_string(i);
-    const std::string value = std::to_string(i) + std::string(100, 'v');
-    grpc::Status s = client.Put(key, value);
-    ASSERT_TRUE(s.ok()) << s.error_message();
-    expected[key] = value;
-    if (i % 10 == 9) {
-      const std::string gone = "key" + std::to_string(i - 5);
-      bool existed = false;
-      ASSERT_TRUE(client.Delete(gone, &existed).ok());
-      expected.erase(gone);
-    }
-  }
-  // The leader compacted past everything the stopped follower holds, so
-  // only a snapshot can bring it back.
-  ASSERT_TRUE(WaitFor([&] { return (leader = AgreedLeader()) >= 0; }, 15s));
-  RaftNode* lead = members_[leader]->node.get();
-  ASSERT_TRUE(WaitFor([&] { return lead->GetStatus().first_log_index > follower_last + 1; }, 15s))
-      << "leader's log starts at " << lead->GetStatus().first_log_index << ", follower had "
-      << follower_last;
-  const uint64_t leader_snapshot = lead->GetStatus().snapshot_index;
-  ASSERT_GT(leader_snapshot, follower_last);
-
+  ASSERT_NO_FATAL_FAILURE(OutrunAStoppedFollower());
+  const int follower = follower_;
+  const uint64_t follower_last = follower_last_;
+  const uint64_t leader_snapshot = leader_snapshot_;
+  RaftNode* lead = members_[leader_]->node.get();
+  KvClient& client = *client_;
+  const std::map<std::string, std::string>& expected = expected_;
   ASSERT_NO_FATAL_FAILURE(StartMember(follower));
   RaftNode* back = members_[follower]->node.get();
   ASSERT_TRUE(WaitFor([&] { return back->GetStatus().snapshot_index >= leader_snapshot; }, 30s))
@@ -320,6 +335,39 @@ TEST_F(SnapshotClusterTest, RestartedFollowerCatchesUpThroughInstallSnapshot) {
   EXPECT_TRUE(WaitFor([&] {
     return back->state_machine().Get("after-install") == std::optional<std::string>("yes");
   }));
+}
+
+// A follower whose disk is full cannot take the leader's snapshot: each
+// transfer fails (its partial file removed) without stopping the follower
+// or the cluster, and once there is room the next one is installed.
+TEST_F(SnapshotClusterTest, AFollowerWithAFullDiskTakesTheSnapshotOnceThereIsRoom) {
+  ASSERT_NO_FATAL_FAILURE(OutrunAStoppedFollower());
+  const std::string snap_dir = members_[follower_]->dir.path() + "/snap";
+  testing_util::FullDisk disk;
+  disk.only_under = snap_dir + "/";
+  disk.full = true;
+  testing_util::ScopedInterposer installed(&disk);
+  ASSERT_NO_FATAL_FAILURE(StartMember(follower_));
+  RaftNode* back = members_[follower_]->node.get();
+  ASSERT_TRUE(WaitFor([&] { return disk.refused.load() >= 2; }, 30s)) << "no transfer reached the full disk";
+  EXPECT_LT(back->GetStatus().snapshot_index, leader_snapshot_);
+  ASSERT_TRUE(client_->Put("during", "1").ok());  // the cluster goes on
+  expected_["during"] = "1";
+
+  disk.full = false;
+  ASSERT_TRUE(WaitFor([&] { return back->GetStatus().snapshot_index >= leader_snapshot_; }, 30s))
+      << "the follower never installed a snapshot once there was room";
+  const uint64_t commit = members_[leader_]->node->GetStatus().commit_index;
+  ASSERT_TRUE(WaitFor([&] { return back->state_machine().AppliedIndex() >= commit; }, 30s));
+  EXPECT_EQ(back->state_machine().Size(), expected_.size());
+  for (const auto& [key, value] : expected_) {
+    ASSERT_EQ(back->state_machine().Get(key).value_or("<absent>"), value) << key;
+  }
+  for (const auto& e : std::filesystem::directory_iterator(snap_dir)) {
+    EXPECT_EQ(e.path().filename().string().find("tmp"), std::string::npos) << "left behind: " << e.path();
+  }
+  // Every member stops before the interposer its files were opened under goes.
+  for (auto& m : members_) m->Stop();
 }
 
 // Nothing on the Raft path waits for the state machine: with the leader's
