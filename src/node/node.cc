@@ -471,7 +471,7 @@ void RaftNode::ProcessReady(raft::Ready& rd, Completions* completions) {
   //    message of this Ready is sent.
   if (rd.config) sender_->UpdateMembers(*rd.config);
   // 0'. A snapshot from the leader replaces the state before anything else.
-  if (rd.snapshot) InstallSnapshot(*rd.snapshot, completions);
+  if (rd.snapshot && !InstallSnapshot(*rd.snapshot, completions)) return;  // stopping
   // 1. The leader's AppendEntries go out before its own fsync, so followers
   //    write in parallel with the leader (unless this Ready changes the
   //    term: see Ready::SendBeforePersist).
@@ -513,20 +513,28 @@ void RaftNode::ProcessReady(raft::Ready& rd, Completions* completions) {
 
 bool RaftNode::PersistReady(const raft::Ready& rd) {
   if (!rd.hard_state && rd.entries.empty()) return true;
-  uint64_t failures = 0;
-  Clock::time_point first_failure;  // taken only when a write fails
-  std::chrono::milliseconds backoff(10);
   bool hard_state_saved = !rd.hard_state;
-  for (;;) {
+  return UntilWritten([&](const char** what) {
     Status s;
-    const char* what = "its hard state";
+    *what = "its hard state";
     if (!hard_state_saved) s = hard_state_file_->Save(*rd.hard_state);
     hard_state_saved = s.ok();  // a retry after a refused log write does not save it again
     if (s.ok() && !rd.entries.empty()) {
-      what = "log entries";
+      *what = "log entries";
       s = log_->Append(rd.entries);
       if (s.ok()) s = log_->Sync();
     }
+    return s;
+  });
+}
+
+bool RaftNode::UntilWritten(const std::function<Status(const char** what)>& write) {
+  uint64_t failures = 0;
+  Clock::time_point first_failure;  // taken only when a write fails
+  std::chrono::milliseconds backoff(10);
+  for (;;) {
+    const char* what = "";
+    const Status s = write(&what);
     if (s.ok()) break;
     // A failed fdatasync loses pages nobody can name: only recovery from
     // what is on disk is safe. Nothing of this Ready was acknowledged.
@@ -554,12 +562,20 @@ bool RaftNode::PersistReady(const raft::Ready& rd) {
   return true;
 }
 
-void RaftNode::InstallSnapshot(const raft::SnapshotRef& snap, Completions* completions) {
+bool RaftNode::InstallSnapshot(const raft::SnapshotRef& snap, Completions* completions) {
   // Committed entries handed to the apply thread are all below the snapshot
   // (the core installs one only beyond its commit index): let it finish
   // them, so the state machine is idle while it is replaced.
   apply_.WaitApplied();
   snapshots_.Install(snap);
+  // Stopping before the log restarted: the restart finds the snapshot and
+  // a log that does not continue it, and discards that log (recovery.h).
+  if (!UntilWritten([&](const char** what) {
+        *what = "the log's restart after the leader's snapshot";
+        return snapshots_.FinishInstall(snap);
+      })) {
+    return false;
+  }
   if (apply_observer_) apply_observer_();
   MutexLock lock(&mu_);
   applied_index_ = snap.index;
@@ -567,6 +583,7 @@ void RaftNode::InstallSnapshot(const raft::SnapshotRef& snap, Completions* compl
   // entries any more (only a deposed leader has any): outcome unknown.
   calls_.FailWritesUpTo(snap.index, completions);
   calls_.ReleaseReads(applied_index_, completions);
+  return true;
 }
 
 // ---------------------------------------------------------------------------

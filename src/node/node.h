@@ -222,8 +222,9 @@ class RaftNode {
   // The I/O loop's handling of one Ready (everything but taking it).
   void ProcessReady(raft::Ready& rd, Completions* completions) EXCLUDES(mu_);
   // Ready::snapshot: the state machine and the log restart from the
-  // leader's snapshot (I/O loop).
-  void InstallSnapshot(const raft::SnapshotRef& snap, Completions* completions) EXCLUDES(mu_);
+  // leader's snapshot (I/O loop). A log restart the disk refuses is retried
+  // (UntilWritten); false when the node stops first.
+  bool InstallSnapshot(const raft::SnapshotRef& snap, Completions* completions) EXCLUDES(mu_);
   // ProcessReady's step 2: the hard state, then the entries with one fsync.
   // A write the disk refuses (full; an error the log undid) is retried with
   // backoff until it succeeds: meanwhile this member acknowledges nothing,
@@ -231,6 +232,13 @@ class RaftNode {
   // another leader. False when the node stops first (the Ready is dropped:
   // nothing of it was acknowledged).
   bool PersistReady(const raft::Ready& rd) EXCLUDES(mu_);
+  // Runs `write` until it succeeds (true) or the node stops (false), waiting
+  // 10 ms to 1 s between attempts; `write` names what it writes in *what. A
+  // failure the log cannot undo (a failed fdatasync: SegmentedLog::failed)
+  // is fatal: recovery from the disk is the only safe path. Meanwhile the
+  // member is stalled (metrics, one log line at the first failure and one at
+  // the recovery).
+  bool UntilWritten(const std::function<Status(const char** what)>& write) EXCLUDES(mu_);
   // The apply thread's work: applies `entries` (consecutive, committed) and
   // collects the completions of the writes and reads they answer.
   void ApplyEntries(const std::deque<Entry>& entries, Completions* completions) EXCLUDES(mu_);

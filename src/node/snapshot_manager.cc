@@ -246,10 +246,15 @@ void SnapshotManager::Install(const raft::SnapshotRef& snap) {
   LOG_IF(FATAL, state_machine_->AppliedIndex() != snap.index)
       << path << " restored the state at index " << state_machine_->AppliedIndex() << ", expected "
       << snap.index;
-  const double restore_ms = MillisSince(start);
-  s = log_->Reset(snap.index + 1);
-  LOG_IF(FATAL, !s.ok()) << "cannot reset the log after installing snapshot " << path << ": "
-                         << s.ToString();
+  LOG(INFO) << "member " << options_.id << " restored the leader's snapshot " << path << " (index "
+            << snap.index << ", term " << snap.term << ", " << state_machine_->Size()
+            << " keys, configuration " << raft::DescribeMembership(snap.config) << ") in "
+            << static_cast<int64_t>(MillisSince(start)) << " ms";
+}
+
+Status SnapshotManager::FinishInstall(const raft::SnapshotRef& snap) {
+  Status s = log_->Reset(snap.index + 1);
+  if (!s.ok()) return s;
   {
     MutexLock lock(&mu_);
     if (snap.index > newest_.index) {
@@ -259,13 +264,11 @@ void SnapshotManager::Install(const raft::SnapshotRef& snap) {
   }
   log_bytes_after_compaction_ = log_->SizeBytes();
   metrics_->snapshots_installed.fetch_add(1, std::memory_order_relaxed);
-  LOG(INFO) << "member " << options_.id << " installed the leader's snapshot " << path << " (index "
-            << snap.index << ", term " << snap.term << ", " << state_machine_->Size()
-            << " keys, configuration " << raft::DescribeMembership(snap.config) << ") in "
-            << static_cast<int64_t>(restore_ms) << " ms; the log restarts at index "
-            << snap.index + 1;
+  LOG(INFO) << "member " << options_.id << " installed the leader's snapshot at index " << snap.index
+            << "; the log restarts at index " << snap.index + 1;
   // Not if a snapshot is being written right now: the next snapshot prunes.
   PruneAndCompactLog(/*wait=*/false);
+  return Status::OK();
 }
 
 // Crash safety of compaction. Each step only starts once the previous one is

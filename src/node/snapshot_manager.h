@@ -102,9 +102,12 @@ class SnapshotManager {
   // I/O loop, without the node's lock: logs the result, prunes and compacts.
   void Finish(const Result& result);
   // I/O loop: the core installed the leader's snapshot `snap` (the file is
-  // in the store): restores the state machine from it, restarts the log
-  // after it and prunes. The apply thread must be idle.
+  // in the store): Install restores the state machine from it (the apply
+  // thread must be idle), then FinishInstall restarts the log after it and
+  // prunes. A FinishInstall the disk refused changed nothing (the log's
+  // failed() says when it did): it may be called again.
   void Install(const raft::SnapshotRef& snap);
+  Status FinishInstall(const raft::SnapshotRef& snap);
   // Joins the snapshot thread (a file being written is finished) and fails
   // the waiting requests.
   void Stop(Completions* out) EXCLUDES(mu_);

@@ -461,7 +461,9 @@ struct SegmentedLog::Impl {
     const std::string marker = file::JoinPath(dir, ResetMarkerName(next_index));
     file::File f;
     Status s = file::File::Open(marker, file::OpenMode::kCreateTruncate, &f);
-    if (s.ok()) s = f.Close();
+    // Not created (a full disk): nothing changed, the reset may be retried.
+    if (!s.ok()) return s;
+    s = f.Close();
     if (s.ok()) s = file::SyncDir(dir);
     // From here on the files may not match the in-memory view (a marker that
     // may or may not be on disk, segments half removed): any failure is

@@ -17,10 +17,16 @@ class FullDisk : public file::Interposer {
  public:
   std::atomic<bool> full{false};         // writes fail
   std::atomic<bool> failing_syncs{false};  // file syncs fail
+  std::atomic<bool> refuse_creates{false};  // while full, files are not created either
   std::atomic<int> refused{0};           // calls failed so far
   std::string only_under;                // set before the files are opened
 
-  Status Open(const std::string&, file::OpenMode, const Op& op, uint64_t* file_id) override {
+  Status Open(const std::string& path, file::OpenMode mode, const Op& op, uint64_t* file_id) override {
+    if (full && refuse_creates && mode == file::OpenMode::kCreateTruncate &&
+        path.find(only_under) != std::string::npos) {
+      ++refused;
+      return Status::IOError("open " + path + ": No space left on device");
+    }
     Status s = op();
     if (s.ok()) *file_id = ++next_id_;  // the calls below reach only files with an id
     return s;

@@ -290,6 +290,44 @@ class SnapshotClusterTest : public InProcessClusterTest {
     ASSERT_GT(leader_snapshot_, follower_last_);
   }
 
+  // OutrunAStoppedFollower, then restarts it with the files of its data
+  // directory's `sub` folder refused (FullDisk; `refuse_creates`: new files
+  // too) until it failed at least twice, and checks it catches up once
+  // there is room.
+  void CatchUpOnAFullDisk(const std::string& sub, bool refuse_creates) {
+    ASSERT_NO_FATAL_FAILURE(OutrunAStoppedFollower());
+    const std::string dir = members_[follower_]->dir.path() + "/" + sub;
+    testing_util::FullDisk disk;
+    disk.only_under = dir + "/";
+    disk.refuse_creates = refuse_creates;
+    disk.full = true;
+    testing_util::ScopedInterposer installed(&disk);
+    ASSERT_NO_FATAL_FAILURE(StartMember(follower_));
+    RaftNode* back = members_[follower_]->node.get();
+    ASSERT_TRUE(WaitFor([&] { return disk.refused.load() >= 2; }, 30s)) << "nothing reached the full disk";
+    EXPECT_LT(back->GetStatus().snapshot_index, leader_snapshot_);
+    // A refused transfer is the leader's to retry; a refused log restart stalls the follower.
+    EXPECT_EQ(back->metrics().storage_stalled.load(), refuse_creates ? 1u : 0u);
+    ASSERT_TRUE(client_->Put("during", "1").ok());  // the cluster goes on
+    expected_["during"] = "1";
+
+    disk.full = false;
+    ASSERT_TRUE(WaitFor([&] { return back->GetStatus().snapshot_index >= leader_snapshot_; }, 30s))
+        << "the follower never installed a snapshot once there was room";
+    const uint64_t commit = members_[leader_]->node->GetStatus().commit_index;
+    ASSERT_TRUE(WaitFor([&] { return back->state_machine().AppliedIndex() >= commit; }, 30s));
+    EXPECT_EQ(back->metrics().storage_stalled.load(), 0u);
+    EXPECT_EQ(back->state_machine().Size(), expected_.size());
+    for (const auto& [key, value] : expected_) {
+      ASSERT_EQ(back->state_machine().Get(key).value_or("<absent>"), value) << key;
+    }
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      EXPECT_EQ(e.path().filename().string().find("tmp"), std::string::npos) << "left behind: " << e.path();
+    }
+    // Every member stops before the interposer its files were opened under goes.
+    for (auto& m : members_) m->Stop();
+  }
+
   int leader_ = -1;
   int follower_ = -1;
   uint64_t follower_last_ = 0;
@@ -341,33 +379,13 @@ TEST_F(SnapshotClusterTest, RestartedFollowerCatchesUpThroughInstallSnapshot) {
 // transfer fails (its partial file removed) without stopping the follower
 // or the cluster, and once there is room the next one is installed.
 TEST_F(SnapshotClusterTest, AFollowerWithAFullDiskTakesTheSnapshotOnceThereIsRoom) {
-  ASSERT_NO_FATAL_FAILURE(OutrunAStoppedFollower());
-  const std::string snap_dir = members_[follower_]->dir.path() + "/snap";
-  testing_util::FullDisk disk;
-  disk.only_under = snap_dir + "/";
-  disk.full = true;
-  testing_util::ScopedInterposer installed(&disk);
-  ASSERT_NO_FATAL_FAILURE(StartMember(follower_));
-  RaftNode* back = members_[follower_]->node.get();
-  ASSERT_TRUE(WaitFor([&] { return disk.refused.load() >= 2; }, 30s)) << "no transfer reached the full disk";
-  EXPECT_LT(back->GetStatus().snapshot_index, leader_snapshot_);
-  ASSERT_TRUE(client_->Put("during", "1").ok());  // the cluster goes on
-  expected_["during"] = "1";
+  ASSERT_NO_FATAL_FAILURE(CatchUpOnAFullDisk("snap", false));
+}
 
-  disk.full = false;
-  ASSERT_TRUE(WaitFor([&] { return back->GetStatus().snapshot_index >= leader_snapshot_; }, 30s))
-      << "the follower never installed a snapshot once there was room";
-  const uint64_t commit = members_[leader_]->node->GetStatus().commit_index;
-  ASSERT_TRUE(WaitFor([&] { return back->state_machine().AppliedIndex() >= commit; }, 30s));
-  EXPECT_EQ(back->state_machine().Size(), expected_.size());
-  for (const auto& [key, value] : expected_) {
-    ASSERT_EQ(back->state_machine().Get(key).value_or("<absent>"), value) << key;
-  }
-  for (const auto& e : std::filesystem::directory_iterator(snap_dir)) {
-    EXPECT_EQ(e.path().filename().string().find("tmp"), std::string::npos) << "left behind: " << e.path();
-  }
-  // Every member stops before the interposer its files were opened under goes.
-  for (auto& m : members_) m->Stop();
+// The snapshot arrives but its log cannot restart (no room for the reset's
+// marker): the follower stalls, saying so, and finishes once there is room.
+TEST_F(SnapshotClusterTest, AFollowerWhoseLogCannotRestartFinishesTheInstallOnceThereIsRoom) {
+  ASSERT_NO_FATAL_FAILURE(CatchUpOnAFullDisk("log", true));
 }
 
 // Nothing on the Raft path waits for the state machine: with the leader's

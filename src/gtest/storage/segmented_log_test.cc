@@ -174,6 +174,31 @@ TEST_F(SegmentedLogTest, ARefusedWriteMayBeRetriedAFailedSyncMayNot) {
                     {all.begin(), all.begin() + 20});
 }
 
+// A reset on a disk too full to create its marker changes nothing and may
+// be retried; once there is room it restarts the log.
+TEST_F(SegmentedLogTest, AResetTheDiskRefusesChangesNothing) {
+  testing_util::FullDisk disk;
+  testing_util::ScopedInterposer installed(&disk);
+  Reopen();
+  const std::vector<Entry> all = MakeEntries(1, 10);
+  AppendAndSync(all);
+  disk.full = true;
+  disk.refuse_creates = true;
+  Status s = log_->Reset(50);
+  EXPECT_FALSE(s.ok());
+  EXPECT_FALSE(log_->failed()) << s.ToString();
+  EXPECT_GT(disk.refused.load(), 0);
+  EXPECT_EQ(log_->FirstIndex(), 1u);
+  EXPECT_EQ(log_->LastIndex(), 10u);
+  disk.full = false;
+  ASSERT_TRUE(log_->Reset(50).ok());
+  EXPECT_EQ(log_->FirstIndex(), 50u);
+  AppendAndSync(MakeEntries(50, 3));
+  file::SetInterposer(nullptr);
+  Reopen();
+  ExpectSameEntries(recovery_.entries, MakeEntries(50, 3));
+}
+
 TEST_F(SegmentedLogTest, AppendAfterReopenContinuesLastSegment) {
   Reopen();
   AppendAndSync(MakeEntries(1, 5));
