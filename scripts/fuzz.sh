@@ -47,6 +47,7 @@ done
 echo "fuzz.sh: building the fuzz targets in $build_dir"
 CC=clang CXX=clang++ cmake -S "$REPO_ROOT" -B "$build_dir" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRAFTKV_FUZZ=ON -DRAFTKV_BUILD_TESTS=OFF \
+  -DRAFTKV_WITH_ROCKSDB=OFF \
   -DRAFTKV_WERROR="${RAFTKV_WERROR:-OFF}" >/dev/null
 ninja -C "$build_dir" -j"${RAFTKV_FUZZ_JOBS:-2}" "${targets[@]}"
 

@@ -24,6 +24,7 @@ MAIN_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
+  librocksdb-dev  # the on-disk key-value engine (src/storage/rocksdb_backend)
   libboost-dev  # Boost.Asio (header-only): the metrics endpoint's HTTP server
   libtcmalloc-minimal4  # allocator of raftkv-server / raftkv-bench (CMakeLists.txt, RAFTKV_TCMALLOC)
   python3 python3-matplotlib
@@ -143,7 +144,7 @@ case "$(uname -s)" in
     ;;
   Darwin)
     echo "install-deps: on macOS, install the dependencies with Homebrew:"
-    echo "  brew install cmake ninja grpc protobuf abseil gflags glog googletest"
+    echo "  brew install cmake ninja grpc protobuf abseil gflags glog googletest rocksdb"
     echo "then: cmake --preset macos-brew (doc/building.md)"
     ;;
   *)

@@ -62,7 +62,7 @@
 #include "common/status.h"
 #include "proto/internal.h"
 #include "kv/apply_result.h"
-#include "kv/cow_btree.h"
+#include "storage/cow_btree.h"
 #include "kv/kv_history.h"
 #include "kv/lease_table.h"
 #include "kv/session_table.h"

@@ -1,4 +1,4 @@
-#include "kv/cow_btree.h"
+#include "storage/cow_btree.h"
 
 #include <atomic>
 #include <map>

@@ -1,0 +1,319 @@
+// The KvBackend conformance suite (storage/kv_backend.h), run over every
+// engine built: memory always, RocksDB with RAFTKV_HAVE_ROCKSDB.
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gtest/common/temp_dir.h"
+#include "storage/file_util.h"
+#include "storage/kv_backend.h"
+#include "storage/memory_backend.h"
+#ifdef RAFTKV_HAVE_ROCKSDB
+#include "storage/rocksdb_backend.h"
+#endif
+
+namespace raftkv {
+namespace {
+
+using testing_util::TempDir;
+using Map = std::map<std::string, std::string>;
+
+// Keys with NUL and 0xff bytes, and keys that are prefixes of each other.
+const std::vector<std::string>& EdgeKeys() {
+  static const std::vector<std::string> keys = {
+      std::string(),        std::string(1, '\0'),     std::string(2, '\0'),
+      "a",                  std::string("a\0", 2),    std::string("a\0b", 3),
+      "a\x01",              "a\xff",                  "a\xff\xff",
+      "ab",                 "b",                      "\x7f",
+      "\x80",               "\xff",                   "\xff\xff",
+      std::string("\xff\0", 2)};
+  return keys;
+}
+
+class KvBackendTest : public testing::TestWithParam<std::string> {
+ protected:
+  // Opens the engine over `dir` (reopening what is there, for a persistent
+  // engine); flush_on_close=false drops unflushed writes at close, as a
+  // crash would.
+  std::unique_ptr<KvBackend> Open(const std::string& dir, bool flush_on_close = true) {
+    if (GetParam() == "memory") return std::make_unique<MemoryBackend>();
+#ifdef RAFTKV_HAVE_ROCKSDB
+    std::unique_ptr<RocksDbBackend> db;
+    RocksDbBackend::Options options;
+    options.flush_on_close = flush_on_close;
+    const Status s = RocksDbBackend::Open(dir, options, &db);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return db;
+#else
+    return nullptr;
+#endif
+  }
+  // Opens the checkpoint written to `dir`.
+  std::unique_ptr<KvBackend> OpenCheckpoint(const std::string& dir) {
+    if (GetParam() == "memory") {
+      auto memory = std::make_unique<MemoryBackend>();
+      const Status s = memory->LoadCheckpoint(dir);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      return memory;
+    }
+    return Open(dir);
+  }
+
+  void SetUp() override {
+    backend_ = Open(dir_.Join("db"));
+    ASSERT_NE(backend_, nullptr);
+  }
+
+  void Write(BackendBatch* batch) {
+    const Status s = backend_->Write(*batch);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    batch->Clear();
+  }
+  void Put(const std::string& k, const std::string& v) {
+    BackendBatch b;
+    b.Put(k, v);
+    Write(&b);
+  }
+
+  TempDir dir_{"kv_backend"};
+  std::unique_ptr<KvBackend> backend_;
+};
+
+std::string GetOr(const BackendView& view, const std::string& key, const std::string& absent) {
+  std::string value;
+  bool found = false;
+  const Status s = view.Get(key, &value, &found);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return found ? value : absent;
+}
+
+// Everything in [lower, upper) of `view`, seeking to `from`.
+Map Scan(const BackendView& view, const std::string& lower, const std::string& upper,
+         const std::string& from = "") {
+  Map out;
+  std::unique_ptr<BackendIterator> it = view.NewIterator(lower, upper);
+  std::string last;
+  for (it->Seek(from); it->Valid(); it->Next()) {
+    const std::string key(it->key());
+    EXPECT_TRUE(out.empty() || last < key) << "out of order after " << testing::PrintToString(last);
+    out[key] = std::string(it->value());
+    last = key;
+  }
+  EXPECT_TRUE(it->status().ok()) << it->status().ToString();
+  return out;
+}
+
+Map Slice(const Map& m, const std::string& lower, const std::string& upper) {
+  Map out;
+  for (auto it = m.lower_bound(lower); it != m.end() && (upper.empty() || it->first < upper); ++it) {
+    out.insert(*it);
+  }
+  return out;
+}
+
+TEST_P(KvBackendTest, PutGetDeleteDeleteRange) {
+  BackendBatch b;
+  b.Put("a", "1");
+  b.Put("b", "2");
+  b.Put(std::string("b\0", 2), "3");
+  b.Put("c", "4");
+  EXPECT_EQ(b.bytes(), 9u);
+  Write(&b);
+  auto view = backend_->View();
+  EXPECT_EQ(GetOr(*view, "a", "-"), "1");
+  EXPECT_EQ(GetOr(*view, "bb", "-"), "-");
+  b.Put("a", "one");
+  b.Delete("c");
+  b.Delete("never");
+  Write(&b);
+  EXPECT_EQ(GetOr(*backend_->View(), "a", "-"), "one");
+  EXPECT_EQ(GetOr(*backend_->View(), "c", "-"), "-");
+  b.DeleteRange("b", "c");
+  Write(&b);
+  EXPECT_EQ(Scan(*backend_->View(), "", ""), (Map{{"a", "one"}}));
+}
+
+TEST_P(KvBackendTest, IteratorOrderAndBoundsWithEdgeKeys) {
+  Map all;
+  BackendBatch b;
+  for (const std::string& k : EdgeKeys()) {
+    b.Put(k, "v" + k);
+    all[k] = "v" + k;
+  }
+  Write(&b);
+  auto view = backend_->View();
+  ASSERT_EQ(Scan(*view, "", ""), all);
+  for (const std::string& lower : EdgeKeys()) {
+    for (const std::string& upper : EdgeKeys()) {
+      if (!upper.empty() && upper <= lower) continue;
+      EXPECT_EQ(Scan(*view, lower, upper), Slice(all, lower, upper))
+          << testing::PrintToString(lower) << " " << testing::PrintToString(upper);
+      // A seek inside the bounds starts there; below them, at the lower bound.
+      EXPECT_EQ(Scan(*view, lower, upper, "a\xff"),
+                Slice(all, std::max(lower, std::string("a\xff")), upper));
+    }
+  }
+}
+
+TEST_P(KvBackendTest, ViewDoesNotSeeLaterWrites) {
+  Put("k1", "old");
+  Put("k2", "old");
+  Put("k3", "old");
+  auto before = backend_->View();
+  BackendBatch b;
+  b.Put("k1", "new");
+  b.Delete("k2");
+  b.DeleteRange("k3", "k4");
+  b.Put("k5", "new");
+  Write(&b);
+  EXPECT_EQ(Scan(*before, "", ""), (Map{{"k1", "old"}, {"k2", "old"}, {"k3", "old"}}));
+  EXPECT_EQ(GetOr(*before, "k5", "-"), "-");
+  EXPECT_EQ(Scan(*backend_->View(), "", ""), (Map{{"k1", "new"}, {"k5", "new"}}));
+}
+
+TEST_P(KvBackendTest, LaterChangeInABatchWins) {
+  BackendBatch b;
+  b.Put("x", "1");
+  b.Delete("x");
+  b.Put("y", "1");
+  b.DeleteRange("y", "z");
+  b.Put("y", "2");
+  Write(&b);
+  EXPECT_EQ(Scan(*backend_->View(), "", ""), (Map{{"y", "2"}}));
+}
+
+// A reader never sees part of a batch: every view has all keys equal.
+TEST_P(KvBackendTest, ViewsSeeWholeBatches) {
+  constexpr int kKeys = 20;
+  std::atomic<bool> done{false};
+  std::atomic<int> torn{0};
+  std::thread reader([&] {
+    while (!done.load()) {
+      const Map m = Scan(*backend_->View(), "", "");
+      if (m.empty()) continue;
+      if (m.size() != kKeys || m.begin()->second != m.rbegin()->second) ++torn;
+    }
+  });
+  for (int i = 0; i < 300; ++i) {
+    BackendBatch b;
+    if (i % 3 == 2) b.DeleteRange("k", "l");
+    for (int k = 0; k < kKeys; ++k) b.Put("k" + std::to_string(k), std::to_string(i));
+    Write(&b);
+  }
+  done = true;
+  reader.join();
+  EXPECT_EQ(torn.load(), 0);
+}
+
+TEST_P(KvBackendTest, ViewAndIteratorOutliveTheBackend) {
+  Put("a", "1");
+  auto view = backend_->View();
+  auto it = view->NewIterator("", "");
+  backend_.reset();
+  EXPECT_EQ(GetOr(*view, "a", "-"), "1");
+  it->Seek("");
+  ASSERT_TRUE(it->Valid());
+  EXPECT_EQ(it->value(), "1");
+}
+
+TEST_P(KvBackendTest, CheckpointHoldsTheStateAtItsTime) {
+  BackendBatch b;
+  for (const std::string& k : EdgeKeys()) b.Put(k, "v" + k);
+  Write(&b);
+  const Map expected = Scan(*backend_->View(), "", "");
+  CheckpointManifest manifest;
+  const std::string ckpt = dir_.Join("ckpt");
+  Status s = backend_->Checkpoint(ckpt, &manifest);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(manifest.dir, ckpt);
+  ASSERT_FALSE(manifest.files.empty());
+  for (const auto& f : manifest.files) {
+    EXPECT_EQ(testing_util::ReadFileBytes(file::JoinPath(ckpt, f.name)).size(), f.size) << f.name;
+  }
+  Put("after", "x");
+  EXPECT_FALSE(backend_->Checkpoint(ckpt, &manifest).ok()) << "the directory exists";
+  std::unique_ptr<KvBackend> copy = OpenCheckpoint(ckpt);
+  ASSERT_NE(copy, nullptr);
+  EXPECT_EQ(Scan(*copy->View(), "", ""), expected);
+}
+
+TEST_P(KvBackendTest, StatsCountTheData) {
+  const BackendStats empty = backend_->Stats();
+  Put("key", std::string(10000, 'v'));
+  ASSERT_TRUE(backend_->Flush().ok());
+  const BackendStats stats = backend_->Stats();
+  EXPECT_GT(stats.live_bytes + stats.memtable_bytes, empty.live_bytes + empty.memtable_bytes);
+  EXPECT_TRUE(backend_->BackgroundError().ok());
+}
+
+// The WAL is off: a reopen keeps what was flushed (or flushed at close) and
+// loses exactly the whole batches written after the last flush.
+TEST_P(KvBackendTest, ReopenKeepsFlushedBatchesOnly) {
+  if (!backend_->persistent()) GTEST_SKIP() << "not persistent";
+  backend_.reset();
+  backend_ = Open(dir_.Join("db"), /*flush_on_close=*/false);
+  BackendBatch b;
+  b.Put("flushed1", "1");
+  b.Put("flushed2", "2");
+  Write(&b);
+  ASSERT_TRUE(backend_->Flush().ok());
+  b.Put("lost1", "1");
+  b.Delete("flushed1");
+  Write(&b);
+  EXPECT_EQ(Scan(*backend_->View(), "", ""), (Map{{"flushed2", "2"}, {"lost1", "1"}}));
+  backend_.reset();  // no flush: a crash
+  backend_ = Open(dir_.Join("db"));
+  EXPECT_EQ(Scan(*backend_->View(), "", ""), (Map{{"flushed1", "1"}, {"flushed2", "2"}}));
+  Put("closed", "1");
+  backend_.reset();  // a clean close flushes
+  backend_ = Open(dir_.Join("db"));
+  EXPECT_EQ(Scan(*backend_->View(), "", ""),
+            (Map{{"closed", "1"}, {"flushed1", "1"}, {"flushed2", "2"}}));
+}
+
+std::vector<std::string> Engines() {
+  std::vector<std::string> engines = {"memory"};
+#ifdef RAFTKV_HAVE_ROCKSDB
+  engines.push_back("rocksdb");
+#endif
+  return engines;
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, KvBackendTest, testing::ValuesIn(Engines()),
+                         [](const testing::TestParamInfo<std::string>& info) { return info.param; });
+
+TEST(MemoryBackendTest, DamagedDumpIsRefused) {
+  TempDir dir("memory_dump");
+  MemoryBackend backend;
+  BackendBatch b;
+  b.Put("a", "1");
+  b.Put("b", "2");
+  ASSERT_TRUE(backend.Write(b).ok());
+  CheckpointManifest manifest;
+  ASSERT_TRUE(backend.Checkpoint(dir.Join("c"), &manifest).ok());
+  const std::string path = file::JoinPath(dir.Join("c"), MemoryBackend::kDumpFile);
+  const std::string good = testing_util::ReadFileBytes(path);
+  for (size_t i = 0; i < good.size(); i += 3) {
+    std::string bad = good;
+    bad[i] ^= 0x20;
+    testing_util::WriteFileBytes(path, bad);
+    MemoryBackend loaded;
+    EXPECT_FALSE(loaded.LoadCheckpoint(dir.Join("c")).ok()) << "flip at " << i;
+    testing_util::WriteFileBytes(path, good.substr(0, i));
+    EXPECT_FALSE(loaded.LoadCheckpoint(dir.Join("c")).ok()) << "cut at " << i;
+  }
+  testing_util::WriteFileBytes(path, good);
+  MemoryBackend loaded;
+  ASSERT_TRUE(loaded.LoadCheckpoint(dir.Join("c")).ok());
+  EXPECT_EQ(Scan(*loaded.View(), "", ""), (Map{{"a", "1"}, {"b", "2"}}));
+  EXPECT_EQ(loaded.Stats().live_bytes, 4u);
+}
+
+}  // namespace
+}  // namespace raftkv

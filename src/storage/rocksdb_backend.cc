@@ -1,0 +1,187 @@
+#include "storage/rocksdb_backend.h"
+
+#include <utility>
+
+#include <rocksdb/db.h>
+#include <rocksdb/listener.h>
+#include <rocksdb/options.h>
+#include <rocksdb/utilities/checkpoint.h>
+#include <rocksdb/write_batch.h>
+
+#include "common/mutex.h"
+#include "storage/file_util.h"
+
+namespace raftkv {
+namespace {
+
+// RocksDB's status as ours, with its message and `what` failed.
+Status FromRocksDb(const rocksdb::Status& s, const std::string& what) {
+  if (s.ok()) return Status::OK();
+  std::string msg = what + ": " + s.ToString();
+  if (s.IsIOError()) return Status::IOError(std::move(msg));  // includes IsNoSpace()
+  if (s.IsCorruption()) return Status::Corruption(std::move(msg));
+  if (s.IsInvalidArgument()) return Status::InvalidArgument(std::move(msg));
+  if (s.IsNotFound()) return Status::NotFound(std::move(msg));
+  if (s.IsBusy() || s.IsTryAgain()) return Status::Unavailable(std::move(msg));
+  return Status::Internal(std::move(msg));
+}
+
+// The database pinned by `db` at one sequence number.
+class RocksDbView final : public BackendView,
+                          public std::enable_shared_from_this<RocksDbView> {
+ public:
+  RocksDbView(std::shared_ptr<rocksdb::DB> db, const rocksdb::Snapshot* snapshot)
+      : db_(std::move(db)), snapshot_(snapshot) {}
+  ~RocksDbView() override { db_->ReleaseSnapshot(snapshot_); }
+
+  Status Get(std::string_view key, std::string* value, bool* found) const override {
+    rocksdb::ReadOptions options;
+    options.snapshot = snapshot_;
+    const rocksdb::Status s = db_->Get(options, rocksdb::Slice(key.data(), key.size()), value);
+    *found = s.ok();
+    return s.IsNotFound() ? Status::OK() : FromRocksDb(s, "Get");
+  }
+  std::unique_ptr<BackendIterator> NewIterator(std::string_view lower,
+                                               std::string_view upper) const override;
+  rocksdb::DB* db() const { return db_.get(); }
+  const rocksdb::Snapshot* snapshot() const { return snapshot_; }
+
+ private:
+  const std::shared_ptr<rocksdb::DB> db_;
+  const rocksdb::Snapshot* const snapshot_;
+};
+
+class RocksDbIterator final : public BackendIterator {
+ public:
+  RocksDbIterator(std::shared_ptr<const RocksDbView> view, std::string_view lower,
+                  std::string_view upper)
+      : view_(std::move(view)), lower_(lower), upper_(upper) {
+    rocksdb::ReadOptions options;
+    options.snapshot = view_->snapshot();
+    options.iterate_lower_bound = &lower_slice_;
+    if (!upper_.empty()) options.iterate_upper_bound = &upper_slice_;
+    it_.reset(view_->db()->NewIterator(options));
+  }
+  void Seek(std::string_view target) override {
+    it_->Seek(target < lower_ ? lower_slice_ : rocksdb::Slice(target.data(), target.size()));
+  }
+  bool Valid() const override { return it_->Valid(); }
+  void Next() override { it_->Next(); }
+  std::string_view key() const override { return it_->key().ToStringView(); }
+  std::string_view value() const override { return it_->value().ToStringView(); }
+  Status status() const override { return FromRocksDb(it_->status(), "iterator"); }
+
+ private:
+  // Destroyed in reverse: the iterator, then the bounds it points to, then
+  // the view that pins its snapshot and database.
+  const std::shared_ptr<const RocksDbView> view_;
+  const std::string lower_;
+  const std::string upper_;
+  const rocksdb::Slice lower_slice_{lower_};
+  const rocksdb::Slice upper_slice_{upper_};
+  std::unique_ptr<rocksdb::Iterator> it_;
+};
+
+std::unique_ptr<BackendIterator> RocksDbView::NewIterator(std::string_view lower,
+                                                          std::string_view upper) const {
+  return std::make_unique<RocksDbIterator>(shared_from_this(), lower, upper);
+}
+
+}  // namespace
+
+// Keeps the last background error RocksDB reported, until it recovers.
+class RocksDbBackend::ErrorListener final : public rocksdb::EventListener {
+ public:
+  void OnBackgroundError(rocksdb::BackgroundErrorReason, rocksdb::Status* error) override {
+    MutexLock lock(&mu_);
+    error_ = FromRocksDb(*error, "background work");
+  }
+  void OnErrorRecoveryEnd(const rocksdb::BackgroundErrorRecoveryInfo& info) override {
+    MutexLock lock(&mu_);
+    error_ = FromRocksDb(info.new_bg_error, "background work");
+  }
+  Status error() const {
+    MutexLock lock(&mu_);
+    return error_;
+  }
+
+ private:
+  mutable Mutex mu_;
+  Status error_ GUARDED_BY(mu_);
+};
+
+Status RocksDbBackend::Open(const std::string& dir, const Options& options,
+                            std::unique_ptr<RocksDbBackend>* out) {
+  auto errors = std::make_shared<ErrorListener>();
+  rocksdb::Options db_options;
+  db_options.create_if_missing = options.create_if_missing;
+  db_options.avoid_flush_during_shutdown = !options.flush_on_close;
+  db_options.listeners.push_back(errors);
+  rocksdb::DB* raw = nullptr;
+  const rocksdb::Status s = rocksdb::DB::Open(db_options, dir, &raw);
+  if (!s.ok()) return FromRocksDb(s, "opening " + dir);
+  std::shared_ptr<rocksdb::DB> db(raw, [](rocksdb::DB* d) {
+    d->Close();  // flushes unless avoid_flush_during_shutdown; its error is the next open's
+    delete d;
+  });
+  out->reset(new RocksDbBackend(std::move(db), std::move(errors)));
+  return Status::OK();
+}
+
+RocksDbBackend::RocksDbBackend(std::shared_ptr<rocksdb::DB> db,
+                               std::shared_ptr<ErrorListener> errors)
+    : db_(std::move(db)), errors_(std::move(errors)) {}
+
+RocksDbBackend::~RocksDbBackend() = default;
+
+Status RocksDbBackend::Write(const BackendBatch& batch) {
+  rocksdb::WriteBatch wb;
+  rocksdb::Status s;
+  for (const BackendBatch::Op& op : batch.ops()) {
+    switch (op.type) {
+      case BackendBatch::OpType::kPut: s = wb.Put(op.key, op.value); break;
+      case BackendBatch::OpType::kDelete: s = wb.Delete(op.key); break;
+      case BackendBatch::OpType::kDeleteRange: s = wb.DeleteRange(op.key, op.value); break;
+    }
+    if (!s.ok()) return FromRocksDb(s, "building a write batch");
+  }
+  rocksdb::WriteOptions options;
+  options.disableWAL = true;  // the Raft log is the WAL
+  options.sync = false;
+  return FromRocksDb(db_->Write(options, &wb), "Write");
+}
+
+std::shared_ptr<const BackendView> RocksDbBackend::View() const {
+  return std::make_shared<RocksDbView>(db_, db_->GetSnapshot());
+}
+
+Status RocksDbBackend::Flush() {
+  rocksdb::FlushOptions options;
+  options.wait = true;
+  return FromRocksDb(db_->Flush(options), "Flush");
+}
+
+Status RocksDbBackend::Checkpoint(const std::string& dir, CheckpointManifest* out) {
+  rocksdb::Checkpoint* raw = nullptr;
+  rocksdb::Status s = rocksdb::Checkpoint::Create(db_.get(), &raw);
+  if (!s.ok()) return FromRocksDb(s, "Checkpoint");
+  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+  // log_size_for_flush 0: always flush, the memtables have no WAL to copy.
+  s = checkpoint->CreateCheckpoint(dir, /*log_size_for_flush=*/0);
+  if (!s.ok()) return FromRocksDb(s, "checkpoint into " + dir);
+  return ListCheckpointFiles(dir, out);
+}
+
+BackendStats RocksDbBackend::Stats() const {
+  BackendStats stats;
+  uint64_t v = 0;
+  if (db_->GetIntProperty(rocksdb::DB::Properties::kLiveSstFilesSize, &v)) stats.live_bytes = v;
+  if (db_->GetIntProperty(rocksdb::DB::Properties::kCurSizeAllMemTables, &v)) {
+    stats.memtable_bytes = v;
+  }
+  return stats;
+}
+
+Status RocksDbBackend::BackgroundError() const { return errors_->error(); }
+
+}  // namespace raftkv

@@ -1,0 +1,69 @@
+// RocksDbBackend: the KvBackend (storage/kv_backend.h) of the on-disk
+// engine, over one RocksDB database with one column family (one family keeps
+// every flush and checkpoint consistent; doc/on-disk-store.md, section 2).
+// Built only with RAFTKV_HAVE_ROCKSDB (CMake option RAFTKV_WITH_ROCKSDB).
+//
+// Durability: writes go without RocksDB's write-ahead log (disableWAL, no
+// sync): the Raft log is the WAL. A crash loses the memtables, so the
+// database reopens at its last Flush(), at a batch boundary, and the caller
+// replays its log from there. Closing (destroying the backend) flushes,
+// unless Options::flush_on_close is false.
+//
+// View() is a RocksDB snapshot, released when the last view and iterator
+// that read it drop it; they also keep the database open, so a view may
+// outlive the backend.
+//
+// Errors are mapped to Status (IOError, Corruption, InvalidArgument, ...)
+// with RocksDB's message. BackgroundError() is what RocksDB reported through
+// its event listener (a failed flush or compaction) until it recovers.
+//
+// Thread safety: all methods may be called from any thread.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "storage/kv_backend.h"
+
+namespace rocksdb {
+class DB;
+}  // namespace rocksdb
+
+namespace raftkv {
+
+class RocksDbBackend final : public KvBackend {
+ public:
+  struct Options {
+    // Create the database if `dir` holds none (false: opening a checkpoint).
+    bool create_if_missing = true;
+    // Flush the memtables when the backend is destroyed. false leaves them
+    // unwritten, as a crash would (tests of what a crash keeps).
+    bool flush_on_close = true;
+  };
+
+  // Opens (or creates) the database in `dir`.
+  static Status Open(const std::string& dir, const Options& options,
+                     std::unique_ptr<RocksDbBackend>* out);
+  ~RocksDbBackend() override;
+
+  Status Write(const BackendBatch& batch) override;
+  std::shared_ptr<const BackendView> View() const override;
+  Status Flush() override;
+  bool persistent() const override { return true; }
+  // A RocksDB checkpoint (hard links of the SST files, copies of the rest),
+  // taken after a flush: required, since the WAL is off.
+  Status Checkpoint(const std::string& dir, CheckpointManifest* out) override;
+  // live_bytes: rocksdb.live-sst-files-size; memtable_bytes:
+  // rocksdb.cur-size-all-mem-tables.
+  BackendStats Stats() const override;
+  Status BackgroundError() const override;
+
+ private:
+  class ErrorListener;
+  RocksDbBackend(std::shared_ptr<rocksdb::DB> db, std::shared_ptr<ErrorListener> errors);
+
+  const std::shared_ptr<rocksdb::DB> db_;  // closed when its last holder drops it
+  const std::shared_ptr<ErrorListener> errors_;
+};
+
+}  // namespace raftkv
