@@ -145,7 +145,7 @@ cmake -DSOURCE_DIR="$ROOT" -DVERSION="${VERSION:-0}" -DOUT="$GEN/raftkv_version.
 # ---- staging include directory: the dependencies' header trees only ----
 STAGE="$WORK/deps"
 mkdir -p "$STAGE/google"
-for d in grpc grpcpp grpc++ absl gflags glog boost; do
+for d in grpc grpcpp grpc++ absl gflags glog boost rocksdb; do
   [[ -d /usr/include/$d ]] && ln -s "/usr/include/$d" "$STAGE/$d"
 done
 ln -s /usr/include/google/protobuf "$STAGE/google/protobuf"
