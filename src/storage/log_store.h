@@ -130,7 +130,8 @@ class SegmentedLog : public LogStore {
   // failed fdatasync, whose lost pages cannot be named, or a failed undo of
   // a failed write): every later call fails, and only reopening the
   // directory (recovery from what is on disk) is safe. A write that failed
-  // and was undone (a full disk) does not set it: that call may be retried.
+  // and was undone (a full disk), or a Reset() whose marker could not be
+  // created, does not set it: that call may be retried.
   bool failed() const;
   // Reports the duration of every Sync() that synced something (the segment's
   // fdatasync and, when files were created or removed, the directory's

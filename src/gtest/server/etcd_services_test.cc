@@ -597,7 +597,9 @@ TEST_F(EtcdServicesTest, TheQuotaRaisesANoSpaceAlarmThatOnlyAnOperatorClears) {
   EXPECT_EQ(still.error_message(), "etcdserver: mvcc: database space exceeded");
   // Bad requests: another member's id, an alarm type raftkv does not keep.
   pb::AlarmResponse resp;
-  EXPECT_EQ(alarm(pb::AlarmRequest::DEACTIVATE, 9, pb::NOSPACE, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(alarm(pb::AlarmRequest::ACTIVATE, 9, pb::NOSPACE, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  ASSERT_TRUE(alarm(pb::AlarmRequest::DEACTIVATE, 9, pb::NOSPACE, &resp).ok());  // none to clear
+  EXPECT_EQ(resp.alarms_size(), 0);
   EXPECT_EQ(alarm(pb::AlarmRequest::ACTIVATE, 1, pb::CORRUPT, &resp).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
   // Cleared: it answers the alarm it cleared, and writes are accepted again.

@@ -128,7 +128,9 @@ void EtcdMaintenance::HandleAlarm(AlarmCall* call) {
                                               "raftkv keeps only NOSPACE alarms (alarm " +
                                                   pb::AlarmType_Name(req.alarm()) + ")"));
   }
-  if (node_->AddressOf(req.memberid()).empty()) {
+  // Raised for members of the configuration only; cleared for any (the
+  // alarm of a member removed since must not stay for good).
+  if (req.action() == pb::AlarmRequest::ACTIVATE && node_->AddressOf(req.memberid()).empty()) {
     return call->FinishWithError(grpc::Status(grpc::StatusCode::NOT_FOUND,
                                               "member " + std::to_string(req.memberid()) +
                                                   " is not in the cluster's configuration"));
