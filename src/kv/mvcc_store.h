@@ -1,0 +1,136 @@
+// The multi-version key-value data in an ordered byte store
+// (storage/kv_backend.h), in the layout of kv/mvcc_keys.h: every version of
+// every key, newest first, and the history of changes by revision. This is
+// the part of the state machine that an on-disk engine keeps out of memory
+// (doc/on-disk-store.md, section 2):
+//
+//  * MvccReader reads one BackendView: a key or a range of keys as of any
+//    revision kept, and the events (changes with the record before) of a
+//    range of keys from a revision on.
+//  * MvccWriter is one entry's writes at one revision, over the reader of the
+//    state before it: its own reads see its writes (a transaction's later
+//    operations see its earlier puts), and Finish() turns them into the rows
+//    of one BackendBatch, written with one KvBackend::Write().
+//  * PlanCompaction() deletes what a compaction at revision C makes
+//    unreadable: the versions no read at or after C and no event at or after
+//    C can reach, and the history before C.
+//
+// Rows (mvcc_keys.h): a version of `key` written at (revision, sub), sub
+// being the change's place within its revision, is
+//   VersionKey(key, revision, sub) -> flags(1) create_revision(8) version(8)
+//                                     lease(8) value
+// (fixed64 little-endian, storage/coding.h; flags bit 0: a deletion, whose
+// other fields are zero; mod_revision is the key's revision), and its event
+//   HistoryKey(revision, sub) -> flags(1) key.
+// The revisions and counters a state machine keeps beside (the current
+// revision, the compaction floor, the number of live keys) are the caller's:
+// a reader answers about whatever revision it is asked.
+//
+// Thread safety: a reader is immutable (any thread); a writer is used by one
+// thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "kv/kv_history.h"
+#include "storage/kv_backend.h"
+
+namespace raftkv {
+namespace mvcc {
+
+// A revision above every revision: a read "now".
+constexpr int64_t kLatest = std::numeric_limits<int64_t>::max();
+
+// The value of a version row (above). Decode fails (false) on a value of the
+// wrong size or with unknown flags.
+std::string EncodeVersion(const KvRecord& r, bool deleted);
+bool DecodeVersion(std::string_view in, KvRecord* r, bool* deleted);
+// The value of a history row.
+std::string EncodeEvent(std::string_view key, bool deleted);
+bool DecodeEvent(std::string_view in, std::string* key, bool* deleted);
+
+}  // namespace mvcc
+
+// Visits a key and its record; false stops the walk.
+using KvVisitor = std::function<bool(const std::string& key, const KvRecord& record)>;
+
+class MvccReader {
+ public:
+  explicit MvccReader(std::shared_ptr<const BackendView> view) : view_(std::move(view)) {}
+
+  // The record of `key` as of `revision` (its newest version at or below
+  // it); nullopt when the key did not exist then.
+  Status Find(std::string_view key, int64_t revision, std::optional<KvRecord>* out) const;
+  // Visits, in key order, the keys of [key, end) (etcd's conventions, as
+  // InKeyRange: end empty is `key` alone, end "\0" every key from `key` on)
+  // that existed at `revision`, with their records then.
+  Status Scan(const std::string& key, const std::string& end, int64_t revision,
+              const KvVisitor& visit) const;
+  // The events of keys in [key, end) with revisions from `from` on, in
+  // revision order, whole revisions only, stopping after the revision that
+  // takes the events' bytes (KvEvent::Bytes) to `max_bytes` or past it.
+  // *next is the revision the next read starts at (the revision after the
+  // last one read, or `from` when there was none).
+  Status ReadEvents(const std::string& key, const std::string& end, int64_t from, size_t max_bytes,
+                    std::vector<KvEvent>* out, int64_t* next) const;
+
+  const std::shared_ptr<const BackendView>& view() const { return view_; }
+
+ private:
+  const std::shared_ptr<const BackendView> view_;
+};
+
+// One entry's writes at revision `revision` (the store's revision + 1),
+// over `base`, the state before the entry.
+class MvccWriter {
+ public:
+  MvccWriter(const MvccReader* base, int64_t revision) : base_(base), revision_(revision) {}
+
+  int64_t revision() const { return revision_; }
+  // The number of changes so far (each is an event of this revision).
+  uint32_t changes() const { return sub_; }
+
+  // The current record of `key`, this entry's writes included.
+  Status Find(const std::string& key, std::optional<KvRecord>* out) const;
+  // The current keys of [key, end) (MvccReader::Scan), this entry's writes
+  // included.
+  Status Scan(const std::string& key, const std::string& end, const KvVisitor& visit) const;
+
+  // Writes `record` as the key's new version (its mod_revision is set to
+  // revision()).
+  void Put(const std::string& key, KvRecord record);
+  // Writes a deletion of `key` (which the caller found present).
+  void Delete(const std::string& key);
+
+  // Appends the rows of every change to `batch`.
+  void Finish(BackendBatch* batch);
+
+ private:
+  const MvccReader* const base_;
+  const int64_t revision_;
+  uint32_t sub_ = 0;
+  std::map<std::string, std::optional<KvRecord>> overlay_;  // nullopt: deleted here
+  BackendBatch rows_;
+};
+
+// Adds to `batch` the deletions that a compaction at `revision` allows,
+// over the history rows of revisions [from, revision) (from: where an
+// earlier compaction stopped; 0 the first time): for each key changed
+// there, every version older than its newest one below `revision` (that one
+// too if it is a deletion), and then those history rows. Stops at a
+// revision boundary once `max_keys` keys are planned (0: no bound) and sets
+// *done to the revision it stopped before (== `revision` when finished):
+// the next call starts there. Compacting twice is harmless.
+Status PlanCompaction(const BackendView& view, int64_t from, int64_t revision, size_t max_keys,
+                      BackendBatch* batch, int64_t* done);
+
+}  // namespace raftkv
