@@ -19,45 +19,33 @@ void KvHistory::SetLimits(size_t max_revisions, size_t max_bytes) {
 }
 
 void KvHistory::Reset(int64_t compacted) {
-  events_.clear();
+  revisions_.clear();
   bytes_ = 0;
   compacted_ = compacted;
 }
 
-void KvHistory::AppendRevision(std::deque<KvEvent>* events) {
-  for (KvEvent& e : *events) {
-    bytes_ += e.Bytes();
-    events_.push_back(std::move(e));
-  }
-  events->clear();
+void KvHistory::AppendRevision(int64_t revision, size_t bytes) {
+  revisions_.push_back(Revision{revision, bytes});
+  bytes_ += bytes;
   Trim();
 }
 
 void KvHistory::CompactThrough(int64_t revision) {
-  while (!events_.empty() && events_.front().revision < revision) {
-    bytes_ -= events_.front().Bytes();
-    events_.pop_front();
+  while (!revisions_.empty() && revisions_.front().revision < revision) {
+    bytes_ -= revisions_.front().bytes;
+    revisions_.pop_front();
   }
   compacted_ = std::max(compacted_, revision - 1);
   compact_revision_ = std::max(compact_revision_, revision);
 }
 
-size_t KvHistory::LowerBound(int64_t revision) const {
-  auto it = std::lower_bound(events_.begin(), events_.end(), revision,
-                             [](const KvEvent& e, int64_t r) { return e.revision < r; });
-  return static_cast<size_t>(it - events_.begin());
-}
-
 void KvHistory::Trim() {
-  while (!events_.empty() && events_.front().revision < events_.back().revision &&
-         (static_cast<uint64_t>(events_.back().revision - compacted_) > max_revisions_ ||
+  while (revisions_.size() > 1 &&
+         (static_cast<uint64_t>(revisions_.back().revision - compacted_) > max_revisions_ ||
           bytes_ > max_bytes_)) {
-    const int64_t oldest = events_.front().revision;
-    while (events_.front().revision == oldest) {
-      bytes_ -= events_.front().Bytes();
-      events_.pop_front();
-    }
-    compacted_ = oldest;
+    compacted_ = revisions_.front().revision;
+    bytes_ -= revisions_.front().bytes;
+    revisions_.pop_front();
   }
 }
 

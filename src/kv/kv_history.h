@@ -1,9 +1,12 @@
-// The store's recent changes: one event per key changed, in revision order,
-// for watches and reads at a past revision. Bounded by a window of
-// revisions and of bytes; whole revisions are dropped from the front, never
-// the newest one. Local to a member (not replicated): a snapshot carries its
-// newest revisions (KvStateMachine::SetSnapshotHistory), so after a restart
-// or an installed snapshot it starts that far before the snapshot.
+// A key's record, a change (event), and the window of the store's recent
+// changes. The changes themselves are rows of the MVCC store (mvcc_store.h):
+// one event per key changed, in revision order, for watches and reads at a
+// past revision. KvHistory is the window that bounds them: the revisions
+// kept and what their events cost, trimmed to a number of revisions and of
+// bytes; whole revisions are dropped from the front, never the newest one.
+// Local to a member (not replicated): a snapshot carries its newest
+// revisions (KvStateMachine::SetSnapshotHistory), so after a restart or an
+// installed snapshot it starts that far before the snapshot.
 // Not thread-safe: the state machine guards it with its lock.
 #pragma once
 
@@ -43,33 +46,36 @@ class KvHistory {
       : max_revisions_(max_revisions), max_bytes_(max_bytes) {}
 
   void SetLimits(size_t max_revisions, size_t max_bytes);
-  // Drops every event: the history now starts after `compacted`.
+  // Forgets every revision: the history now starts after `compacted`.
   void Reset(int64_t compacted);
-  // An explicit compaction at `revision` (etcd's Compact): drops every event
-  // before it (a watch may still start at it) and refuses reads before it.
+  // An explicit compaction at `revision` (etcd's Compact): drops every
+  // revision before it (a watch may still start at it) and refuses reads
+  // before it.
   void CompactThrough(int64_t revision);
   // The revision of the last explicit compaction (0: none), as a snapshot
   // carries it.
   int64_t compact_revision() const { return compact_revision_; }
   void SetCompactRevision(int64_t revision) { compact_revision_ = revision; }
-  // Appends the events of one revision (all with the same revision, above
-  // every event kept), then trims to the window.
-  void AppendRevision(std::deque<KvEvent>* events);
+  // Adds one revision (above every one kept) whose events cost `bytes`
+  // (KvEvent::Bytes), then trims to the window.
+  void AppendRevision(int64_t revision, size_t bytes);
 
   // Every event with a revision above compacted() is kept.
   int64_t compacted() const { return compacted_; }
   // The oldest revision a read may be served at.
   int64_t read_floor() const { return compacted_ > compact_revision_ ? compacted_ : compact_revision_; }
-  size_t size() const { return events_.size(); }
+  // The revisions kept and their events' bytes.
+  size_t size() const { return revisions_.size(); }
   size_t bytes() const { return bytes_; }
-  const KvEvent& at(size_t i) const { return events_[i]; }
-  // Index of the first event with revision >= `revision` (size() if none).
-  size_t LowerBound(int64_t revision) const;
 
  private:
+  struct Revision {
+    int64_t revision;
+    size_t bytes;
+  };
   void Trim();
 
-  std::deque<KvEvent> events_;
+  std::deque<Revision> revisions_;
   size_t bytes_ = 0;
   int64_t compacted_ = 0;
   int64_t compact_revision_ = 0;

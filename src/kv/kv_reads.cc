@@ -9,8 +9,11 @@
 #include <string>
 #include <vector>
 
+#include <glog/logging.h>
+
 #include "kv/kv_internal.h"
 #include "kv/kv_state_machine.h"
+#include "kv/mvcc_store.h"
 
 namespace raftkv {
 
@@ -57,21 +60,18 @@ int CompareTargets(RangeRequest::SortTarget target, const KvRecord& r, const KvR
 // In key order the key-values are copied as the range is walked, and the
 // walk stops at the byte bound. Sorted by a target, every key that passes
 // the filters must be seen before the first one is known: the builder
-// keeps a pointer to each (to the walked map's or image's own key and
-// record, which outlive the builder) and, with a limit, drops all but the
-// best `limit` whenever it holds 2 * limit. So it holds at most
-// min(2 * limit, the keys kept) pointers; and since every key answered
-// costs the answer at least kVisitCost bytes, the walk stops (the answer
-// would exceed max_bytes) once it holds more than max_bytes / kVisitCost of
-// those that will be answered: with a byte bound, the pointers take at most
-// half of it.
+// keeps a copy of each and, with a limit, drops all but the best `limit`
+// whenever it holds 2 * limit. So it holds at most min(2 * limit, the keys
+// kept) of them; since every key answered costs the answer at least
+// kVisitCost bytes, the walk stops (the answer would exceed max_bytes) once
+// it holds more than max_bytes / kVisitCost of those that will be
+// answered; and without a limit, once the copies exceed max_bytes.
 class RangeBuilder {
  public:
   RangeBuilder(const RangeRequest& req, RangeResponse* resp, size_t max_bytes)
       : req_(req), resp_(resp), max_bytes_(max_bytes), sorted_(SortedByTarget(req)) {}
   // Adds one key (count, and the key-value unless count_only, filtered out
   // or past the limit). False once the answer would exceed max_bytes: stop.
-  // Sorted, `key` and `r` must live until Done().
   bool Add(const std::string& key, const KvRecord& r) {
     resp_->set_count(resp_->count() + 1);
     if (req_.count_only() || !PassesFilters(req_, r)) return true;
@@ -100,30 +100,37 @@ class RangeBuilder {
 
  private:
   struct Item {
-    const std::string* key;
-    const KvRecord* record;
+    std::string key;
+    KvRecord record;
   };
 
   // Whether a is answered before b: by target (descending when asked),
   // keys with equal targets (and keys, by KEY) in key order.
   bool Before(const Item& a, const Item& b) const {
     const bool descend = req_.sort_order() == RangeRequest::DESCEND;
-    if (req_.sort_target() == RangeRequest::KEY) return descend ? *b.key < *a.key : *a.key < *b.key;
-    const int c = CompareTargets(req_.sort_target(), *a.record, *b.record);
+    if (req_.sort_target() == RangeRequest::KEY) return descend ? b.key < a.key : a.key < b.key;
+    const int c = CompareTargets(req_.sort_target(), a.record, b.record);
     if (c != 0) return descend ? c > 0 : c < 0;
-    return *a.key < *b.key;
+    return a.key < b.key;
   }
   size_t Limit() const {
     return req_.limit() > 0 ? static_cast<size_t>(req_.limit()) : std::numeric_limits<size_t>::max();
   }
   bool Keep(const std::string& key, const KvRecord& r) {
-    kept_.push_back(Item{&key, &r});
+    kept_.push_back(Item{key, r});
+    kept_bytes_ += KeyValueBytes(key, r, req_.keys_only());
     ++passed_;
     const size_t limit = Limit();
     if (limit <= kept_.size() / 2) {  // keep the best `limit`
       auto before = [this](const Item& a, const Item& b) { return Before(a, b); };
       std::nth_element(kept_.begin(), kept_.begin() + static_cast<std::ptrdiff_t>(limit), kept_.end(), before);
       kept_.resize(limit);
+      kept_bytes_ = 0;
+      for (const Item& item : kept_) kept_bytes_ += KeyValueBytes(item.key, item.record, req_.keys_only());
+    }
+    if (max_bytes_ > 0 && req_.limit() <= 0 && kept_bytes_ > max_bytes_) {
+      exceeded_ = true;  // every key kept is answered
+      return false;
     }
     if (max_bytes_ > 0 && std::min(kept_.size(), limit) > max_bytes_ / KvStateMachine::kVisitCost) {
       exceeded_ = true;  // at least this many keys answered, at kVisitCost bytes or more each
@@ -138,7 +145,7 @@ class RangeBuilder {
     if (kept_.size() > limit) kept_.resize(limit);
     resp_->set_more(passed_ > limit);
     for (const Item& item : kept_) {
-      bytes_ += KeyValueBytes(*item.key, *item.record, req_.keys_only());
+      bytes_ += KeyValueBytes(item.key, item.record, req_.keys_only());
       if (max_bytes_ > 0 && bytes_ > max_bytes_) {
         resp_->clear_kvs();
         exceeded_ = true;
@@ -146,7 +153,7 @@ class RangeBuilder {
       }
     }
     resp_->mutable_kvs()->Reserve(static_cast<int>(kept_.size()));
-    for (const Item& item : kept_) ToKeyValue(*item.key, *item.record, req_.keys_only(), resp_->add_kvs());
+    for (const Item& item : kept_) ToKeyValue(item.key, item.record, req_.keys_only(), resp_->add_kvs());
   }
 
   const RangeRequest& req_;
@@ -156,139 +163,79 @@ class RangeBuilder {
   size_t bytes_ = 0;
   bool exceeded_ = false;
   std::vector<Item> kept_;  // sorted: the keys that may be answered
+  size_t kept_bytes_ = 0;   // what kept_ would add to the answer
   size_t passed_ = 0;       // sorted: the keys that passed the filters
 };
 
 }  // namespace
 
-std::optional<std::string> KvStateMachine::Get(const std::string& key) const {
+KvStateMachine::ReadPoint KvStateMachine::Point() const {
   ReaderLock lock(&mu_);
-  const KvRecord* r = data_.find(key);
-  if (r == nullptr) return std::nullopt;
-  return r->value;
+  return ReadPoint{MvccReader(backend_->View()), revision_, history_.read_floor(), history_.compacted()};
+}
+
+void KvStateMachine::CheckRead(const Status& s) {
+  LOG_IF(FATAL, !s.ok()) << "reading the key-value store failed: " << s.ToString();
+}
+
+std::optional<std::string> KvStateMachine::Get(const std::string& key) const {
+  std::optional<KvRecord> r = GetRecord(key);
+  if (!r) return std::nullopt;
+  return std::move(r->value);
 }
 
 std::optional<KvRecord> KvStateMachine::GetRecord(const std::string& key, int64_t* revision) const {
-  ReaderLock lock(&mu_);
-  if (revision != nullptr) *revision = revision_;
-  const KvRecord* r = data_.find(key);
-  if (r == nullptr) return std::nullopt;
-  return *r;
+  const ReadPoint p = Point();
+  if (revision != nullptr) *revision = p.revision;
+  std::optional<KvRecord> r;
+  CheckRead(p.reader.Find(key, mvcc::kLatest, &r));
+  return r;
 }
 
-Status KvStateMachine::RangeLocked(const RangeRequest& req, RangeResponse* resp,
-                                   size_t max_bytes) const {
-  RangeBuilder out(req, resp, max_bytes);
-  const std::string& key = req.key();
-  if (req.range_end().empty()) {
-    if (const KvRecord* r = data_.find(key)) out.Add(key, *r);
-    return out.Done();
-  }
-  for (auto it = data_.lower_bound(key); it.Valid() && InKeyRange(it.key(), key, req.range_end());
-       it.Next()) {
-    if (!out.Add(it.key(), it.value())) break;
-  }
-  return out.Done();
-}
-
-Status KvStateMachine::RangeAtLocked(const RangeRequest& req, RangeResponse* resp,
-                                     size_t max_bytes) const {
-  const int64_t at = req.revision();
-  if (at > revision_) {
+Status KvStateMachine::RangeAt(const ReadPoint& p, const RangeRequest& req, RangeResponse* resp,
+                               size_t max_bytes) {
+  const int64_t at = req.revision() == 0 ? p.revision : req.revision();
+  if (at > p.revision) {
     return Status::OutOfRange("revision " + std::to_string(at) + " is a future revision (the store is at " +
-                              std::to_string(revision_) + ")")
+                              std::to_string(p.revision) + ")")
         .WithReason(Status::Reason::kFutureRevision);
   }
-  if (at < history_.read_floor()) {
+  if (at < p.read_floor) {
     return Status::OutOfRange("revision " + std::to_string(at) +
                               " has been compacted; the oldest revision kept is " +
-                              std::to_string(history_.read_floor()))
+                              std::to_string(p.read_floor))
         .WithReason(Status::Reason::kCompacted);
   }
-  // The keys of the range changed after `at`, with their state at `at`
-  // (nullopt: absent then): the oldest change after `at` tells. Bounded by
-  // the history window, not by the range.
-  const std::string& end = req.range_end();
-  std::map<std::string, std::optional<KvRecord>> then;
-  for (size_t i = history_.size(); i > 0 && history_.at(i - 1).revision > at; --i) {
-    const KvEvent& e = history_.at(i - 1);
-    if (!InKeyRange(e.key, req.key(), end)) continue;
-    then[e.key] = e.has_prev ? std::optional<KvRecord>(e.prev) : std::nullopt;
-  }
-  // The map now and those changes undone, merged in key order as the answer
-  // is built (so limit and the byte bound stop the copying).
-  RangeBuilder out(req, resp, max_bytes);
-  auto changed = then.begin();
-  auto add_changed_before = [&](const std::string* key) {
-    for (; changed != then.end() && (key == nullptr || changed->first < *key); ++changed) {
-      if (changed->second && !out.Add(changed->first, *changed->second)) return false;
-    }
-    return true;
-  };
-  auto add_current = [&](const std::string& k, const KvRecord& r) {
-    if (!add_changed_before(&k)) return false;
-    if (changed != then.end() && changed->first == k) {  // changed since: its state then
-      const bool more = !changed->second || out.Add(k, *changed->second);
-      ++changed;
-      return more;
-    }
-    return out.Add(k, r);
-  };
-  bool more = true;
-  if (end.empty()) {
-    if (const KvRecord* r = data_.find(req.key())) more = add_current(req.key(), *r);
-  } else {
-    for (auto it = data_.lower_bound(req.key()); more && it.Valid() && InKeyRange(it.key(), req.key(), end);
-         it.Next()) {
-      more = add_current(it.key(), it.value());
-    }
-  }
-  if (more) add_changed_before(nullptr);
-  return out.Done();
+  return kv_internal::RangeOf(MvccAt(&p.reader, at == p.revision ? mvcc::kLatest : at), req, resp,
+                              max_bytes);
 }
 
+// Every read below works on the view of one apply, taken under the lock and
+// read without it: a long read does not hold up Apply().
 Status KvStateMachine::Range(const RangeRequest& req, RangeResponse* resp, size_t max_bytes) const {
   resp->Clear();
-  {
-    ReaderLock lock(&mu_);
-    resp->mutable_header()->set_revision(revision_);
-    if (req.revision() != 0 && req.revision() != revision_) return RangeAtLocked(req, resp, max_bytes);
-    if (req.range_end().empty()) return RangeLocked(req, resp, max_bytes);
-  }
-  // A range of the current state: walked outside the lock on an O(1)
-  // copy-on-write image, so a long range does not hold up Apply().
-  CowBTree<std::string, KvRecord> image;
-  {
-    ReaderLock lock(&mu_);
-    if (resp->header().revision() != revision_) {  // moved on in between: use the new one
-      resp->mutable_header()->set_revision(revision_);
-    }
-    image = data_;
-  }
-  RangeBuilder out(req, resp, max_bytes);
-  for (auto it = image.lower_bound(req.key());
-       it.Valid() && InKeyRange(it.key(), req.key(), req.range_end()); it.Next()) {
-    if (!out.Add(it.key(), it.value())) break;
-  }
-  return out.Done();
+  const ReadPoint p = Point();
+  resp->mutable_header()->set_revision(p.revision);
+  return RangeAt(p, req, resp, max_bytes);
 }
 
 Status KvStateMachine::ReadTxn(const TxnRequest& req, TxnResponse* resp, size_t max_bytes) const {
   resp->Clear();
-  ReaderLock lock(&mu_);
   size_t used = 0;
-  return ReadTxnLocked(req, resp, max_bytes, &used);
+  return ReadTxnAt(Point(), req, resp, max_bytes, &used);
 }
 
-Status KvStateMachine::ReadTxnLocked(const TxnRequest& req, TxnResponse* resp, size_t max_bytes,
-                                     size_t* used) const {
-  const bool succeeded = CompareAllLocked(req);
+Status KvStateMachine::ReadTxnAt(const ReadPoint& p, const TxnRequest& req, TxnResponse* resp,
+                                 size_t max_bytes, size_t* used) {
+  bool succeeded = false;
+  Status s = kv_internal::CompareAll(MvccAt(&p.reader, mvcc::kLatest), req, &succeeded);
+  if (!s.ok()) return s;
   resp->set_succeeded(succeeded);
-  resp->mutable_header()->set_revision(revision_);
+  resp->mutable_header()->set_revision(p.revision);
   for (const RequestOp& op : succeeded ? req.success() : req.failure()) {
     ResponseOp* out = resp->add_responses();
     if (op.has_request_txn()) {
-      Status s = ReadTxnLocked(op.request_txn(), out->mutable_response_txn(), max_bytes, used);
+      s = ReadTxnAt(p, op.request_txn(), out->mutable_response_txn(), max_bytes, used);
       if (!s.ok()) return s;
       continue;
     }
@@ -300,12 +247,10 @@ Status KvStateMachine::ReadTxnLocked(const TxnRequest& req, TxnResponse* resp, s
     }
     // A range at a past revision (only here: the checks refuse one in a
     // transaction that writes).
-    const RangeRequest& range = op.request_range();
-    Status s = range.revision() != 0 && range.revision() != revision_ ? RangeAtLocked(range, r, left)
-                                                                      : RangeLocked(range, r, left);
+    s = RangeAt(p, op.request_range(), r, left);
     if (!s.ok()) return s;
     *used += r->ByteSizeLong();
-    r->mutable_header()->set_revision(revision_);
+    r->mutable_header()->set_revision(p.revision);
   }
   return Status::OK();
 }
@@ -313,30 +258,47 @@ Status KvStateMachine::ReadTxnLocked(const TxnRequest& req, TxnResponse* resp, s
 Status KvStateMachine::ReadEvents(const std::string& key, const std::string& end, int64_t from,
                                   size_t max_bytes, EventBatch* out) const {
   out->events.clear();
-  ReaderLock lock(&mu_);
-  out->revision = revision_;
-  if (from <= history_.compacted()) {
+  const ReadPoint p = Point();
+  out->revision = p.revision;
+  if (from <= p.compacted) {
     return Status::OutOfRange("revision " + std::to_string(from) +
                               " has been compacted; the oldest revision a watch may start at is " +
-                              std::to_string(history_.compacted() + 1))
+                              std::to_string(p.compacted + 1))
         .WithReason(Status::Reason::kCompacted);
   }
-  size_t bytes = 0;
-  size_t i = history_.LowerBound(from);
-  out->next_revision = std::max(from, revision_ + 1);
-  while (i < history_.size()) {
-    const int64_t rev = history_.at(i).revision;
-    for (; i < history_.size() && history_.at(i).revision == rev; ++i) {
-      const KvEvent& e = history_.at(i);
-      if (!InKeyRange(e.key, key, end)) continue;
-      bytes += e.Bytes();
-      out->events.push_back(e);
-    }
-    if (bytes >= max_bytes && i < history_.size()) {
-      out->next_revision = rev + 1;
-      break;
-    }
-  }
+  // Read whole, the events end at p.revision (it always has some), so
+  // *next is then past it.
+  int64_t next = 0;
+  Status s = p.reader.ReadEvents(key, end, from, max_bytes, &out->events, &next);
+  out->next_revision = std::max(next, from);
+  return s;
+}
+
+Status KvStateMachine::CheckTxnAnswer(const TxnRequest& req, size_t max_bytes) const {
+  if (max_bytes == 0) return Status::OK();
+  const ReadPoint p = Point();
+  const MvccAt now(&p.reader, mvcc::kLatest);
+  std::vector<bool> path;
+  Status s = kv_internal::TxnPath(now, req, &path);
+  if (!s.ok()) return s;
+  std::vector<const RequestOp*> ops;
+  size_t at = 0;
+  kv_internal::TakenOps(req, path, &at, &ops);
+  size_t cost = 0;
+  s = kv_internal::EstimateAnswer(now, ops, max_bytes, &cost);
+  if (!s.ok()) return s;
+  if (cost > max_bytes) return Status::ResourceExhausted(TooLarge("this transaction", max_bytes));
+  return Status::OK();
+}
+
+Status KvStateMachine::CheckDeleteAnswer(const std::string& key, const std::string& end,
+                                         size_t max_bytes) const {
+  if (max_bytes == 0) return Status::OK();
+  const ReadPoint p = Point();
+  size_t cost = 0;
+  Status s = kv_internal::RangeCost(MvccAt(&p.reader, mvcc::kLatest), key, end, max_bytes, &cost);
+  if (!s.ok()) return s;
+  if (cost > max_bytes) return Status::ResourceExhausted(TooLarge("this delete with prev_kv", max_bytes));
   return Status::OK();
 }
 
@@ -367,132 +329,132 @@ bool CompareRecord(const Compare& c, const KvRecord* r) {
   }
 }
 
-}  // namespace
-
 // Over a range, as etcd: the compare must hold for every key of it, and a
 // range without keys compares as one absent key (false for VALUE). The walk
-// copies nothing and stops at the first key it fails for.
-bool KvStateMachine::CompareHolds(const Compare& c) const {
-  if (c.range_end().empty()) return CompareRecord(c, data_.find(c.key()));
+// stops at the first key it fails for.
+Status CompareHolds(const KvSource& src, const Compare& c, bool* holds) {
+  if (c.range_end().empty()) {
+    std::optional<KvRecord> r;
+    Status s = src.Find(c.key(), &r);
+    *holds = CompareRecord(c, r ? &*r : nullptr);
+    return s;
+  }
   bool any = false;
-  for (auto it = data_.lower_bound(c.key()); it.Valid() && InKeyRange(it.key(), c.key(), c.range_end());
-       it.Next()) {
-    if (!CompareRecord(c, &it.value())) return false;
+  bool all = true;
+  Status s = src.Scan(c.key(), c.range_end(), [&](const std::string&, const KvRecord& r) {
     any = true;
-  }
-  return any || CompareRecord(c, nullptr);
+    all = CompareRecord(c, &r);
+    return all;
+  });
+  *holds = all && (any || CompareRecord(c, nullptr));
+  return s;
 }
 
-bool KvStateMachine::CompareAllLocked(const TxnRequest& txn) const {
+}  // namespace
+
+namespace kv_internal {
+
+Status RangeOf(const KvSource& src, const RangeRequest& req, RangeResponse* resp, size_t max_bytes) {
+  RangeBuilder out(req, resp, max_bytes);
+  Status s = src.Scan(req.key(), req.range_end(),
+                      [&](const std::string& k, const KvRecord& r) { return out.Add(k, r); });
+  if (!s.ok()) return s;
+  return out.Done();
+}
+
+Status CompareAll(const KvSource& src, const TxnRequest& txn, bool* holds) {
+  *holds = true;
   for (const Compare& c : txn.compare()) {
-    if (!CompareHolds(c)) return false;
+    Status s = CompareHolds(src, c, holds);
+    if (!s.ok() || !*holds) return s;
   }
-  return true;
+  return Status::OK();
 }
 
-void KvStateMachine::TxnPathLocked(const TxnRequest& txn, std::vector<bool>* path) const {
-  const bool succeeded = CompareAllLocked(txn);
+Status TxnPath(const KvSource& src, const TxnRequest& txn, std::vector<bool>* path) {
+  bool succeeded = false;
+  Status s = CompareAll(src, txn, &succeeded);
+  if (!s.ok()) return s;
   path->push_back(succeeded);
   for (const RequestOp& op : succeeded ? txn.success() : txn.failure()) {
-    if (op.has_request_txn()) TxnPathLocked(op.request_txn(), path);
+    if (!op.has_request_txn()) continue;
+    s = TxnPath(src, op.request_txn(), path);
+    if (!s.ok()) return s;
   }
+  return Status::OK();
 }
 
-size_t KvStateMachine::RangeCostLocked(const std::string& key, const std::string& end,
-                                       size_t budget) const {
+Status RangeCost(const KvSource& src, const std::string& key, const std::string& end, size_t budget,
+                 size_t* cost) {
   RangeRequest whole;
   whole.set_key(key);
   whole.set_range_end(end);
-  return RangeCostLocked(whole, budget);
+  return RangeCost(src, whole, budget, cost);
 }
 
-size_t KvStateMachine::RangeCostLocked(const RangeRequest& req, size_t budget) const {
-  const std::string& key = req.key();
-  const std::string& end = req.range_end();
+Status RangeCost(const KvSource& src, const RangeRequest& req, size_t budget, size_t* cost) {
+  *cost = 0;
   if (SortedByTarget(req) && !req.count_only()) {
     // Which keys it carries is known once sorted: read it (its visits
     // counted first, so that the read is within the budget too).
     RangeRequest visits = req;
     visits.set_count_only(true);
-    if (const size_t cost = RangeCostLocked(visits, budget); cost > budget) return cost;
+    Status s = RangeCost(src, visits, budget, cost);
+    if (!s.ok() || *cost > budget) return s;
     RangeResponse answer;
-    if (!RangeLocked(req, &answer, budget).ok()) return budget + 1;
-    size_t cost = static_cast<size_t>(answer.count() - answer.kvs_size()) * kVisitCost;
-    for (const KeyValue& kv : answer.kvs()) cost += kv.key().size() + kv.value().size() + kVisitCost;
-    return cost;
+    s = RangeOf(src, req, &answer, budget);
+    if (s.code() == Status::Code::kResourceExhausted) {
+      *cost = budget + 1;
+      return Status::OK();
+    }
+    if (!s.ok()) return s;
+    *cost = static_cast<size_t>(answer.count() - answer.kvs_size()) * KvStateMachine::kVisitCost;
+    for (const KeyValue& kv : answer.kvs()) {
+      *cost += kv.key().size() + kv.value().size() + KvStateMachine::kVisitCost;
+    }
+    return Status::OK();
   }
-  size_t cost = 0;
   int64_t carried = 0;
-  auto visit = [&](const std::string& k, const KvRecord& r) {
+  return src.Scan(req.key(), req.range_end(), [&](const std::string& k, const KvRecord& r) {
     const bool carries = !req.count_only() && PassesFilters(req, r) &&
                          (req.limit() <= 0 || carried < req.limit());
     if (carries) ++carried;
-    cost += carries ? KeyValueBytes(k, r, req.keys_only()) : kVisitCost;
-    return cost <= budget;
-  };
-  if (end.empty()) {
-    if (const KvRecord* r = data_.find(key)) visit(key, *r);
-    return cost;
-  }
-  for (auto it = data_.lower_bound(key); it.Valid() && InKeyRange(it.key(), key, end); it.Next()) {
-    if (!visit(it.key(), it.value())) break;
-  }
-  return cost;
+    *cost += carries ? KeyValueBytes(k, r, req.keys_only()) : KvStateMachine::kVisitCost;
+    return *cost <= budget;
+  });
 }
 
-size_t KvStateMachine::EstimateAnswerLocked(const std::vector<const RequestOp*>& ops,
-                                            size_t budget) const {
-  size_t total = 0;
+Status EstimateAnswer(const KvSource& src, const std::vector<const RequestOp*>& ops, size_t budget,
+                      size_t* total) {
+  *total = 0;
   for (const RequestOp* op : ops) {
-    if (total > budget) break;
-    const size_t left = budget - total;
+    if (*total > budget) break;
+    const size_t left = budget - *total;
+    size_t cost = 0;
+    Status s;
     if (op->has_request_range()) {
       const RangeRequest& r = op->request_range();
-      total += RangeCostLocked(r, left);
+      s = RangeCost(src, r, left, &cost);
       // A key these operations put may show up in the range as well (from
       // above: whether the put comes before the range or not).
       for (const RequestOp* other : ops) {
         if (!other->has_request_put() || !InKeyRange(other->request_put().key(), r.key(), r.range_end())) {
           continue;
         }
-        total += other->request_put().key().size() + kVisitCost +
-                 (r.keys_only() || r.count_only() ? 0 : other->request_put().value().size());
+        cost += other->request_put().key().size() + KvStateMachine::kVisitCost +
+                (r.keys_only() || r.count_only() ? 0 : other->request_put().value().size());
       }
     } else if (op->has_request_delete_range()) {
       const DeleteRangeRequest& d = op->request_delete_range();
-      if (d.prev_kv()) total += RangeCostLocked(d.key(), d.range_end(), left);
+      if (d.prev_kv()) s = RangeCost(src, d.key(), d.range_end(), left, &cost);
     } else if (op->has_request_put() && op->request_put().prev_kv()) {
-      total += RangeCostLocked(op->request_put().key(), "", left);
+      s = RangeCost(src, op->request_put().key(), "", left, &cost);
     }
-  }
-  return total;
-}
-
-Status KvStateMachine::CheckTxnAnswer(const TxnRequest& req, size_t max_bytes) const {
-  if (max_bytes == 0) return Status::OK();
-  ReaderLock lock(&mu_);
-  std::vector<bool> path;
-  TxnPathLocked(req, &path);
-  std::vector<const RequestOp*> ops;
-  size_t at = 0;
-  kv_internal::TakenOps(req, path, &at, &ops);
-  if (EstimateAnswerLocked(ops, max_bytes) > max_bytes) {
-    return Status::ResourceExhausted(TooLarge("this transaction", max_bytes));
+    if (!s.ok()) return s;
+    *total += cost;
   }
   return Status::OK();
 }
-
-Status KvStateMachine::CheckDeleteAnswer(const std::string& key, const std::string& end,
-                                         size_t max_bytes) const {
-  if (max_bytes == 0) return Status::OK();
-  ReaderLock lock(&mu_);
-  if (RangeCostLocked(key, end, max_bytes) > max_bytes) {
-    return Status::ResourceExhausted(TooLarge("this delete with prev_kv", max_bytes));
-  }
-  return Status::OK();
-}
-
-namespace kv_internal {
 
 void TakenOps(const TxnRequest& txn, const std::vector<bool>& path, size_t* at,
               std::vector<const RequestOp*>* ops) {

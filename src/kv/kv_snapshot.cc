@@ -2,13 +2,18 @@
 // as records, Restore() reads them back, checks them and swaps the result
 // in (kv_state_machine.h; the file layout in storage/snapshot_format.h).
 #include <algorithm>
-#include <deque>
+#include <limits>
+#include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "kv/kv_state_machine.h"
+#include "kv/mvcc_keys.h"
+#include "kv/mvcc_store.h"
+#include "storage/memory_backend.h"
 #include "storage/snapshot_format.h"
 
 namespace raftkv {
@@ -40,18 +45,19 @@ KvRecord KeyValueToRecord(KeyValue* kv) {
 }  // namespace
 
 void KvStateMachine::Snapshot(SnapshotWriter* out) const {
-  // The image: the map's root is shared (O(1)); the sessions are copied.
-  // Apply waits only for this; it goes on while the image is encoded.
-  CowBTree<std::string, KvRecord> data;
+  // The image: the store's view after the last apply (O(1)); the sessions
+  // are copied. Apply waits only for this; it goes on while the image is
+  // encoded.
+  std::shared_ptr<const BackendView> view;
   SessionTable sessions;
   SnapshotStoreState store;
-  std::vector<KvEvent> history;  // the newest snapshot_history_revisions_ of it
+  int64_t from = 0;  // the history written: the revisions above it
   {
     ReaderLock lock(&mu_);
     out->meta().last_index = applied_index_;
     out->meta().last_term = applied_term_;
     out->meta().cluster_time_ms = cluster_time_ms_;
-    data = data_;
+    view = backend_->View();
     sessions = sessions_;
     store.set_revision(revision_);
     for (const LeaseInfo& lease : leases_.Infos()) {
@@ -64,7 +70,7 @@ void KvStateMachine::Snapshot(SnapshotWriter* out) const {
     // revision above history_.compacted().
     const int64_t wanted = static_cast<int64_t>(std::min<size_t>(
         snapshot_history_revisions_, static_cast<size_t>(std::max<int64_t>(revision_, 0))));
-    const int64_t from = std::max(history_.compacted(), revision_ - wanted);
+    from = std::max(history_.compacted(), revision_ - wanted);
     store.set_history_compacted(from);
     store.set_compact_revision(history_.compact_revision());
     for (const auto& [member, type] : alarms_) {
@@ -72,10 +78,12 @@ void KvStateMachine::Snapshot(SnapshotWriter* out) const {
       a->set_member(member);
       a->set_type(type);
     }
-    for (size_t i = history_.LowerBound(from + 1); i < history_.size(); ++i) {
-      history.push_back(history_.at(i));
-    }
   }
+  const MvccReader reader(view);
+  const std::string all_keys(1, '\0');
+  std::vector<KvEvent> history;
+  int64_t next = 0;
+  CheckRead(reader.ReadEvents("", all_keys, from + 1, std::numeric_limits<size_t>::max(), &history, &next));
   SnapshotSession session;
   SnapshotSessionResult saved;
   std::string buf;
@@ -120,10 +128,10 @@ void KvStateMachine::Snapshot(SnapshotWriter* out) const {
     event.SerializeToString(&buf);
     out->AddRecord(SnapshotRecordType::kHistory, buf);
   }
-  for (auto it = data.begin(); it.Valid(); it.Next()) {
-    const KvRecord& r = it.value();
-    out->AddKv(it.key(), r.value, r.create_revision, r.mod_revision, r.version, r.lease);
-  }
+  CheckRead(reader.Scan("", all_keys, mvcc::kLatest, [out](const std::string& key, const KvRecord& r) {
+    out->AddKv(key, r.value, r.create_revision, r.mod_revision, r.version, r.lease);
+    return true;
+  }));
 }
 
 // What Restore() builds aside from the file's records, and where it is in
@@ -135,9 +143,23 @@ struct KvStateMachine::RestoreState {
     return Status::Corruption(path + ": record " + std::to_string(record) + ": " + what);
   }
 
+  // Adds a row to the store being built, in batches of kBatchBytes.
+  Status Put(std::string key, std::string value) {
+    batch.Put(std::move(key), std::move(value));
+    return batch.bytes() < kBatchBytes ? Status::OK() : Flush();
+  }
+  Status Flush() {
+    Status s = backend->Write(batch);
+    batch.Clear();
+    return s;
+  }
+
+  static constexpr size_t kBatchBytes = 4 << 20;
   const std::string& path;
   uint64_t record = 0;
-  CowBTree<std::string, KvRecord> data;
+  std::unique_ptr<KvBackend> backend = std::make_unique<MemoryBackend>();
+  BackendBatch batch;
+  size_t live_keys = 0;
   SessionTable sessions;
   LeaseTable leases;
   int64_t revision = 0;
@@ -146,11 +168,15 @@ struct KvStateMachine::RestoreState {
   int64_t compact_revision = 0;
   std::set<std::pair<uint64_t, uint32_t>> alarms;
   size_t data_bytes = 0;
-  std::vector<std::deque<KvEvent>> history;  // one entry per revision, in order
+  // The history's revisions with their events' bytes, in order, and the
+  // row of each key's last change in it (revision, sub).
+  std::vector<std::pair<int64_t, size_t>> window;
+  std::map<std::string, std::pair<int64_t, uint32_t>> last_change;
+  uint32_t sub = 0;  // of the next change in window.back()'s revision
   uint64_t session_id = 0;  // the session whose results are being read
   uint64_t results_left = 0;
   bool in_data = false;     // a KV record was seen: no more sessions
-  std::string last_key;     // of the previous KV record
+  std::string last_key;     // of the previous KV record (in_data)
   // Parsed into again for each record of their kind.
   SnapshotSession session_msg;
   SnapshotSessionResult result_msg;
@@ -180,6 +206,7 @@ Status KvStateMachine::Restore(SnapshotReader* in) {
     return st.Bad("session " + std::to_string(st.session_id) + " is missing " +
                   std::to_string(st.results_left) + " saved results");
   }
+  if (Status s = st.Flush(); !s.ok()) return s;
   SwapInRestored(in->meta(), &st);
   // The old state (now in `st`) is freed here, outside the lock.
   return Status::OK();
@@ -291,9 +318,8 @@ Status KvStateMachine::RestoreHistory(std::string_view msg, RestoreState* st) {
   if (!m.ParseFromArray(msg.data(), static_cast<int>(msg.size()))) {
     return st->Bad("bad SnapshotEvent");
   }
-  std::vector<std::deque<KvEvent>>& history = st->history;
   const int64_t rev = m.revision();
-  const int64_t last = history.empty() ? st->history_compacted : history.back().front().revision;
+  const int64_t last = st->window.empty() ? st->history_compacted : st->window.back().first;
   if (rev <= st->history_compacted || rev > st->revision || rev < last) {
     return st->Bad("history revision " + std::to_string(rev) + " out of order or bounds");
   }
@@ -304,15 +330,29 @@ Status KvStateMachine::RestoreHistory(std::string_view msg, RestoreState* st) {
   e.kv = KeyValueToRecord(m.mutable_kv());
   e.has_prev = m.has_prev();  // the message is present
   if (e.has_prev) e.prev = KeyValueToRecord(m.mutable_prev());
-  if (history.empty() || rev != last) history.emplace_back();
-  history.back().push_back(std::move(e));
-  return Status::OK();
+  if (st->window.empty() || rev != last) {
+    st->window.emplace_back(rev, 0);
+    st->sub = 0;
+  }
+  st->window.back().second += e.Bytes();
+  // The first change of a key in the history: the record before it (from
+  // before the history) is a version a read at the history's start sees.
+  const auto [change, first] = st->last_change.emplace(e.key, std::make_pair(rev, st->sub));
+  if (!first) change->second = {rev, st->sub};
+  Status s;
+  if (first && e.has_prev && e.prev.mod_revision <= st->history_compacted) {
+    s = st->Put(mvcc::VersionKey(e.key, e.prev.mod_revision, 0), mvcc::EncodeVersion(e.prev, false));
+  }
+  if (s.ok()) s = st->Put(mvcc::VersionKey(e.key, rev, st->sub), mvcc::EncodeVersion(e.kv, e.is_delete));
+  if (s.ok()) s = st->Put(mvcc::HistoryKey(rev, st->sub), mvcc::EncodeEvent(e.key, e.is_delete));
+  ++st->sub;
+  return s;
 }
 
 Status KvStateMachine::RestoreKv(std::string_view msg, RestoreState* st) {
   SnapshotKv& m = st->kv_msg;
   if (!m.ParseFromArray(msg.data(), static_cast<int>(msg.size()))) return st->Bad("bad SnapshotKv");
-  if (!st->last_key.empty() && !(st->last_key < m.key())) return st->Bad("key out of order");
+  if (st->in_data && !(st->last_key < m.key())) return st->Bad("key out of order");
   st->last_key = m.key();
   KvRecord r;
   if (!st->have_store) {  // before revisions: every key as created at revision 1
@@ -336,16 +376,21 @@ Status KvStateMachine::RestoreKv(std::string_view msg, RestoreState* st) {
   }
   r.value = std::move(*m.mutable_value());
   st->data_bytes += m.key().size() + kKeyOverhead + r.value.size();
-  if (!st->data.insert_or_assign(std::move(*m.mutable_key()), std::move(r))) {
-    return st->Bad("key out of order");  // a repeated key (possible only for "")
-  }
+  ++st->live_keys;
   st->in_data = true;
-  return Status::OK();
+  // Its version row is its last change's in the history, if there.
+  uint32_t sub = 0;
+  if (auto change = st->last_change.find(m.key());
+      change != st->last_change.end() && change->second.first == r.mod_revision) {
+    sub = change->second.second;
+  }
+  return st->Put(mvcc::VersionKey(m.key(), r.mod_revision, sub), mvcc::EncodeVersion(r, false));
 }
 
 void KvStateMachine::SwapInRestored(const SnapshotMeta& meta, RestoreState* st) {
   WriterLock lock(&mu_);
-  data_.swap(st->data);
+  std::swap(backend_, st->backend);
+  live_keys_ = st->live_keys;
   std::swap(sessions_, st->sessions);
   leases_.Swap(&st->leases);
   std::swap(alarms_, st->alarms);
@@ -353,9 +398,11 @@ void KvStateMachine::SwapInRestored(const SnapshotMeta& meta, RestoreState* st) 
   revision_ = st->revision;
   int64_t history_compacted = st->history_compacted;
   if (history_compacted < 0 || history_compacted > st->revision) history_compacted = st->revision;
-  history_.Reset(st->history.empty() ? st->revision : history_compacted);
+  const int64_t start = st->window.empty() ? st->revision : history_compacted;
+  history_.Reset(start);
   history_.SetCompactRevision(st->compact_revision);
-  for (auto& events : st->history) history_.AppendRevision(&events);
+  for (const auto& [revision, bytes] : st->window) history_.AppendRevision(revision, bytes);
+  DropTrimmedLocked(start);  // what this member's window does not keep
   applied_index_ = meta.last_index;
   applied_term_ = meta.last_term;
   cluster_time_ms_ = meta.cluster_time_ms;

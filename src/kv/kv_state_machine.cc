@@ -16,6 +16,8 @@
 
 #include "kv/kv_internal.h"
 #include "kv/kv_requests.h"
+#include "kv/mvcc_store.h"
+#include "storage/memory_backend.h"
 
 namespace raftkv {
 
@@ -101,6 +103,11 @@ size_t ApplyResult::SavedBytes() const {
   return kRecord + current.size() + error.size() + batch_existed.size() / 8 + answer.ByteSizeLong();
 }
 
+KvStateMachine::KvStateMachine()
+    : backend_(std::make_unique<MemoryBackend>()) {}
+
+KvStateMachine::~KvStateMachine() = default;
+
 ApplyResult KvStateMachine::Apply(const Entry& entry) {
   ApplyResult result;
   Command command;
@@ -117,7 +124,7 @@ void KvStateMachine::PublishLocked() {
   published_lease_generation_.store(leases_.generation(), std::memory_order_release);
   published_applied_index_.store(applied_index_, std::memory_order_release);
   published_applied_term_.store(applied_term_, std::memory_order_release);
-  published_size_.store(data_.size(), std::memory_order_release);
+  published_size_.store(live_keys_, std::memory_order_release);
   published_sessions_.store(sessions_.size(), std::memory_order_release);
   published_saved_bytes_.store(sessions_.saved_bytes(), std::memory_order_release);
   published_state_bytes_.store(data_bytes_ + history_.bytes() + sessions_.saved_bytes() +
@@ -197,60 +204,79 @@ void KvStateMachine::ApplyLocked(const Entry& entry, Command& command, bool have
 }
 
 void KvStateMachine::ApplyToMap(Command& command, ApplyResult* result) {
-  Changes changes;
-  changes.rev = revision_ + 1;
+  const int64_t compacted_before = history_.compacted();
+  BackendBatch batch;
+  {
+    const MvccReader before(backend_->View());
+    MvccWriter writer(&before, revision_ + 1);
+    Changes changes{&writer};
+    ApplyOps(command, result, &changes);
+    CollectLocked(&changes, compacted_before, *before.view(), &batch);
+  }
+  // No view of this apply is left: the write changes the store in place
+  // (one a reader still holds makes it copy what it changes).
+  WriteLocked(batch);
+  result->answer.set_revision(revision_);
+}
+
+void KvStateMachine::ApplyOps(Command& command, ApplyResult* result, Changes* changes) {
+  MvccWriter& writer = *changes->writer;
   SavedAnswer& answer = result->answer;
   if (NoSpaceLocked() && QuotaCost(command) > 0) {
     Reject(result, Status(Status::Code::kResourceExhausted,
                           "the store is over its space quota (a NOSPACE alarm is raised): only "
                           "reads, deletes and compaction are accepted until it is cleared",
                           Status::Reason::kNoSpace));
-    answer.set_revision(revision_);
     return;
   }
   switch (command.op()) {
     case Command::PUT:
-      ApplyPut(command, result, &changes);
+      ApplyPut(command, result, changes);
       break;
     case Command::DELETE:
-      result->existed = DeleteKey(command.key(), &changes, nullptr);
+      result->existed = DeleteKey(command.key(), changes, nullptr);
       break;
-    case Command::DELETE_RANGE:
-      if (command.prev_kv() && command.max_result_bytes() > 0 &&
-          RangeCostLocked(command.key(), command.range_end(), command.max_result_bytes()) >
-              command.max_result_bytes()) {
+    case Command::DELETE_RANGE: {
+      size_t cost = 0;
+      if (command.prev_kv() && command.max_result_bytes() > 0) {
+        CheckRead(kv_internal::RangeCost(writer, command.key(), command.range_end(),
+                                         command.max_result_bytes(), &cost));
+      }
+      if (cost > command.max_result_bytes()) {
         Reject(result, Status::Code::kResourceExhausted,
                TooLarge("this delete with prev_kv", command.max_result_bytes()));
         break;
       }
-      answer.set_deleted(DeleteRangeKeys(command.key(), command.range_end(), &changes,
+      answer.set_deleted(DeleteRangeKeys(command.key(), command.range_end(), changes,
                                          command.prev_kv() ? answer.mutable_prev_kvs() : nullptr));
       break;
+    }
     case Command::BATCH:
       result->batch_existed.reserve(static_cast<size_t>(command.ops_size()));
       for (Command& op : *command.mutable_ops()) {
         if (op.op() == Command::PUT) {
           result->batch_existed.push_back(PutKey(std::move(*op.mutable_key()),
-                                                 std::move(*op.mutable_value()), 0, &changes, nullptr));
+                                                 std::move(*op.mutable_value()), 0, changes, nullptr));
         } else {
-          result->batch_existed.push_back(DeleteKey(op.key(), &changes, nullptr));
+          result->batch_existed.push_back(DeleteKey(op.key(), changes, nullptr));
         }
       }
       break;
     case Command::CAS: {
-      const KvRecord* current = data_.find(command.key());
-      result->found = current != nullptr;
+      std::optional<KvRecord> current;
+      CheckRead(writer.Find(command.key(), &current));
+      result->found = current.has_value();
       if (result->found) result->current = current->value;
       result->swapped = command.has_expected() ? result->found && current->value == command.expected()
                                                : !result->found;
       if (result->swapped) {
-        PutKey(std::move(*command.mutable_key()), std::move(*command.mutable_value()), 0, &changes,
+        PutKey(std::move(*command.mutable_key()), std::move(*command.mutable_value()), 0, changes,
                nullptr);
       }
       break;
     }
     case Command::TXN:
-      ApplyTxn(command, result, &changes);
+      ApplyTxn(command, result, changes);
       break;
     case Command::LEASE_GRANT: {
       const int64_t id = command.lease() != 0 ? command.lease()
@@ -277,7 +303,7 @@ void KvStateMachine::ApplyToMap(Command& command, ApplyResult* result) {
                    std::to_string(command.lease_granted_index()) + " not found");
         break;
       }
-      ApplyLeaseRevoke(command.lease(), result, &changes);
+      ApplyLeaseRevoke(command.lease(), result, changes);
       break;
     }
     case Command::COMPACT:
@@ -289,11 +315,33 @@ void KvStateMachine::ApplyToMap(Command& command, ApplyResult* result) {
     default:
       break;
   }
-  if (!changes.events.empty()) {
-    revision_ = changes.rev;
-    history_.AppendRevision(&changes.events);
+}
+
+void KvStateMachine::CollectLocked(Changes* changes, int64_t compacted_before,
+                                   const BackendView& before, BackendBatch* batch) {
+  if (changes != nullptr && changes->writer->changes() > 0) {
+    revision_ = changes->writer->revision();
+    changes->writer->Finish(batch);
+    history_.AppendRevision(revision_, changes->bytes);
   }
-  answer.set_revision(revision_);
+  if (history_.compacted() > compacted_before) {
+    // Planned on the state before the entry: its own writes are newer than
+    // anything the plan deletes.
+    int64_t done = 0;
+    CheckRead(PlanCompaction(before, compacted_before + 1, history_.compacted() + 1, 0, batch, &done));
+  }
+}
+
+void KvStateMachine::WriteLocked(const BackendBatch& batch) {
+  if (batch.empty()) return;
+  const Status written = backend_->Write(batch);
+  LOG_IF(FATAL, !written.ok()) << "writing the key-value store failed: " << written.ToString();
+}
+
+void KvStateMachine::DropTrimmedLocked(int64_t compacted_before) {
+  BackendBatch batch;
+  CollectLocked(nullptr, compacted_before, *backend_->View(), &batch);
+  WriteLocked(batch);
 }
 
 // As etcd: reads at `revision` and later are still served, earlier ones
@@ -344,51 +392,47 @@ bool KvStateMachine::NoSpaceLocked() const {
   return false;
 }
 
+// What an event costs the history window (KvEvent::Bytes).
+static size_t EventBytes(const std::string& key, size_t value_bytes, const std::optional<KvRecord>& prev) {
+  return sizeof(KvEvent) + key.size() + value_bytes + (prev ? prev->value.size() : 0);
+}
+
 bool KvStateMachine::PutKey(std::string key, std::string value, int64_t lease, Changes* changes,
                             KeyValue* prev) {
-  KvEvent e;
-  e.revision = changes->rev;
+  std::optional<KvRecord> old;
+  CheckRead(changes->writer->Find(key, &old));
   KvRecord r;
-  if (const KvRecord* old = data_.find(key)) {
-    e.has_prev = true;
-    e.prev = *old;
+  if (old) {
     r.create_revision = old->create_revision;
     r.version = old->version + 1;
     data_bytes_ -= old->value.size();
     if (old->lease != lease) leases_.Detach(key, old->lease);
+    if (prev != nullptr) ToKeyValue(key, *old, false, prev);
   } else {
-    r.create_revision = changes->rev;
+    r.create_revision = changes->writer->revision();
     r.version = 1;
     data_bytes_ += key.size() + kKeyOverhead;
+    ++live_keys_;
   }
-  r.mod_revision = changes->rev;
   r.lease = lease;
   leases_.Attach(key, lease);
-  if (prev != nullptr && e.has_prev) ToKeyValue(key, e.prev, false, prev);
   r.value = std::move(value);
   data_bytes_ += r.value.size();
-  e.kv = r;
-  e.key = key;
-  data_.insert_or_assign(std::move(key), std::move(r));
-  changes->events.push_back(std::move(e));
-  return changes->events.back().has_prev;
+  changes->bytes += EventBytes(key, r.value.size(), old);
+  changes->writer->Put(key, std::move(r));
+  return old.has_value();
 }
 
 bool KvStateMachine::DeleteKey(const std::string& key, Changes* changes, KeyValue* prev) {
-  const KvRecord* old = data_.find(key);
-  if (old == nullptr) return false;
-  KvEvent e;
-  e.revision = changes->rev;
-  e.is_delete = true;
-  e.key = key;
-  e.kv.mod_revision = changes->rev;
-  e.has_prev = true;
-  e.prev = *old;
+  std::optional<KvRecord> old;
+  CheckRead(changes->writer->Find(key, &old));
+  if (!old) return false;
   if (prev != nullptr) ToKeyValue(key, *old, false, prev);
   leases_.Detach(key, old->lease);
   data_bytes_ -= key.size() + kKeyOverhead + old->value.size();
-  data_.erase(key);
-  changes->events.push_back(std::move(e));
+  --live_keys_;
+  changes->bytes += EventBytes(key, 0, old);
+  changes->writer->Delete(key);
   return true;
 }
 
@@ -397,21 +441,20 @@ int64_t KvStateMachine::DeleteRangeKeys(const std::string& key, const std::strin
                                         google::protobuf::RepeatedPtrField<KeyValue>* prevs) {
   if (key.empty()) return 0;
   std::vector<std::string> keys;
-  if (end.empty()) {
-    if (data_.find(key) != nullptr) keys.push_back(key);
-  } else {
-    for (auto it = data_.lower_bound(key); it.Valid() && InKeyRange(it.key(), key, end); it.Next()) {
-      keys.push_back(it.key());
-    }
-  }
+  CheckRead(changes->writer->Scan(key, end, [&](const std::string& k, const KvRecord&) {
+    keys.push_back(k);
+    return true;
+  }));
   for (const std::string& k : keys) DeleteKey(k, changes, prevs != nullptr ? prevs->Add() : nullptr);
   return static_cast<int64_t>(keys.size());
 }
 
-Status KvStateMachine::CheckPutLocked(const std::string& key, int64_t lease, bool ignore_value,
-                                      bool ignore_lease) const {
+Status KvStateMachine::CheckPutLocked(const KvSource& src, const std::string& key, int64_t lease,
+                                      bool ignore_value, bool ignore_lease) const {
   if (lease != 0 && !leases_.Contains(lease)) return LeaseNotFound(lease);
-  if ((ignore_value || ignore_lease) && data_.find(key) == nullptr) {
+  std::optional<KvRecord> current;
+  if (ignore_value || ignore_lease) CheckRead(src.Find(key, &current));
+  if ((ignore_value || ignore_lease) && !current) {
     return Status(Status::Code::kInvalidArgument,
                   std::string("the key does not exist: a put with ") +
                       (ignore_value ? "ignore_value" : "ignore_lease") + " keeps its current " +
@@ -425,22 +468,26 @@ namespace {
 
 // What a put keeping the key's value or lease writes: the key's current
 // ones in their place (the key exists: CheckPutLocked).
-void KeepCurrent(const KvRecord* current, bool ignore_value, bool ignore_lease, std::string* value,
-                 int64_t* lease) {
-  if (current == nullptr) return;
+Status KeepCurrent(const KvSource& src, const std::string& key, bool ignore_value, bool ignore_lease,
+                   std::string* value, int64_t* lease) {
+  if (!ignore_value && !ignore_lease) return Status::OK();
+  std::optional<KvRecord> current;
+  Status s = src.Find(key, &current);
+  if (!s.ok() || !current) return s;
   if (ignore_value) *value = current->value;
   if (ignore_lease) *lease = current->lease;
+  return Status::OK();
 }
 
 }  // namespace
 
 void KvStateMachine::ApplyPut(Command& command, ApplyResult* result, Changes* changes) {
-  Status refused = CheckPutLocked(command.key(), command.lease(), command.ignore_value(),
-                                  command.ignore_lease());
+  Status refused = CheckPutLocked(*changes->writer, command.key(), command.lease(),
+                                  command.ignore_value(), command.ignore_lease());
   if (!refused.ok()) return Reject(result, refused);
   int64_t lease = command.lease();
-  KeepCurrent(data_.find(command.key()), command.ignore_value(), command.ignore_lease(),
-              command.mutable_value(), &lease);
+  CheckRead(KeepCurrent(*changes->writer, command.key(), command.ignore_value(),
+                        command.ignore_lease(), command.mutable_value(), &lease));
   SavedAnswer& answer = result->answer;
   result->existed = PutKey(std::move(*command.mutable_key()), std::move(*command.mutable_value()),
                            lease, changes, command.prev_kv() ? answer.mutable_prev_kv() : nullptr);
@@ -451,14 +498,17 @@ void KvStateMachine::ApplyTxn(Command& command, ApplyResult* result, Changes* ch
   TxnRequest& txn = *command.mutable_txn();
   // Every compare that decides, nested ones included, on the state before
   // any change (as etcd).
+  const MvccWriter& state = *changes->writer;
   std::vector<bool> path;
-  TxnPathLocked(txn, &path);
+  CheckRead(kv_internal::TxnPath(state, txn, &path));
   std::vector<const RequestOp*> ops;
   size_t at = 0;
   kv_internal::TakenOps(txn, path, &at, &ops);
   // Refused whole before any change: an answer over the entry's budget.
   const size_t budget = command.max_result_bytes();
-  if (budget > 0 && EstimateAnswerLocked(ops, budget) > budget) {
+  size_t cost = 0;
+  if (budget > 0) CheckRead(kv_internal::EstimateAnswer(state, ops, budget, &cost));
+  if (cost > budget) {
     Reject(result, Status::Code::kResourceExhausted, TooLarge("this transaction", budget));
     return;
   }
@@ -467,13 +517,13 @@ void KvStateMachine::ApplyTxn(Command& command, ApplyResult* result, Changes* ch
   for (const RequestOp* op : ops) {
     if (!op->has_request_put()) continue;
     const PutRequest& put = op->request_put();
-    Status refused = CheckPutLocked(put.key(), put.lease(), put.ignore_value(), put.ignore_lease());
+    Status refused = CheckPutLocked(state, put.key(), put.lease(), put.ignore_value(), put.ignore_lease());
     if (!refused.ok()) return Reject(result, refused);
   }
   TxnResponse* resp = result->answer.mutable_txn();
   at = 0;
   ApplyTxnOps(txn, path, &at, resp, changes);
-  const int64_t revision = changes->events.empty() ? revision_ : changes->rev;
+  const int64_t revision = changes->writer->changes() == 0 ? revision_ : changes->writer->revision();
   // The nested transactions' answers carry the revision after the whole.
   std::vector<TxnResponse*> answers{resp};
   while (!answers.empty()) {
@@ -496,20 +546,21 @@ void KvStateMachine::ApplyTxnOps(TxnRequest& txn, const std::vector<bool>& path,
     if (op.has_request_range()) {
       RangeRequest& range = *op.mutable_request_range();
       range.set_revision(0);  // the current state: every replica reads alike
-      (void)RangeLocked(range, r->mutable_response_range(), 0);  // bounded by the estimate
-      r->mutable_response_range()->mutable_header()->set_revision(changes->events.empty()
-                                                                      ? revision_
-                                                                      : changes->rev);
+      // Bounded by the estimate.
+      CheckRead(kv_internal::RangeOf(*changes->writer, range, r->mutable_response_range(), 0));
+      r->mutable_response_range()->mutable_header()->set_revision(
+          changes->writer->changes() == 0 ? revision_ : changes->writer->revision());
     } else if (op.has_request_put()) {
       PutRequest& put = *op.mutable_request_put();
       PutResponse* pr = r->mutable_response_put();
       int64_t lease = put.lease();
-      KeepCurrent(data_.find(put.key()), put.ignore_value(), put.ignore_lease(), put.mutable_value(), &lease);
+      CheckRead(KeepCurrent(*changes->writer, put.key(), put.ignore_value(), put.ignore_lease(),
+                            put.mutable_value(), &lease));
       KeyValue prev;
       const bool existed = PutKey(std::move(*put.mutable_key()), std::move(*put.mutable_value()),
                                   lease, changes, put.prev_kv() ? &prev : nullptr);
       if (put.prev_kv() && existed) *pr->mutable_prev_kv() = std::move(prev);
-      pr->set_revision(changes->rev);
+      pr->set_revision(changes->writer->revision());
     } else if (op.has_request_delete_range()) {
       const DeleteRangeRequest& del = op.request_delete_range();
       DeleteRangeResponse* dr = r->mutable_response_delete_range();
@@ -547,7 +598,10 @@ int64_t KvStateMachine::CompactRevision() const {
 
 void KvStateMachine::SetHistoryLimits(size_t max_revisions, size_t max_bytes) {
   WriterLock lock(&mu_);
+  const int64_t compacted_before = history_.compacted();
   history_.SetLimits(max_revisions, max_bytes);
+  DropTrimmedLocked(compacted_before);
+  PublishLocked();
 }
 
 void KvStateMachine::SetSnapshotHistory(size_t revisions) {
@@ -604,6 +658,12 @@ size_t KvStateMachine::SavedAnswerBytes() const {
 
 size_t KvStateMachine::StateBytes() const {
   return published_state_bytes_.load(std::memory_order_acquire);
+}
+
+size_t KvStateMachine::StoredBytes() const {
+  ReaderLock lock(&mu_);
+  const BackendStats stats = backend_->Stats();
+  return static_cast<size_t>(stats.live_bytes + stats.memtable_bytes);
 }
 
 bool KvStateMachine::NoSpaceAlarm() const { return published_nospace_.load(std::memory_order_acquire); }

@@ -62,8 +62,9 @@
 #include "common/status.h"
 #include "proto/internal.h"
 #include "kv/apply_result.h"
-#include "storage/cow_btree.h"
 #include "kv/kv_history.h"
+#include "kv/mvcc_store.h"
+#include "storage/kv_backend.h"
 #include "kv/lease_table.h"
 #include "kv/session_table.h"
 #include "storage/snapshot_store.h"
@@ -77,6 +78,10 @@ void ToKeyValue(const std::string& key, const KvRecord& r, bool keys_only, KeyVa
 
 class KvStateMachine : public SnapshotTarget {
  public:
+  // An empty state in memory (MemoryBackend).
+  KvStateMachine();
+  ~KvStateMachine() override;
+
   static constexpr size_t kMaxSavedResultsPerSession = SessionTable::kMaxSavedResultsPerSession;
   // What a key visited by a transaction's read costs its answer budget at
   // least, whether or not the answer carries it (count_only, past limit).
@@ -203,6 +208,10 @@ class KvStateMachine : public SnapshotTarget {
   static constexpr size_t kKeyOverhead = 64;
   size_t StateBytes() const;
 
+  // What the store's engine holds, in bytes: every version and history row
+  // kept (BackendStats: live and memtable bytes).
+  size_t StoredBytes() const EXCLUDES(mu_);
+
   // Alarms (etcd's Maintenance.Alarm), raised and cleared by ALARM entries:
   // replicated, so every member refuses the same writes. While a NOSPACE
   // alarm is raised, the commands that add data (kv_requests.h, QuotaCost)
@@ -226,14 +235,33 @@ class KvStateMachine : public SnapshotTarget {
   }
 
  private:
-  // The changes of the entry being applied, at revision `rev`.
-  struct Changes {
-    int64_t rev = 0;
-    std::deque<KvEvent> events;
+  // The state after the last apply, read without the lock: a long read does
+  // not hold up Apply(), and every part of one read sees the same state.
+  struct ReadPoint {
+    MvccReader reader;
+    int64_t revision;
+    int64_t read_floor;  // the oldest revision a read may be served at
+    int64_t compacted;   // every event above it is kept
   };
-  // Applies a data command to the map (no session logic), moving its keys
-  // and values into the map.
+  ReadPoint Point() const EXCLUDES(mu_);
+  // Range at req.revision() (0: p's), refused outside the revisions kept.
+  static Status RangeAt(const ReadPoint& p, const RangeRequest& req, RangeResponse* resp,
+                        size_t max_bytes);
+  static Status ReadTxnAt(const ReadPoint& p, const TxnRequest& req, TxnResponse* resp,
+                          size_t max_bytes, size_t* used);
+  // A read of the store that cannot fail but for a broken store (the memory
+  // engine's cannot): fatal, since nothing built on it could be trusted.
+  static void CheckRead(const Status& s);
+
+  // The changes of the entry being applied, at the writer's revision.
+  struct Changes {
+    MvccWriter* writer;
+    size_t bytes = 0;  // of its events (KvEvent::Bytes), for the history window
+  };
+  // Applies a data command (no session logic), moving its keys and values
+  // into the store: ApplyOps, then one write.
   void ApplyToMap(Command& command, ApplyResult* result) REQUIRES(mu_);
+  void ApplyOps(Command& command, ApplyResult* result, Changes* changes) REQUIRES(mu_);
   // The writes of ApplyToMap. Return whether the key existed; fill *prev
   // with its record before when not null.
   bool PutKey(std::string key, std::string value, int64_t lease, Changes* changes, KeyValue* prev)
@@ -248,42 +276,26 @@ class KvStateMachine : public SnapshotTarget {
   void ApplyTxnOps(TxnRequest& txn, const std::vector<bool>& path, size_t* at, TxnResponse* resp,
                    Changes* changes) REQUIRES(mu_);
   // Why a put (of `key` with `lease`, keeping the key's value or lease when
-  // asked) cannot be applied now, or OK: the lease does not exist, or the
-  // key whose value or lease it keeps does not.
-  Status CheckPutLocked(const std::string& key, int64_t lease, bool ignore_value,
-                        bool ignore_lease) const REQUIRES_SHARED(mu_);
-  // The bytes an answer to `ops` could carry (ranges, previous key-values),
-  // estimated from above on the current map; stops counting past `budget`.
-  size_t EstimateAnswerLocked(const std::vector<const RequestOp*>& ops, size_t budget) const
-      REQUIRES_SHARED(mu_);
-  // The bytes a range would visit (see kVisitCost), stopping past `budget`.
-  // Sorted by a target other than the key, the range is read to know which
-  // keys it carries (within the budget).
-  size_t RangeCostLocked(const RangeRequest& req, size_t budget) const REQUIRES_SHARED(mu_);
-  // The same for every key-value of [key, end) (previous key-values).
-  size_t RangeCostLocked(const std::string& key, const std::string& end, size_t budget) const
-      REQUIRES_SHARED(mu_);
-  bool CompareAllLocked(const TxnRequest& txn) const REQUIRES_SHARED(mu_);
-  // The decisions of a transaction and of the nested transactions that run,
-  // in the order they run (its own first), all taken on the state before it
-  // (as etcd).
-  void TxnPathLocked(const TxnRequest& txn, std::vector<bool>* path) const REQUIRES_SHARED(mu_);
-  Status ReadTxnLocked(const TxnRequest& req, TxnResponse* resp, size_t max_bytes, size_t* used) const
-      REQUIRES_SHARED(mu_);
+  // asked) cannot be applied on `src` now, or OK: the lease does not exist,
+  // or the key whose value or lease it keeps does not.
+  Status CheckPutLocked(const KvSource& src, const std::string& key, int64_t lease,
+                        bool ignore_value, bool ignore_lease) const REQUIRES_SHARED(mu_);
+  // Adds to *batch the entry's rows (changes: null for none) and the
+  // deletions of the revisions the history window dropped since it was at
+  // `compacted_before`, planned on `before`, the state before the entry.
+  void CollectLocked(Changes* changes, int64_t compacted_before, const BackendView& before,
+                     BackendBatch* batch) REQUIRES(mu_);
+  // Writes `batch`; fatal when the store refuses it (the memory engine
+  // cannot), as a state that cannot be written cannot be applied alike.
+  void WriteLocked(const BackendBatch& batch) REQUIRES(mu_);
+  // Deletes the revisions the window dropped since `compacted_before`.
+  void DropTrimmedLocked(int64_t compacted_before) REQUIRES(mu_);
   // Publishes the counters read without the lock.
   void PublishLocked() REQUIRES(mu_);
   void ApplyLeaseRevoke(int64_t id, ApplyResult* result, Changes* changes) REQUIRES(mu_);
   void ApplyCompact(int64_t revision, ApplyResult* result) REQUIRES(mu_);
   void ApplyAlarm(const Command& command, ApplyResult* result) REQUIRES(mu_);
   bool NoSpaceLocked() const REQUIRES_SHARED(mu_);
-  bool CompareHolds(const Compare& c) const REQUIRES_SHARED(mu_);
-  // Range over the current map, with its answer bounded by max_bytes (0:
-  // none).
-  Status RangeLocked(const RangeRequest& req, RangeResponse* resp, size_t max_bytes) const
-      REQUIRES_SHARED(mu_);
-  // Range at a past revision.
-  Status RangeAtLocked(const RangeRequest& req, RangeResponse* resp, size_t max_bytes) const
-      REQUIRES_SHARED(mu_);
 
   // Decodes `entry`'s command outside the lock; false if it has none to run.
   static bool Decode(const Entry& entry, Command* command, ApplyResult* result);
@@ -303,7 +315,10 @@ class KvStateMachine : public SnapshotTarget {
   void SwapInRestored(const SnapshotMeta& meta, RestoreState* st) EXCLUDES(mu_);
 
   mutable SharedMutex mu_;
-  CowBTree<std::string, KvRecord> data_ GUARDED_BY(mu_);
+  // The versions and history of every key (mvcc_store.h). No view of it is
+  // kept between applies: a write changes in place what no view shares.
+  std::unique_ptr<KvBackend> backend_ GUARDED_BY(mu_);
+  size_t live_keys_ GUARDED_BY(mu_) = 0;
   int64_t revision_ GUARDED_BY(mu_) = 0;
   KvHistory history_ GUARDED_BY(mu_) = KvHistory(kDefaultHistoryRevisions, kDefaultHistoryBytes);
   size_t snapshot_history_revisions_ GUARDED_BY(mu_) = kDefaultSnapshotHistoryRevisions;

@@ -247,7 +247,11 @@ void MvccWriter::Delete(const std::string& key) {
 }
 
 void MvccWriter::Finish(BackendBatch* batch) {
-  for (const BackendBatch::Op& op : rows_.ops()) batch->Put(op.key, op.value);
+  if (batch->empty()) {
+    *batch = std::move(rows_);
+  } else {
+    for (const BackendBatch::Op& op : rows_.ops()) batch->Put(op.key, op.value);
+  }
   rows_.Clear();
 }
 

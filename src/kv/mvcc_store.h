@@ -63,6 +63,17 @@ bool DecodeEvent(std::string_view in, std::string* key, bool* deleted);
 // Visits a key and its record; false stops the walk.
 using KvVisitor = std::function<bool(const std::string& key, const KvRecord& record)>;
 
+// The current records of a state, for the code that reads them whatever
+// holds them: a reader's view as of one revision (MvccAt), or an entry being
+// applied, its own writes included (MvccWriter).
+class KvSource {
+ public:
+  virtual ~KvSource() = default;
+  virtual Status Find(const std::string& key, std::optional<KvRecord>* out) const = 0;
+  // The keys of [key, end) (MvccReader::Scan).
+  virtual Status Scan(const std::string& key, const std::string& end, const KvVisitor& visit) const = 0;
+};
+
 class MvccReader {
  public:
   explicit MvccReader(std::shared_ptr<const BackendView> view) : view_(std::move(view)) {}
@@ -89,9 +100,25 @@ class MvccReader {
   const std::shared_ptr<const BackendView> view_;
 };
 
+// A reader's state as of `revision`.
+class MvccAt final : public KvSource {
+ public:
+  MvccAt(const MvccReader* reader, int64_t revision) : reader_(reader), revision_(revision) {}
+  Status Find(const std::string& key, std::optional<KvRecord>* out) const override {
+    return reader_->Find(key, revision_, out);
+  }
+  Status Scan(const std::string& key, const std::string& end, const KvVisitor& visit) const override {
+    return reader_->Scan(key, end, revision_, visit);
+  }
+
+ private:
+  const MvccReader* const reader_;
+  const int64_t revision_;
+};
+
 // One entry's writes at revision `revision` (the store's revision + 1),
 // over `base`, the state before the entry.
-class MvccWriter {
+class MvccWriter final : public KvSource {
  public:
   MvccWriter(const MvccReader* base, int64_t revision) : base_(base), revision_(revision) {}
 
@@ -100,10 +127,10 @@ class MvccWriter {
   uint32_t changes() const { return sub_; }
 
   // The current record of `key`, this entry's writes included.
-  Status Find(const std::string& key, std::optional<KvRecord>* out) const;
+  Status Find(const std::string& key, std::optional<KvRecord>* out) const override;
   // The current keys of [key, end) (MvccReader::Scan), this entry's writes
   // included.
-  Status Scan(const std::string& key, const std::string& end, const KvVisitor& visit) const;
+  Status Scan(const std::string& key, const std::string& end, const KvVisitor& visit) const override;
 
   // Writes `record` as the key's new version (its mod_revision is set to
   // revision()).

@@ -170,6 +170,47 @@ TEST_F(KvApiStateTest, TheHistoryWindowDropsWholeOldRevisionsAndSaysWhichIsOldes
   EXPECT_EQ(batch.events.size(), 1u);
 }
 
+// The versions and history rows a window or a compaction no longer needs
+// leave the store, whichever way the window moves.
+TEST_F(KvApiStateTest, TheStoreHoldsOnlyWhatTheHistoryWindowKeeps) {
+  constexpr size_t kVersion = 1100;  // a 1000-byte value's version and history rows, at most
+  sm_.SetHistoryLimits(10, 1 << 20);
+  const std::string value(1000, 'v');
+  for (int i = 0; i < 200; ++i) Put("k", value);
+  // Ten revisions of history and the version below them.
+  EXPECT_GT(sm_.StoredBytes(), 11 * 1000u);
+  EXPECT_LT(sm_.StoredBytes(), 11 * kVersion);
+  // A member restored from it with a smaller window drops the rest.
+  KvStateMachine copy;
+  copy.SetHistoryLimits(2, 1 << 20);
+  ASSERT_NO_FATAL_FAILURE(SnapshotInto(&copy));
+  EXPECT_LT(copy.StoredBytes(), 3 * kVersion);
+  RangeRequest at;
+  at.set_key("k");
+  at.set_revision(198);
+  RangeResponse resp;
+  ASSERT_TRUE(copy.Range(at, &resp).ok());
+  EXPECT_EQ(resp.kvs_size(), 1);
+  at.set_revision(197);
+  EXPECT_EQ(copy.Range(at, &resp).code(), Status::Code::kOutOfRange);
+  // A smaller window here.
+  sm_.SetHistoryLimits(1, 1 << 20);
+  EXPECT_LT(sm_.StoredBytes(), 2 * kVersion);
+  // Keys deleted, then compacted away: nothing of them is left.
+  sm_.SetHistoryLimits(1000, 1 << 20);
+  const size_t before = sm_.StoredBytes();
+  for (int i = 0; i < 50; ++i) Put("d" + std::to_string(i), value);
+  Del("d", "e");
+  Put("k", value);
+  EXPECT_GT(sm_.StoredBytes(), before + 50 * 1000);
+  Command compact;
+  compact.set_op(Command::COMPACT);
+  compact.set_compact_revision(sm_.Revision());
+  ASSERT_FALSE(Run(compact).rejected());
+  EXPECT_LT(sm_.StoredBytes(), 2 * kVersion);
+  EXPECT_EQ(sm_.Size(), 1u);
+}
+
 TEST_F(KvApiStateTest, ReadEventsKeepsRevisionsWholeAndFiltersByRange) {
   Command batch;
   batch.set_op(Command::BATCH);
