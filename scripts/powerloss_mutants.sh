@@ -18,6 +18,11 @@ for bin in storage_tests node_tests; do
     exit 2
   fi
 done
+# RocksDB's syncs, in a build with the RocksDB engine (PowerLossRocksDb).
+if "$BUILD_DIR/storage_tests" --gtest_list_tests --gtest_filter='PowerLossRocksDb.*' |
+  grep -q FlushAtEveryStep; then
+  KINDS+=(rocksdb-sst rocksdb-manifest rocksdb-dir)
+fi
 
 # Prints the first failing PowerLoss test of one run ("" if all passed).
 first_failure() {
@@ -41,9 +46,9 @@ for kind in "${KINDS[@]}"; do
     fi
   done
   if [[ -n $caught ]]; then
-    printf 'sync dropped: %-15s caught by %s\n' "$kind" "$caught"
+    printf 'sync dropped: %-16s caught by %s\n' "$kind" "$caught"
   else
-    printf 'sync dropped: %-15s NOT CAUGHT: every PowerLoss test passed\n' "$kind"
+    printf 'sync dropped: %-16s NOT CAUGHT: every PowerLoss test passed\n' "$kind"
     survivors=$((survivors + 1))
   fi
 done

@@ -62,6 +62,8 @@ Status RemoveImpl(const std::string& path);
 
 void SetInterposer(Interposer* interposer) { g_interposer.store(interposer); }
 
+Interposer* CurrentInterposer() { return g_interposer.load(); }
+
 File::~File() { Close(); }
 
 File::File(File&& other) noexcept

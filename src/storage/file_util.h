@@ -88,7 +88,11 @@ class File {
 
 // Test-only: an Interposer sees every call of this file layer that changes
 // files: writes, truncations and syncs of files opened for writing, their
-// creation, directory syncs, directory creation, renames and removals.
+// creation, directory syncs, directory creation, renames and removals; and
+// the same calls of RocksDB, whose file I/O bypasses this layer
+// (InterposedFileSystem, storage/rocksdb_fs.h), plus its hard links. For a
+// RocksDB file, the `const File&` is a read-only File on the same path: the
+// interposer may read it and ask its size, as for its own files.
 // Power-loss tests install one (src/gtest/common/fault_fs.h) that records
 // what each call changed and what it made durable, and on a simulated power
 // cut keeps only the durable part. Each method receives the real operation
@@ -113,10 +117,15 @@ class Interposer {
   virtual Status CreateDirs(const std::string& dir, const Op& op) = 0;
   virtual Status Rename(const std::string& from, const std::string& to, const Op& op) = 0;
   virtual Status Remove(const std::string& path, const Op& op) = 0;
+  // A hard link `to` of the file `from` (RocksDB's checkpoints link SSTs).
+  virtual Status Link(const std::string& from, const std::string& to, const Op& op) = 0;
 };
 // Installs `interposer` for the whole process (nullptr removes it). Files
 // opened before it was installed are not interposed.
 void SetInterposer(Interposer* interposer);
+// The installed interposer (nullptr: none), for the file systems of other
+// libraries that route their calls to it (storage/rocksdb_fs.h).
+Interposer* CurrentInterposer();
 
 // An exclusive lock on a file (created if missing), held until the FileLock
 // is destroyed or Unlock()ed: the one-server-per-data-directory LOCK file.

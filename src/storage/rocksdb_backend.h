@@ -7,7 +7,12 @@
 // sync): the Raft log is the WAL. A crash loses the memtables, so the
 // database reopens at its last Flush(), at a batch boundary, and the caller
 // replays its log from there. Closing (destroying the backend) flushes,
-// unless Options::flush_on_close is false.
+// unless Options::flush_on_close is false. A directory Open() creates is
+// made durable in its parent (RocksDB does not sync the parent).
+//
+// Files: always through InterposedFileSystem (storage/rocksdb_fs.h), so that
+// the power-loss tests see RocksDB's file calls; without a test's
+// interposer installed it adds one atomic load per file opened.
 //
 // View() is a RocksDB snapshot, released when the last view and iterator
 // that read it drop it; they also keep the database open, so a view may

@@ -37,6 +37,22 @@ bool IsDataDir(const std::string& dir) {
          fs::is_directory(dir + "/log", ec) || fs::is_directory(dir + "/snap", ec);
 }
 
+// A RocksDB database directory: it holds CURRENT or a MANIFEST (a new
+// database makes its MANIFEST first, then CURRENT, then syncs the directory).
+bool IsRocksDbDir(const std::string& dir) {
+  std::error_code ec;
+  if (fs::exists(dir + "/CURRENT", ec)) return true;
+  for (fs::directory_iterator di(dir, ec), end; !ec && di != end; di.increment(ec)) {
+    if (di->path().filename().string().rfind("MANIFEST-", 0) == 0) return true;
+  }
+  return false;
+}
+
+bool HasSuffix(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 }  // namespace
 
 FaultFs::FaultFs(const std::string& root) : root_(Normal(root)) {
@@ -51,7 +67,8 @@ FaultFs::~FaultFs() { file::SetInterposer(nullptr); }
 
 std::vector<std::string> FaultFs::SyncKinds() {
   return {"log-data",      "log-dir",      "hardstate-file", "data-dir",
-          "snapshot-file", "snapshot-dir", "parent-dir"};
+          "snapshot-file", "snapshot-dir", "parent-dir",     "rocksdb-sst",
+          "rocksdb-manifest", "rocksdb-dir"};
 }
 
 void FaultFs::DropSyncs(const std::string& kind) {
@@ -75,9 +92,16 @@ bool FaultFs::SyncDropped(bool dir_sync, const std::string& path) const {
   if (drop_kind_ == "snapshot-file") return !dir_sync && parent == "snap";
   if (drop_kind_ == "snapshot-dir") return dir_sync && name == "snap";
   if (drop_kind_ == "data-dir") return dir_sync && IsDataDir(path);
+  if (drop_kind_ == "rocksdb-sst") return !dir_sync && HasSuffix(name, ".sst");
+  // CURRENT.dbtmp: RocksDB writes CURRENT under that name, syncs it and
+  // renames it; a torn CURRENT names no MANIFEST.
+  if (drop_kind_ == "rocksdb-manifest") {
+    return !dir_sync && (name.rfind("MANIFEST-", 0) == 0 || name == "CURRENT.dbtmp");
+  }
+  if (drop_kind_ == "rocksdb-dir") return dir_sync && IsRocksDbDir(path);
   // Any other directory: the one a data directory was created in.
   if (drop_kind_ == "parent-dir") {
-    return dir_sync && name != "log" && name != "snap" && !IsDataDir(path);
+    return dir_sync && name != "log" && name != "snap" && !IsDataDir(path) && !IsRocksDbDir(path);
   }
   return false;
 }
@@ -469,6 +493,31 @@ Status FaultFs::Remove(const std::string& raw_path, const Op& op) {
     by_path_.erase(path);
   }
   dir.current.erase(it);
+  return s;
+}
+
+Status FaultFs::Link(const std::string& raw_from, const std::string& raw_to, const Op& op) {
+  const std::string from = Normal(raw_from);
+  const std::string to = Normal(raw_to);
+  if (!Watched(from) && !Watched(to)) return op();
+  CHECK(Watched(from) && Watched(to)) << "link across the root: " << from << " -> " << to;
+  std::lock_guard<std::mutex> lock(mu_);
+  CountOp(to);
+  Dir& src_dir = TrackDir(Parent(from));
+  Dir& dst_dir = TrackDir(Parent(to));
+  auto src = src_dir.current.find(BaseName(from));
+  if (src == src_dir.current.end() || src->second.is_dir) return op();  // fails
+  Status s = op();
+  if (!s.ok()) return s;
+  ++counts_.links;
+  // The model keeps one path per inode: the link gets an inode of its own
+  // with its source's state (see the file comment).
+  const uint64_t id = next_inode_++;
+  Inode link = inodes_.at(src->second.inode);
+  link.path = to;
+  inodes_[id] = std::move(link);
+  by_path_[to] = id;
+  dst_dir.current[BaseName(to)] = DirEntry{false, id};
   return s;
 }
 

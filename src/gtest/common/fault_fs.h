@@ -10,6 +10,12 @@
 //    in or out, or removed since, and a directory created since, is undone
 //    (a removed or replaced file comes back with its durable bytes; a
 //    created one disappears, a subdirectory with all it holds).
+// A hard link (RocksDB's checkpoints link SSTs) is modelled as a new file
+// with the durable and current contents of its source: exact while neither
+// name is written again, which holds for what RocksDB links (finished SSTs).
+// Renames of directories are not modelled (RocksDB's checkpoint renames its
+// temporary directory): they pass through, and a test that relies on one
+// surviving a power cut cannot use FaultFs as it is.
 // LevelDB's fault-injection environment (db/fault_injection_test.cc) and
 // Jepsen's LazyFS do the same for their systems.
 //
@@ -32,7 +38,10 @@
 // log-dir (the log directory), hardstate-file, data-dir (the data
 // directory: the hard state's rename, the creation of log/ and snap/),
 // snapshot-file, snapshot-dir, parent-dir (the directory holding a data
-// directory that was created). The PowerLoss tests fail for each
+// directory that was created), and RocksDB's (storage/rocksdb_fs.h):
+// rocksdb-sst (its table files), rocksdb-manifest (its MANIFEST and the
+// temporary file it renames to CURRENT), rocksdb-dir (the database
+// directory). The PowerLoss tests fail for each
 // (scripts/powerloss_mutants.sh).
 #pragma once
 
@@ -71,8 +80,10 @@ class FaultFs : public file::Interposer {
     uint64_t renames = 0;
     uint64_t removes = 0;
     uint64_t mkdirs = 0;
+    uint64_t links = 0;
     uint64_t ops() const {
-      return writes + truncates + file_syncs + dir_syncs + creates + renames + removes + mkdirs;
+      return writes + truncates + file_syncs + dir_syncs + creates + renames + removes + mkdirs +
+             links;
     }
   };
 
@@ -124,6 +135,7 @@ class FaultFs : public file::Interposer {
   Status CreateDirs(const std::string& dir, const Op& op) override;
   Status Rename(const std::string& from, const std::string& to, const Op& op) override;
   Status Remove(const std::string& path, const Op& op) override;
+  Status Link(const std::string& from, const std::string& to, const Op& op) override;
 
  private:
   // A file's contents as the model knows them. Untracked files (never

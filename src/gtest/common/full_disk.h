@@ -47,6 +47,7 @@ class FullDisk : public file::Interposer {
   Status CreateDirs(const std::string&, const Op& op) override { return op(); }
   Status Rename(const std::string&, const std::string&, const Op& op) override { return op(); }
   Status Remove(const std::string&, const Op& op) override { return op(); }
+  Status Link(const std::string&, const std::string&, const Op& op) override { return op(); }
 
  private:
   std::atomic<uint64_t> next_id_{0};

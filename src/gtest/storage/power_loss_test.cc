@@ -13,7 +13,9 @@
 // that every kind makes at least one fail.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +28,9 @@
 #include "storage/log_store.h"
 #include "storage/snapshot_format.h"
 #include "storage/snapshot_store.h"
+#ifdef RAFTKV_HAVE_ROCKSDB
+#include "storage/rocksdb_backend.h"
+#endif
 
 namespace raftkv {
 namespace {
@@ -571,6 +576,136 @@ TEST(PowerLossFaultFs, KeepsOnlyWhatWasSynced) {
   fs.PowerCut(dir.path());
   EXPECT_FALSE(std::filesystem::exists(dir.Join("x"))) << "an unsynced directory survived";
 }
+
+// A hard link (RocksDB's checkpoints link SSTs, storage/rocksdb_fs.h) keeps
+// its source's durable bytes, and survives only once its directory is synced.
+TEST(PowerLossFaultFs, HardLinkIsANewNameForTheDurableBytes) {
+  TempDir dir("faultfs");
+  FaultFs fs(dir.path());
+  fs.DropSyncs("");  // a test of the simulator, not of the server's syncs
+  const std::string a = dir.Join("a");
+  const std::string b = dir.Join("b");
+  file::File f;
+  ASSERT_TRUE(file::File::Open(a, file::OpenMode::kCreateTruncate, &f).ok());
+  ASSERT_TRUE(f.WriteAt("synced", 6, 0).ok());
+  ASSERT_TRUE(f.Sync().ok());
+  ASSERT_TRUE(f.WriteAt("!", 1, 6).ok());
+  ASSERT_TRUE(f.Close().ok());
+  ASSERT_TRUE(file::SyncDir(dir.path()).ok());
+  const auto link = [&] {
+    std::error_code ec;
+    std::filesystem::create_hard_link(a, b, ec);
+    return ec ? Status::IOError(ec.message()) : Status::OK();
+  };
+  ASSERT_TRUE(fs.Link(a, b, link).ok());
+  EXPECT_EQ(fs.Capture(dir.path()).files.count(b), 0u) << "an unsynced link survived";
+  ASSERT_TRUE(file::SyncDir(dir.path()).ok());
+  ASSERT_TRUE(file::Remove(a).ok());
+  ASSERT_TRUE(file::SyncDir(dir.path()).ok());
+  fs.PowerCut(dir.path());
+  EXPECT_FALSE(std::filesystem::exists(a));
+  EXPECT_EQ(testing_util::ReadFileBytes(b), "synced");
+}
+
+#ifdef RAFTKV_HAVE_ROCKSDB
+// ---------------------------------------------------------------------------
+// RocksDB (its file calls reach FaultFs through storage/rocksdb_fs.h)
+// ---------------------------------------------------------------------------
+
+std::map<std::string, std::string> Contents(const KvBackend& db) {
+  std::map<std::string, std::string> out;
+  std::unique_ptr<BackendIterator> it = db.View()->NewIterator("", "");
+  for (it->Seek(""); it->Valid(); it->Next()) out.emplace(it->key(), it->value());
+  EXPECT_TRUE(it->status().ok()) << it->status().ToString();
+  return out;
+}
+
+// Batch `i` of the scenario, also applied to *model: puts of new keys,
+// overwrites, deletes and now and then a DeleteRange.
+BackendBatch ScenarioBatch(int i, std::map<std::string, std::string>* model) {
+  const auto key = [](int k) {
+    char buf[16];
+    std::snprintf(buf, sizeof(buf), "key%03d", k);
+    return std::string(buf);
+  };
+  BackendBatch batch;
+  for (int j = 0; j < 12; ++j) {
+    const std::string k = key((i * 7 + j * 5) % 60);
+    const std::string v = "batch" + std::to_string(i) + "-" + std::string(80, char('a' + j));
+    batch.Put(k, v);
+    (*model)[k] = v;
+  }
+  const std::string gone = key((i * 11) % 60);
+  batch.Delete(gone);
+  model->erase(gone);
+  if (i % 4 == 3) {
+    const std::string from = key(i % 50);
+    const std::string to = key(i % 50 + 6);
+    batch.DeleteRange(from, to);
+    model->erase(model->lower_bound(from), model->lower_bound(to));
+  }
+  return batch;
+}
+
+// A database created and written in batches, with a Flush() after every
+// three (five flushes: the fourth level-0 file starts a compaction in the
+// background, so RocksDB also deletes files), cut before every file call
+// from the creation on. After the cut it opens and holds exactly the
+// contents at one Flush(): none older than the last that returned, none
+// newer than the last that started (the memtables die with the power, and
+// a flush is all or nothing).
+TEST(PowerLossRocksDb, FlushAtEveryStep) {
+  constexpr int kFlushes = 5;
+  constexpr int kBatchesPerFlush = 3;
+  std::vector<BackendBatch> batches;
+  std::vector<std::map<std::string, std::string>> states(1);  // [f]: after f flushes
+  std::map<std::string, std::string> model;
+  for (int f = 0; f < kFlushes; ++f) {
+    for (int b = 0; b < kBatchesPerFlush; ++b) {
+      batches.push_back(ScenarioBatch(f * kBatchesPerFlush + b, &model));
+    }
+    states.push_back(model);
+  }
+  AtEveryStep(
+      [](const std::string&) {},
+      [&](const std::string& dir, const std::function<void()>& ack) {
+        std::unique_ptr<RocksDbBackend> db;
+        Status s = RocksDbBackend::Open(dir + "/db", RocksDbBackend::Options(), &db);
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        for (int f = 0; f < kFlushes; ++f) {
+          for (int b = 0; b < kBatchesPerFlush; ++b) {
+            ASSERT_TRUE(db->Write(batches[f * kBatchesPerFlush + b]).ok());
+          }
+          ack();  // 2f: flush f+1 starts
+          s = db->Flush();
+          ASSERT_TRUE(s.ok()) << s.ToString();
+          ack();  // 2f+1: flush f+1 returned
+        }
+      },
+      [&](const std::string& dir, const PowerRun& run) {
+        std::unique_ptr<RocksDbBackend> db;
+        Status s = RocksDbBackend::Open(dir + "/db", RocksDbBackend::Options(), &db);
+        ASSERT_TRUE(s.ok()) << "the database does not open after the power cut: " << s.ToString();
+        int returned = 0;
+        int started = 0;
+        for (int f = 0; f < kFlushes; ++f) {
+          if (run.Acked(2 * f)) started = f + 1;
+          if (run.Acked(2 * f + 1)) returned = f + 1;
+        }
+        const std::map<std::string, std::string> got = Contents(*db);
+        bool matched = false;
+        for (int f = returned; f <= started && !matched; ++f) matched = got == states[f];
+        EXPECT_TRUE(matched) << "the database holds " << got.size()
+                             << " keys, not the contents at a flush from the last that returned ("
+                             << returned << ") to the last that started (" << started << ")";
+        // It goes on from there.
+        BackendBatch more;
+        more.Put("after", "the cut");
+        ASSERT_TRUE(db->Write(more).ok());
+        ASSERT_TRUE(db->Flush().ok());
+      });
+}
+#endif  // RAFTKV_HAVE_ROCKSDB
 
 }  // namespace
 }  // namespace raftkv
