@@ -12,10 +12,13 @@
 // commands, unknown types and ops, and batches holding anything but PUT and
 // DELETE are no-ops with ok = false. Transactions, range deletes and leases
 // get the session rules checked; once one of them changed the store, the
-// map is no longer compared (kv_api_state_test.cc covers them).
+// map is no longer compared (kv_api_state_test.cc covers them). ALARM entries
+// are modelled (a set of raised alarms): while a NOSPACE alarm is raised,
+// PUT, CAS and a BATCH with a put must be refused with RESOURCE_EXHAUSTED.
 #include <cinttypes>
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,6 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   KvStateMachine sm;
   std::map<std::string, std::string> model;
   std::map<uint64_t, ModelSession> sessions;
+  std::set<std::pair<uint64_t, uint32_t>> alarms;  // (member, type) raised
   uint64_t now = 0;  // cluster time
   bool tracked = true;  // false once an op the model does not know succeeded
   uint64_t index = 0;
@@ -105,10 +109,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // deletes, leases, compaction): their session bookkeeping is the same; their effect
     // on the map ends the comparison, unless they were refused.
     // COMPACT changes no key: the comparison goes on after it.
+    // ALARM changes no key either: the model keeps the set of raised alarms.
     const bool compact = command && cmd.op() == Command::COMPACT;
+    const bool alarm = command && cmd.op() == Command::ALARM;
     const bool api_op = command && (cmd.op() == Command::TXN || cmd.op() == Command::DELETE_RANGE ||
                                     cmd.op() == Command::LEASE_GRANT ||
-                                    cmd.op() == Command::LEASE_REVOKE || compact);
+                                    cmd.op() == Command::LEASE_REVOKE || compact || alarm);
     ModelSession* session = nullptr;
     if ((known || api_op) && cmd.client_id() != 0) {
       auto sit = sessions.find(cmd.client_id());
@@ -146,6 +152,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (api_op) {
       FUZZ_ASSERT(r.ok, "valid command refused: %s", r.error.c_str());
       if (session != nullptr) session->results.emplace(cmd.sequence(), r);
+      if (alarm) {
+        const std::pair<uint64_t, uint32_t> key{cmd.alarm_member(), cmd.alarm_type()};
+        const bool valid = cmd.alarm_type() == 1 &&
+                           (cmd.alarm_action() == 2 ||
+                            (cmd.alarm_action() == 1 &&
+                             (alarms.count(key) != 0 || alarms.size() < KvStateMachine::kMaxAlarms)));
+        FUZZ_ASSERT(r.rejected() != valid, "ALARM type %u action %u: rejected=%d", cmd.alarm_type(),
+                    cmd.alarm_action(), r.rejected());
+        if (valid && cmd.alarm_action() == 1) alarms.insert(key);
+        if (valid && cmd.alarm_action() == 2) alarms.erase(key);
+        FUZZ_ASSERT(sm.NoSpaceAlarm() == !alarms.empty(), "NOSPACE alarm %d, model %zu raised",
+                    sm.NoSpaceAlarm(), alarms.size());
+        continue;
+      }
       if (!r.rejected() && !compact) tracked = false;
       continue;
     }
@@ -162,6 +182,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     FUZZ_ASSERT(r.ok, "valid command refused: %s", r.error.c_str());
     if (session != nullptr) session->results.emplace(cmd.sequence(), r);
+    const bool adds_data =
+        cmd.op() == Command::PUT || cmd.op() == Command::CAS ||
+        std::any_of(cmd.ops().begin(), cmd.ops().end(),
+                    [](const Command& op) { return op.op() == Command::PUT; });
+    if (!alarms.empty() && adds_data) {
+      FUZZ_ASSERT(r.rejected() && r.Rejection().code() == Status::Code::kResourceExhausted,
+                  "a write that adds data accepted under a NOSPACE alarm");
+      continue;
+    }
     if (cmd.op() == Command::PUT && cmd.lease() != 0) {
       // No lease exists while the model is tracked (a grant stops it).
       FUZZ_ASSERT(!tracked || r.Rejection().code() == Status::Code::kNotFound,
