@@ -33,7 +33,12 @@ struct KvEvent {
   KvRecord kv;  // PUT: the record after; DELETE: only mod_revision (= revision)
   bool has_prev = false;
   KvRecord prev;  // the record before, when has_prev
-  size_t Bytes() const { return sizeof(KvEvent) + key.size() + kv.value.size() + prev.value.size(); }
+  size_t Bytes() const { return Cost(key.size(), kv.value.size(), prev.value.size()); }
+  // What an event of a key, a value and a previous value of these sizes
+  // costs the history window.
+  static size_t Cost(size_t key_bytes, size_t value_bytes, size_t prev_value_bytes) {
+    return sizeof(KvEvent) + key_bytes + value_bytes + prev_value_bytes;
+  }
 };
 
 // Whether `key` is in [start, end) with etcd's conventions: end empty = the

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kv/kv_state_machine.h"
+#include "kv/kv_state_rows.h"
 #include "kv/mvcc_keys.h"
 #include "kv/mvcc_store.h"
 #include "storage/memory_backend.h"
@@ -19,9 +20,6 @@
 namespace raftkv {
 
 namespace {
-
-constexpr uint32_t kMaxSessionError =
-    static_cast<uint32_t>(ApplyResult::SessionError::kStaleSequence);
 
 void RecordToKeyValue(const std::string& key, const KvRecord& r, KeyValue* out) {
   out->set_key(key);
@@ -96,22 +94,7 @@ void KvStateMachine::Snapshot(SnapshotWriter* out) const {
     session.SerializeToString(&buf);
     out->AddRecord(SnapshotRecordType::kSession, buf);
     for (const auto& [sequence, r] : s.results) {
-      saved.Clear();
-      saved.set_client_id(id);
-      saved.set_sequence(sequence);
-      saved.set_ok(r.ok);
-      saved.set_existed(r.existed);
-      saved.set_swapped(r.swapped);
-      saved.set_found(r.found);
-      saved.set_current(r.current);
-      saved.set_error(r.error);
-      saved.set_session_error(static_cast<uint32_t>(r.session_error));
-      saved.set_duplicate(r.duplicate);
-      saved.set_index(r.index);
-      saved.set_term(r.term);
-      saved.set_result_client_id(r.client_id);
-      for (bool e : r.batch_existed) saved.add_batch_existed(e);
-      r.answer.SerializeToString(saved.mutable_answer());
+      state_rows::EncodeResult(id, sequence, r, &saved);
       saved.SerializeToString(&buf);
       out->AddRecord(SnapshotRecordType::kSessionResult, buf);
     }
@@ -186,6 +169,10 @@ struct KvStateMachine::RestoreState {
 };
 
 Status KvStateMachine::Restore(SnapshotReader* in) {
+  if (persistent_) {
+    return Status::FailedPrecondition(in->path() + ": a persistent key-value store installs checkpoints, "
+                                      "not snapshot files");
+  }
   // Built aside; swapped in only once the reader has verified the file.
   RestoreState st(in->path());
   for (;; ++st.record) {
@@ -259,23 +246,9 @@ Status KvStateMachine::RestoreSessionResult(std::string_view msg, RestoreState* 
                    " inside session " + std::to_string(st->session_id));
   }
   const uint64_t sequence = m.sequence();
-  if (m.session_error() > kMaxSessionError) {
-    return st->Bad("unknown session error " + std::to_string(m.session_error()));
-  }
   ApplyResult r;
-  r.ok = m.ok();
-  r.existed = m.existed();
-  r.swapped = m.swapped();
-  r.found = m.found();
-  r.current = std::move(*m.mutable_current());
-  r.error = std::move(*m.mutable_error());
-  r.session_error = static_cast<ApplyResult::SessionError>(m.session_error());
-  r.duplicate = m.duplicate();
-  r.index = m.index();
-  r.term = m.term();
-  r.client_id = m.result_client_id();
-  r.batch_existed.assign(m.batch_existed().begin(), m.batch_existed().end());
-  if (!r.answer.ParseFromString(m.answer())) return st->Bad("bad saved answer");
+  std::string why;
+  if (!state_rows::DecodeResult(&m, &r, &why)) return st->Bad(why);
   if (!st->sessions.AddRestoredResult(st->session_id, sequence, std::move(r))) {
     return st->Bad("saved result sequence " + std::to_string(sequence) + " out of order");
   }
@@ -406,6 +379,7 @@ void KvStateMachine::SwapInRestored(const SnapshotMeta& meta, RestoreState* st) 
   applied_index_ = meta.last_index;
   applied_term_ = meta.last_term;
   cluster_time_ms_ = meta.cluster_time_ms;
+  applied_config_ = meta.config;
   PublishLocked();
 }
 

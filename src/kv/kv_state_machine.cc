@@ -16,6 +16,7 @@
 
 #include "kv/kv_internal.h"
 #include "kv/kv_requests.h"
+#include "kv/kv_state_rows.h"
 #include "kv/mvcc_store.h"
 #include "storage/memory_backend.h"
 
@@ -103,8 +104,67 @@ size_t ApplyResult::SavedBytes() const {
   return kRecord + current.size() + error.size() + batch_existed.size() / 8 + answer.ByteSizeLong();
 }
 
-KvStateMachine::KvStateMachine()
-    : backend_(std::make_unique<MemoryBackend>()) {}
+KvStateMachine::KvStateMachine() : KvStateMachine(std::make_unique<MemoryBackend>()) {}
+
+KvStateMachine::KvStateMachine(std::unique_ptr<KvBackend> backend)
+    : persistent_(backend->persistent()), backend_(std::move(backend)) {
+  WriterLock lock(&mu_);
+  if (persistent_) {
+    sessions_.TrackChanges();
+    leases_.TrackChanges();
+  }
+}
+
+Status KvStateMachine::Open(std::unique_ptr<KvBackend> backend, std::unique_ptr<KvStateMachine>* out) {
+  const std::shared_ptr<const BackendView> view = backend->View();
+  state_rows::Loaded loaded;
+  if (Status s = state_rows::Load(*view, &loaded); !s.ok()) return s;
+  std::unique_ptr<KvStateMachine> sm(new KvStateMachine(std::move(backend)));
+  if (loaded.found) {
+    if (Status s = sm->Resume(view, &loaded); !s.ok()) return s;
+  }
+  *out = std::move(sm);
+  return Status::OK();
+}
+
+Status KvStateMachine::Resume(const std::shared_ptr<const BackendView>& view, state_rows::Loaded* loaded) {
+  const KvMeta& meta = loaded->meta;
+  // The window: the bytes of every revision the history rows keep.
+  std::vector<std::pair<int64_t, size_t>> window;
+  const MvccReader reader(view);
+  for (int64_t from = meta.history_compacted() + 1;;) {
+    std::vector<KvEvent> events;
+    int64_t next = from;
+    if (Status s = reader.ReadEvents("", std::string(1, '\0'), from, 4 << 20, &events, &next); !s.ok()) {
+      return s;
+    }
+    if (events.empty()) break;
+    for (const KvEvent& e : events) {
+      if (window.empty() || window.back().first != e.revision) window.emplace_back(e.revision, 0);
+      window.back().second += e.Bytes();
+    }
+    from = next;
+  }
+  WriterLock lock(&mu_);
+  applied_index_ = meta.applied_index();
+  applied_term_ = meta.applied_term();
+  cluster_time_ms_ = meta.cluster_time_ms();
+  revision_ = meta.revision();
+  live_keys_ = meta.live_keys();
+  data_bytes_ = meta.data_bytes();
+  applied_config_ = std::move(loaded->config);
+  std::swap(sessions_, loaded->sessions);
+  leases_.Swap(&loaded->leases);
+  std::swap(alarms_, loaded->alarms);
+  history_.Reset(meta.history_compacted());
+  history_.SetCompactRevision(meta.compact_revision());
+  for (const auto& [revision, bytes] : window) history_.AppendRevision(revision, bytes);
+  sessions_.TrackChanges();
+  leases_.TrackChanges();
+  DropTrimmedLocked(meta.history_compacted());
+  PublishLocked();
+  return Status::OK();
+}
 
 KvStateMachine::~KvStateMachine() = default;
 
@@ -112,11 +172,35 @@ ApplyResult KvStateMachine::Apply(const Entry& entry) {
   ApplyResult result;
   Command command;
   const bool have_command = Decode(entry, &command, &result);
+  BackendBatch batch;
   WriterLock lock(&mu_);
   if (apply_hook_) apply_hook_(entry);
-  ApplyLocked(entry, command, have_command, &result);
+  ApplyLocked(entry, command, have_command, &result, &batch);
+  if (persistent_) AddStateRowsLocked(&batch);
+  // No view of this apply is left: the write changes the store in place
+  // (one a reader still holds makes it copy what it changes).
+  WriteLocked(batch);
   PublishLocked();
   return result;
+}
+
+void KvStateMachine::AddStateRowsLocked(BackendBatch* batch) {
+  state_rows::AddSessionRows(sessions_, sessions_.TakeChanges(), batch);
+  state_rows::AddLeaseRows(leases_, leases_.TakeChanges(), batch);
+  if (alarms_changed_) state_rows::AddAlarmRows(alarms_, batch);
+  if (config_changed_) state_rows::AddConfig(applied_config_, batch);
+  alarms_changed_ = config_changed_ = false;
+  KvMeta meta;
+  meta.set_format(state_rows::kFormat);
+  meta.set_applied_index(applied_index_);
+  meta.set_applied_term(applied_term_);
+  meta.set_cluster_time_ms(cluster_time_ms_);
+  meta.set_revision(revision_);
+  meta.set_live_keys(live_keys_);
+  meta.set_data_bytes(data_bytes_);
+  meta.set_history_compacted(history_.compacted());
+  meta.set_compact_revision(history_.compact_revision());
+  state_rows::AddMeta(meta, batch);
 }
 
 void KvStateMachine::PublishLocked() {
@@ -168,7 +252,7 @@ bool KvStateMachine::Decode(const Entry& entry, Command* out, ApplyResult* resul
 }
 
 void KvStateMachine::ApplyLocked(const Entry& entry, Command& command, bool have_command,
-                                 ApplyResult* result_out) {
+                                 ApplyResult* result_out, BackendBatch* batch) {
   ApplyResult& result = *result_out;
   CHECK_EQ(entry.index(), applied_index_ + 1) << "entries must be applied in index order";
   applied_index_ = entry.index();
@@ -177,6 +261,10 @@ void KvStateMachine::ApplyLocked(const Entry& entry, Command& command, bool have
   // even for a log written before entries carried a time.
   cluster_time_ms_ = std::max(cluster_time_ms_, entry.cluster_time_ms());
   sessions_.Expire(cluster_time_ms_);
+  if (entry.type() == ENTRY_CONFIG) {
+    applied_config_ = entry.data();
+    config_changed_ = true;
+  }
   if (!have_command) return;
 
   if (command.op() == Command::OPEN_SESSION) {
@@ -195,27 +283,23 @@ void KvStateMachine::ApplyLocked(const Entry& entry, Command& command, bool have
     return;
   }
   if (command.client_id() == 0) {  // no session: at-least-once
-    ApplyToMap(command, &result);
+    ApplyToMap(command, &result, batch);
     return;
   }
   if (!sessions_.Begin(command, cluster_time_ms_, &result)) return;
-  ApplyToMap(command, &result);
+  ApplyToMap(command, &result, batch);
   sessions_.Save(command, result);
 }
 
-void KvStateMachine::ApplyToMap(Command& command, ApplyResult* result) {
+void KvStateMachine::ApplyToMap(Command& command, ApplyResult* result, BackendBatch* batch) {
   const int64_t compacted_before = history_.compacted();
-  BackendBatch batch;
   {
     const MvccReader before(backend_->View());
     MvccWriter writer(&before, revision_ + 1);
     Changes changes{&writer};
     ApplyOps(command, result, &changes);
-    CollectLocked(&changes, compacted_before, *before.view(), &batch);
+    CollectLocked(&changes, compacted_before, *before.view(), batch);
   }
-  // No view of this apply is left: the write changes the store in place
-  // (one a reader still holds makes it copy what it changes).
-  WriteLocked(batch);
   result->answer.set_revision(revision_);
 }
 
@@ -341,6 +425,7 @@ void KvStateMachine::WriteLocked(const BackendBatch& batch) {
 void KvStateMachine::DropTrimmedLocked(int64_t compacted_before) {
   BackendBatch batch;
   CollectLocked(nullptr, compacted_before, *backend_->View(), &batch);
+  if (persistent_ && !batch.empty()) AddStateRowsLocked(&batch);
   WriteLocked(batch);
 }
 
@@ -383,6 +468,7 @@ void KvStateMachine::ApplyAlarm(const Command& command, ApplyResult* result) {
   } else {
     alarms_.insert(alarm);
   }
+  alarms_changed_ = true;
 }
 
 bool KvStateMachine::NoSpaceLocked() const {
@@ -392,9 +478,9 @@ bool KvStateMachine::NoSpaceLocked() const {
   return false;
 }
 
-// What an event costs the history window (KvEvent::Bytes).
+// What an event costs the history window (as the KvEvent read back).
 static size_t EventBytes(const std::string& key, size_t value_bytes, const std::optional<KvRecord>& prev) {
-  return sizeof(KvEvent) + key.size() + value_bytes + (prev ? prev->value.size() : 0);
+  return KvEvent::Cost(key.size(), value_bytes, prev ? prev->value.size() : 0);
 }
 
 bool KvStateMachine::PutKey(std::string key, std::string value, int64_t lease, Changes* changes,
@@ -640,6 +726,11 @@ uint64_t KvStateMachine::LeaseGeneration() const {
 
 uint64_t KvStateMachine::AppliedTerm() const {
   return published_applied_term_.load(std::memory_order_acquire);
+}
+
+std::string KvStateMachine::AppliedConfig() const {
+  ReaderLock lock(&mu_);
+  return applied_config_;
 }
 
 uint64_t KvStateMachine::AppliedIndex() const {

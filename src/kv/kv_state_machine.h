@@ -1,7 +1,9 @@
-// The replicated state machine: an ordered in-memory map from key to value
-// with each key's revisions, the leases, and the client sessions that make
-// writes exactly-once, changed only by applying committed log entries in
-// index order. Rebuilt from the newest snapshot and the log on restart.
+// The replicated state machine: an ordered map from key to value with each
+// key's revisions, the leases, and the client sessions that make writes
+// exactly-once, changed only by applying committed log entries in index
+// order. Its keys and history are rows of a byte store (mvcc_store.h): in
+// memory (rebuilt from the newest snapshot and the log on restart), or
+// persistent (reopened with Open(), then the log after its applied index).
 //
 // Revisions (etcd's v3 semantics): every entry that changes at least one key
 // advances the store's revision by one (a batch, a transaction, a lease
@@ -37,6 +39,7 @@
 //   kv_state_machine.cc  applies committed entries (MVCC writes, sessions)
 //   kv_reads.cc          the reads (Range, ReadTxn, ReadEvents, answer estimates)
 //   kv_snapshot.cc       the snapshot codec (Snapshot, Restore)
+//   kv_state_rows.h      a persistent store's rows besides the keys (Open)
 //   lease_table.h        the leases
 //   session_table.h      the sessions
 //
@@ -72,6 +75,9 @@
 namespace raftkv {
 
 class SnapshotWriter;
+namespace state_rows {
+struct Loaded;
+}
 
 // A key's record as the wire's KeyValue (value left empty when keys_only).
 void ToKeyValue(const std::string& key, const KvRecord& r, bool keys_only, KeyValue* out);
@@ -81,6 +87,15 @@ class KvStateMachine : public SnapshotTarget {
   // An empty state in memory (MemoryBackend).
   KvStateMachine();
   ~KvStateMachine() override;
+
+  // A state machine on `backend`, resumed from the state it holds (an empty
+  // store: an empty state). On a persistent() store every Apply() writes,
+  // in the entry's one batch, the rows of what it changed besides the keys
+  // (sessions, leases, alarms, the membership of a CONFIG entry: see
+  // kv_state_rows.h) and `m state`, so that after a crash the store opens at
+  // the last entry it flushed, and the log replays the rest. Corruption when
+  // a row is malformed.
+  static Status Open(std::unique_ptr<KvBackend> backend, std::unique_ptr<KvStateMachine>* out);
 
   static constexpr size_t kMaxSavedResultsPerSession = SessionTable::kMaxSavedResultsPerSession;
   // What a key visited by a transaction's read costs its answer budget at
@@ -196,6 +211,9 @@ class KvStateMachine : public SnapshotTarget {
   uint64_t LeaseGeneration() const;
 
   uint64_t AppliedIndex() const;
+  // The serialized MembershipConfig of the last CONFIG entry applied, or of
+  // the snapshot restored; empty when neither had one.
+  std::string AppliedConfig() const EXCLUDES(mu_);
   // Term of the last applied entry (0 before any).
   uint64_t AppliedTerm() const;
   size_t Size() const;
@@ -258,9 +276,14 @@ class KvStateMachine : public SnapshotTarget {
     MvccWriter* writer;
     size_t bytes = 0;  // of its events (KvEvent::Bytes), for the history window
   };
-  // Applies a data command (no session logic), moving its keys and values
-  // into the store: ApplyOps, then one write.
-  void ApplyToMap(Command& command, ApplyResult* result) REQUIRES(mu_);
+  explicit KvStateMachine(std::unique_ptr<KvBackend> backend);
+  // Open(), once the rows are read: takes them over and rebuilds the
+  // history window from the history rows.
+  Status Resume(const std::shared_ptr<const BackendView>& view, state_rows::Loaded* loaded)
+      EXCLUDES(mu_);
+  // Applies a data command (no session logic), adding its keys and values
+  // to *batch: ApplyOps, then the rows.
+  void ApplyToMap(Command& command, ApplyResult* result, BackendBatch* batch) REQUIRES(mu_);
   void ApplyOps(Command& command, ApplyResult* result, Changes* changes) REQUIRES(mu_);
   // The writes of ApplyToMap. Return whether the key existed; fill *prev
   // with its record before when not null.
@@ -301,7 +324,10 @@ class KvStateMachine : public SnapshotTarget {
   static bool Decode(const Entry& entry, Command* command, ApplyResult* result);
   // The rest of Apply().
   void ApplyLocked(const Entry& entry, Command& command, bool have_command,
-                   ApplyResult* result) REQUIRES(mu_);
+                   ApplyResult* result, BackendBatch* batch) REQUIRES(mu_);
+  // A persistent store's rows of what the entry changed besides the keys,
+  // and `m state` (kv_state_rows.h).
+  void AddStateRowsLocked(BackendBatch* batch) REQUIRES(mu_);
 
   // Restore(), step by step: the state read so far, one record of each kind
   // checked and added to it (without the lock), then the swap (under it).
@@ -315,6 +341,9 @@ class KvStateMachine : public SnapshotTarget {
   void SwapInRestored(const SnapshotMeta& meta, RestoreState* st) EXCLUDES(mu_);
 
   mutable SharedMutex mu_;
+  // Whether the store keeps the state across restarts (the rows of
+  // AddStateRowsLocked are written only then).
+  const bool persistent_;
   // The versions and history of every key (mvcc_store.h). No view of it is
   // kept between applies: a write changes in place what no view shares.
   std::unique_ptr<KvBackend> backend_ GUARDED_BY(mu_);
@@ -328,6 +357,11 @@ class KvStateMachine : public SnapshotTarget {
   uint64_t cluster_time_ms_ GUARDED_BY(mu_) = 0;  // of the last entry
   SessionTable sessions_ GUARDED_BY(mu_);
   size_t data_bytes_ GUARDED_BY(mu_) = 0;  // keys and values, kKeyOverhead each
+  std::string applied_config_ GUARDED_BY(mu_);
+  // An ALARM entry changed the alarms: their rows are to be rewritten.
+  bool alarms_changed_ GUARDED_BY(mu_) = false;
+  // A CONFIG entry was applied: its row is to be written.
+  bool config_changed_ GUARDED_BY(mu_) = false;
   std::set<std::pair<uint64_t, uint32_t>> alarms_ GUARDED_BY(mu_);  // (member, type)
   std::function<void(const Entry&)> apply_hook_ GUARDED_BY(mu_);  // tests only
 

@@ -6,6 +6,7 @@ bool LeaseTable::Contains(int64_t id) const { return leases_.count(id) != 0; }
 
 bool LeaseTable::Grant(int64_t id, int64_t ttl, uint64_t granted_index) {
   if (!leases_.emplace(id, Lease{ttl, granted_index, {}}).second) return false;
+  if (tracking_) changes_.leases.insert(id);
   ++generation_;
   return true;
 }
@@ -21,6 +22,7 @@ bool LeaseTable::Revoke(int64_t id, std::set<std::string>* keys) {
   if (it == leases_.end()) return false;
   *keys = std::move(it->second.keys);
   leases_.erase(it);
+  if (tracking_) changes_.leases.insert(id);
   ++generation_;
   return true;
 }
@@ -29,14 +31,21 @@ bool LeaseTable::Attach(const std::string& key, int64_t id) {
   if (id == 0) return false;  // no lease
   auto it = leases_.find(id);
   if (it == leases_.end()) return false;
-  it->second.keys.insert(key);
+  if (it->second.keys.insert(key).second && tracking_) changes_.keys.emplace(id, key);
   return true;
 }
 
 void LeaseTable::Detach(const std::string& key, int64_t id) {
   if (id == 0) return;  // no lease
   auto it = leases_.find(id);
-  if (it != leases_.end()) it->second.keys.erase(key);
+  if (it != leases_.end() && it->second.keys.erase(key) != 0 && tracking_) {
+    changes_.keys.emplace(id, key);
+  }
+}
+
+bool LeaseTable::Attached(int64_t id, const std::string& key) const {
+  auto it = leases_.find(id);
+  return it != leases_.end() && it->second.keys.count(key) != 0;
 }
 
 bool LeaseTable::Get(int64_t id, int64_t* ttl, std::vector<std::string>* keys) const {

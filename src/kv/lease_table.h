@@ -58,6 +58,19 @@ class LeaseTable {
   // Bumped by every Grant and Revoke that succeeds and by every Swap.
   uint64_t generation() const { return generation_; }
 
+  // What changed since the last TakeChanges(), recorded only once
+  // TrackChanges() was called (a persistent store writes these rows
+  // through): the leases granted or revoked (a revoked lease's keys with
+  // it), and the keys attached or detached. Look each one up to know which.
+  struct Changes {
+    std::set<int64_t> leases;
+    std::set<std::pair<int64_t, std::string>> keys;  // (lease, key)
+  };
+  void TrackChanges() { tracking_ = true; }
+  Changes TakeChanges() { return std::exchange(changes_, Changes()); }
+  // Whether `key` is attached to lease `id`.
+  bool Attached(int64_t id, const std::string& key) const;
+
   // Restore: adds a lease without keys, in increasing id order (Attach its
   // keys afterwards); does not bump the generation. False, and nothing
   // changes, when `id` is not above every id added so far.
@@ -75,6 +88,8 @@ class LeaseTable {
 
   std::map<int64_t, Lease> leases_;
   uint64_t generation_ = 0;
+  bool tracking_ = false;
+  Changes changes_;
 };
 
 }  // namespace raftkv

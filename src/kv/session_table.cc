@@ -36,6 +36,7 @@ void SessionTable::Expire(uint64_t now_ms) {
 
 void SessionTable::Erase(std::map<uint64_t, Session>::iterator it) {
   Session& s = it->second;
+  if (tracking_) changes_.sessions.insert(it->first);  // and every saved answer with it
   for (const auto& [sequence, r] : s.results) {
     saved_order_.erase({r.index, it->first, sequence});
     saved_bytes_ -= r.SavedBytes();
@@ -45,6 +46,7 @@ void SessionTable::Erase(std::map<uint64_t, Session>::iterator it) {
 }
 
 void SessionTable::Touch(uint64_t id, Session* session, uint64_t now_ms) {
+  if (tracking_) changes_.sessions.insert(id);
   expiry_.erase({session->expires_at_ms, id});
   // Saturating: a huge timeout means "never".
   const uint64_t t = session->timeout_ms;
@@ -54,6 +56,7 @@ void SessionTable::Touch(uint64_t id, Session* session, uint64_t now_ms) {
 
 void SessionTable::Forget(uint64_t id, uint64_t sequence, const ApplyResult& r, Session* session) {
   saved_order_.erase({r.index, id, sequence});
+  if (tracking_) changes_.results.emplace(id, sequence);
   const size_t bytes = r.SavedBytes();
   saved_bytes_ -= bytes;
   session->saved_bytes -= bytes;
@@ -61,6 +64,7 @@ void SessionTable::Forget(uint64_t id, uint64_t sequence, const ApplyResult& r, 
 
 void SessionTable::DropBelow(uint64_t id, Session* session, uint64_t below) {
   auto end = session->results.lower_bound(below);
+  if (tracking_) changes_.sessions.insert(id);  // its first_outstanding moved
   for (auto it = session->results.begin(); it != end; ++it) Forget(id, it->first, it->second, session);
   session->results.erase(session->results.begin(), end);
 }
@@ -103,6 +107,7 @@ void SessionTable::Save(const Command& command, const ApplyResult& result) {
   Session& s = it->second;
   const uint64_t sequence = command.sequence();
   if (!s.results.emplace(sequence, result).second) return;
+  if (tracking_) changes_.results.emplace(id, sequence);
   const size_t bytes = result.SavedBytes();
   s.saved_bytes += bytes;
   saved_bytes_ += bytes;

@@ -30,6 +30,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "common/status.h"
 #include "kv/apply_result.h"
@@ -71,6 +72,17 @@ class SessionTable {
   size_t saved_bytes() const { return saved_bytes_; }
   const std::map<uint64_t, Session>& sessions() const { return sessions_; }
 
+  // What changed since the last TakeChanges(), recorded only once
+  // TrackChanges() was called (a persistent store writes these rows through;
+  // the memory engine pays nothing): the sessions opened, touched or gone,
+  // and the saved answers added or dropped. Look each one up to know which.
+  struct Changes {
+    std::set<uint64_t> sessions;
+    std::set<std::pair<uint64_t, uint64_t>> results;  // (session, sequence)
+  };
+  void TrackChanges() { tracking_ = true; }
+  Changes TakeChanges() { return std::exchange(changes_, Changes()); }
+
   // Restore: adds a session (in increasing id order), then its results (in
   // increasing sequence order). False when out of order.
   bool AddRestored(uint64_t id, const Session& fields);
@@ -89,6 +101,8 @@ class SessionTable {
   // oldest first): (index, session id, sequence).
   std::set<std::tuple<uint64_t, uint64_t, uint64_t>> saved_order_;
   size_t saved_bytes_ = 0;
+  bool tracking_ = false;
+  Changes changes_;
 };
 
 }  // namespace raftkv

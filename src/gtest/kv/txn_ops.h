@@ -30,12 +30,17 @@ inline ApplyResult ApplyNext(KvStateMachine* sm, uint64_t* index, const Command&
 
 // Restores `copy` from a snapshot file of `from`, after checking the whole
 // file reads back (call it inside ASSERT_NO_FATAL_FAILURE).
-inline void RestoreCopy(const KvStateMachine& from, KvStateMachine* copy) {
-  testing_util::TempDir dir;
-  const std::string path = dir.path() + "/snap";
+// Writes a snapshot file of `from` at `path`.
+inline void WriteSnapshotOf(const KvStateMachine& from, const std::string& path) {
   SnapshotWriter w;
   from.Snapshot(&w);
   testing_util::WriteFileBytes(path, EncodeSnapshotFile(w));
+}
+
+inline void RestoreCopy(const KvStateMachine& from, KvStateMachine* copy) {
+  testing_util::TempDir dir;
+  const std::string path = dir.path() + "/snap";
+  WriteSnapshotOf(from, path);
   std::unique_ptr<SnapshotReader> reader;
   ASSERT_TRUE(SnapshotReader::Open(path, &reader).ok());
   ASSERT_TRUE(reader->VerifyAll().ok());
