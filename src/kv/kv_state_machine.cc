@@ -430,13 +430,15 @@ void KvStateMachine::DropTrimmedLocked(int64_t compacted_before) {
 }
 
 // As etcd: reads at `revision` and later are still served, earlier ones
-// are compacted; compacting through it again is refused.
+// are compacted; compacting through it again is refused. Decided on the
+// replicated state alone (the store's revision and the last COMPACT), never
+// on this member's local window, so every member decides alike.
 void KvStateMachine::ApplyCompact(int64_t revision, ApplyResult* result) {
   if (revision > revision_) {
     Reject(result, Status::OutOfRange("cannot compact through revision " + std::to_string(revision) +
                                       ": the store is at " + std::to_string(revision_))
                        .WithReason(Status::Reason::kFutureRevision));
-  } else if (revision <= history_.read_floor()) {
+  } else if (revision <= history_.compact_revision()) {
     Reject(result, Status::OutOfRange("revision " + std::to_string(revision) +
                                       " is compacted already; the oldest revision kept is " +
                                       std::to_string(history_.read_floor()))

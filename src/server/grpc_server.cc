@@ -45,6 +45,7 @@ GrpcServer::GrpcServer(const ServerOptions& options_in, RaftNode* node)
       etcd_maintenance_service_(options_, node),
       hub_(options_.watch, &node->state_machine(), node->id()),
       keeper_(options_.lease, node),
+      compactor_(options_.auto_compaction, node),
       forwarder_(options_.forward_to_leader
                      ? std::make_unique<Forwarder>(
                            node, ForwarderOptions{options_.peer_security, options_.max_request_timeout_ms})
@@ -188,6 +189,7 @@ Status GrpcServer::Start() {
   }
   hub_.Start();
   keeper_.Start();
+  compactor_.Start();
   node_->SetApplyObserver([this] { hub_.Notify(); });
   node_->SetLeaderlessObserver(
       [this](bool leaderless, int64_t ms) { hub_.SetLeaderless(leaderless, ms); });
@@ -272,6 +274,7 @@ void GrpcServer::Shutdown(int grace_ms) {
   shut_down_ = true;
   hub_.Stop();  // watch streams never end by themselves
   keeper_.Stop();
+  compactor_.Stop();
   if (auto* health = server_->GetHealthCheckService()) health->Shutdown();
   if (forwarder_) forwarder_->BeginStop();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));

@@ -28,6 +28,7 @@
 #include "server/etcd/etcd_cluster.h"
 #include "server/etcd/etcd_kv.h"
 #include "server/etcd/etcd_maintenance.h"
+#include "node/auto_compactor.h"
 #include "node/lease_keeper.h"
 #include "server/rpc/reflection_service.h"
 #include "server/rpc/server_options.h"
@@ -67,6 +68,7 @@ class GrpcServer {
   ServerMetrics& metrics() { return *options_.metrics; }
   const WatchHub& watch_hub() const { return hub_; }
   const LeaseKeeper& lease_keeper() const { return keeper_; }
+  const AutoCompactor& auto_compactor() const { return compactor_; }
 
  private:
   class CompletionBatch;
@@ -93,6 +95,7 @@ class GrpcServer {
   WatchHub hub_;
   WatchMethod watch_method_;
   LeaseKeeper keeper_;
+  AutoCompactor compactor_;
   std::unique_ptr<Forwarder> forwarder_;  // null when forwarding is off
   std::unique_ptr<LeaseService> lease_service_;
   // The node tells hub_ when it applies; the metrics count hub_'s watchers.

@@ -34,6 +34,7 @@
 
 DECLARE_string(tls_ca_file);  // client/security.cc
 #include "server/rpc/call_auth.h"
+#include "node/auto_compactor.h"
 #include "node/cluster_config.h"
 #include "ops/flag_files.h"
 #include "server/grpc_server.h"
@@ -148,6 +149,16 @@ DEFINE_int64(quota_backend_bytes, 0,
              "add data, while reads, deletes and compaction go on, until an operator clears "
              "it (etcdctl alarm disarm). 0: the default, 2 GiB; negative: no quota. The state "
              "is in memory: keep the quota well below the RAM.");
+DEFINE_string(auto_compaction_mode, "periodic",
+              "How --auto_compaction_retention is read, as etcd's: 'periodic' (a duration: the "
+              "leader compacts the history, every min(retention, 1h), through the revision it "
+              "had that long ago) or 'revision' (a number: every 5 minutes it compacts through "
+              "the current revision minus that many).");
+DEFINE_string(auto_compaction_retention, "0",
+              "History the leader keeps when it compacts automatically (etcd's Compact, "
+              "replicated): for --auto_compaction_mode=periodic a duration such as 72h, 30m, "
+              "1h30m or a bare number of hours; for revision a number of revisions. 0: no "
+              "automatic compaction (the default, as etcd).");
 DEFINE_int64(min_lease_ttl_s, 2,
              "Shortest lease TTL in seconds: a grant asking for less gets this (as etcd). "
              "Keep it above the election timeout.");
@@ -365,6 +376,10 @@ static int CheckMemberFlags() {
     return Fail("--max_lease_ttl_s must be at most " + std::to_string(raftkv::LeaseOptions::kMaxTtlS) +
                 " (285 years), got " + std::to_string(FLAGS_max_lease_ttl_s));
   }
+  raftkv::AutoCompactionOptions auto_compaction;
+  const raftkv::Status compaction =
+      raftkv::ParseAutoCompaction(FLAGS_auto_compaction_mode, FLAGS_auto_compaction_retention, &auto_compaction);
+  if (!compaction.ok()) return Fail(compaction.message());
   if (FLAGS_initial_cluster_state != "new" && FLAGS_initial_cluster_state != "existing") {
     return Fail("--initial_cluster_state must be 'new' or 'existing', got '" + FLAGS_initial_cluster_state + "'");
   }
@@ -635,6 +650,9 @@ static raftkv::ServerOptions MakeServerOptions(
   server_options.snapshot_chunk_bytes = snapshot_chunk_bytes;
   server_options.max_request_timeout_ms = FLAGS_max_request_timeout_ms;
   server_options.session_timeout_ms = FLAGS_session_timeout_ms;
+  // Checked by CheckMemberFlags.
+  (void)raftkv::ParseAutoCompaction(FLAGS_auto_compaction_mode, FLAGS_auto_compaction_retention,
+                                    &server_options.auto_compaction);
   server_options.lease.min_ttl_s = FLAGS_min_lease_ttl_s;
   server_options.lease.max_ttl_s = FLAGS_max_lease_ttl_s;
   server_options.watch.max_watchers = FLAGS_max_watchers;

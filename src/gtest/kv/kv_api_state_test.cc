@@ -420,6 +420,30 @@ TEST_F(KvApiStateTest, CompactKeepsTheCompactRevisionsEventsAndASnapshotCarriesI
   check(copy, "restored");
 }
 
+// A COMPACT is decided on the replicated state alone: a member whose local
+// window dropped the revision already accepts it as one that keeps it does.
+TEST_F(KvApiStateTest, CompactIsAcceptedAlikeWhateverTheLocalWindow) {
+  KvStateMachine small_window;
+  small_window.SetHistoryLimits(2, 1 << 20);
+  uint64_t small_index = 0;
+  for (int i = 0; i < 10; ++i) {
+    Command put;
+    put.set_op(Command::PUT);
+    put.set_key("w");
+    put.set_value(std::to_string(i));
+    Run(put);
+    testing_txn::ApplyNext(&small_window, &small_index, put);
+  }
+  ASSERT_GT(small_window.CompactedRevision(), 5);
+  Command compact;
+  compact.set_op(Command::COMPACT);
+  compact.set_compact_revision(5);
+  EXPECT_FALSE(Run(compact).rejected());
+  EXPECT_FALSE(testing_txn::ApplyNext(&small_window, &small_index, compact).rejected());
+  EXPECT_EQ(small_window.CompactRevision(), sm_.CompactRevision());
+  EXPECT_TRUE(testing_txn::ApplyNext(&small_window, &small_index, compact).rejected());
+}
+
 // A snapshot carries the newest revisions of the history, so a restored
 // member serves watches and past reads from before it.
 TEST_F(KvApiStateTest, SnapshotsCarryTheNewestRevisionsOfTheHistory) {

@@ -11,6 +11,7 @@
 
 #include "client/kv_client.h"
 #include "gtest/server/server_fixture.h"
+#include "node/auto_compactor.h"
 #include "node/lease_keeper.h"
 #include "server/api/watch_hub.h"
 
@@ -292,6 +293,33 @@ TEST_F(KvApiTest, LeasesExpireOnTheLeaderUnlessKeptAliveAndTheirKeysVanish) {
   EXPECT_FALSE(g.found());
   grpc::ClientContext rctx2;
   EXPECT_EQ(lease_->LeaseRevoke(&rctx2, rv, &rresp).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// The leader compacts the history by itself (revision mode, checked often
+// here): through the current revision minus the retention, as a replicated
+// COMPACT.
+TEST_F(KvApiTest, TheLeaderCompactsTheHistoryByItself) {
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(Put("auto/" + std::to_string(i % 3), "v").ok());
+  const KvStateMachine& sm = node_->state_machine();
+  const int64_t revision = sm.Revision();
+  ASSERT_EQ(sm.CompactRevision(), 0);
+  AutoCompactionOptions o;
+  ASSERT_TRUE(ParseAutoCompaction("revision", "10", &o).ok());
+  o.revision_check_ms = 20;
+  AutoCompactor compactor(o, node_.get());
+  compactor.Start();
+  ASSERT_TRUE(WaitFor([&] { return sm.CompactRevision() == revision - 10; }, 10s))
+      << "compact revision " << sm.CompactRevision() << ", store at " << revision;
+  ASSERT_TRUE(WaitFor([&] { return compactor.compactions() == 1; }, 10s));
+  // Reads before it are refused, as after etcd's Compact.
+  RangeRequest at;
+  at.set_key("auto/0");
+  at.set_revision(revision - 11);
+  RangeResponse resp;
+  EXPECT_EQ(sm.Range(at, &resp).reason(), Status::Reason::kCompacted);
+  ASSERT_TRUE(Put("auto/0", "w").ok());
+  ASSERT_TRUE(WaitFor([&] { return sm.CompactRevision() == revision - 9; }, 10s));
+  compactor.Stop();
 }
 
 // The leader's lease clock (a keeper of its own that never revokes, so the

@@ -16,6 +16,7 @@
 #include "server/rpc/call_auth.h"
 #include "server/rpc/server_metrics.h"
 #include "kv/kv_requests.h"
+#include "node/auto_compactor.h"
 #include "node/lease_keeper.h"
 
 namespace raftkv {
@@ -108,6 +109,8 @@ struct ServerOptions {
   uint64_t session_timeout_ms = 600000;
   // Leases: TTL bounds and how often the leader looks for expired ones.
   LeaseOptions lease;
+  // The leader's automatic history compaction (off by default, as etcd).
+  AutoCompactionOptions auto_compaction;
   // Watches: most watchers per member, events per response.
   WatchOptions watch;
   // Tests only (--enable_test_faults): peer requests from blocked members are
