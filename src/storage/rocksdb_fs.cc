@@ -224,6 +224,25 @@ IOStatus PathCall(const Call& call, const Real& real) {
   return Interpose([&](const Interposer::Op& op) { return call(ip, op); }, real);
 }
 
+// Opens `fname` through `ip` with `open` (RocksDB's open, which fills
+// *result), then wraps the file it gave: wrap(file, handle, end), `end`
+// being the file's size when `at_end` (appends go after it), else 0. On
+// failure *result is empty.
+template <typename File, typename Open, typename Wrap>
+IOStatus OpenInterposed(Interposer* ip, const std::string& fname, file::OpenMode mode, const Open& open,
+                        bool at_end, std::unique_ptr<File>* result, const Wrap& wrap) {
+  auto handle = std::make_unique<InterposedHandle>();
+  IOStatus s = handle->Open(ip, fname, mode, open);
+  uint64_t end = 0;
+  if (s.ok() && at_end) s = handle->Size(&end);
+  if (!s.ok()) {
+    result->reset();
+    return s;
+  }
+  *result = wrap(std::move(*result), std::move(handle), end);
+  return s;
+}
+
 }  // namespace
 
 InterposedFileSystem::InterposedFileSystem(const std::shared_ptr<rocksdb::FileSystem>& base)
@@ -235,15 +254,12 @@ IOStatus InterposedFileSystem::NewWritableFile(const std::string& fname,
                                                IODebugContext* dbg) {
   Interposer* ip = file::CurrentInterposer();
   if (ip == nullptr) return target()->NewWritableFile(fname, options, result, dbg);
-  auto handle = std::make_unique<InterposedHandle>();
-  IOStatus s = handle->Open(ip, fname, file::OpenMode::kCreateTruncate,
-                            [&] { return target()->NewWritableFile(fname, options, result, dbg); });
-  if (!s.ok()) {
-    result->reset();
-    return s;
-  }
-  *result = std::make_unique<InterposedWritableFile>(std::move(*result), std::move(handle), 0);
-  return s;
+  return OpenInterposed(
+      ip, fname, file::OpenMode::kCreateTruncate,
+      [&] { return target()->NewWritableFile(fname, options, result, dbg); }, false, result,
+      [](auto file, auto handle, uint64_t end) {
+        return std::make_unique<InterposedWritableFile>(std::move(file), std::move(handle), end);
+      });
 }
 
 IOStatus InterposedFileSystem::ReopenWritableFile(const std::string& fname,
@@ -254,18 +270,12 @@ IOStatus InterposedFileSystem::ReopenWritableFile(const std::string& fname,
   if (ip == nullptr) return target()->ReopenWritableFile(fname, options, result, dbg);
   // It creates the file if missing: to the interposer, that is a creation.
   const bool exists = target()->FileExists(fname, options.io_options, dbg).ok();
-  auto handle = std::make_unique<InterposedHandle>();
-  IOStatus s = handle->Open(
+  return OpenInterposed(
       ip, fname, exists ? file::OpenMode::kReadWrite : file::OpenMode::kCreateTruncate,
-      [&] { return target()->ReopenWritableFile(fname, options, result, dbg); });
-  uint64_t end = 0;  // appends go after what is there
-  if (s.ok()) s = handle->Size(&end);
-  if (!s.ok()) {
-    result->reset();
-    return s;
-  }
-  *result = std::make_unique<InterposedWritableFile>(std::move(*result), std::move(handle), end);
-  return s;
+      [&] { return target()->ReopenWritableFile(fname, options, result, dbg); }, true, result,
+      [](auto file, auto handle, uint64_t end) {
+        return std::make_unique<InterposedWritableFile>(std::move(file), std::move(handle), end);
+      });
 }
 
 IOStatus InterposedFileSystem::ReuseWritableFile(const std::string& fname,
@@ -302,16 +312,12 @@ IOStatus InterposedFileSystem::NewRandomRWFile(const std::string& fname,
   Interposer* ip = file::CurrentInterposer();
   if (ip == nullptr) return target()->NewRandomRWFile(fname, options, result, dbg);
   const bool exists = target()->FileExists(fname, options.io_options, dbg).ok();
-  auto handle = std::make_unique<InterposedHandle>();
-  IOStatus s = handle->Open(
+  return OpenInterposed(
       ip, fname, exists ? file::OpenMode::kReadWrite : file::OpenMode::kCreateTruncate,
-      [&] { return target()->NewRandomRWFile(fname, options, result, dbg); });
-  if (!s.ok()) {
-    result->reset();
-    return s;
-  }
-  *result = std::make_unique<InterposedRandomRWFile>(std::move(*result), std::move(handle));
-  return s;
+      [&] { return target()->NewRandomRWFile(fname, options, result, dbg); }, false, result,
+      [](auto file, auto handle, uint64_t) {
+        return std::make_unique<InterposedRandomRWFile>(std::move(file), std::move(handle));
+      });
 }
 
 IOStatus InterposedFileSystem::NewDirectory(const std::string& name, const IOOptions& options,
