@@ -140,7 +140,7 @@ struct KvStateMachine::RestoreState {
   static constexpr size_t kBatchBytes = 4 << 20;
   const std::string& path;
   uint64_t record = 0;
-  std::unique_ptr<KvBackend> backend = std::make_unique<MemoryBackend>();
+  std::shared_ptr<KvBackend> backend = std::make_shared<MemoryBackend>();
   BackendBatch batch;
   size_t live_keys = 0;
   SessionTable sessions;
@@ -169,12 +169,26 @@ struct KvStateMachine::RestoreState {
 };
 
 Status KvStateMachine::Restore(SnapshotReader* in) {
+  KvBackendFactory* factory = nullptr;
   if (persistent_) {
-    return Status::FailedPrecondition(in->path() + ": a persistent key-value store installs checkpoints, "
-                                      "not snapshot files");
+    ReaderLock lock(&mu_);
+    factory = factory_;
+  }
+  if (persistent_ && factory == nullptr) {
+    return Status::FailedPrecondition(in->path() + ": this persistent key-value store has nowhere to "
+                                      "create the store of a snapshot");
   }
   // Built aside; swapped in only once the reader has verified the file.
   RestoreState st(in->path());
+  if (factory != nullptr) {
+    std::unique_ptr<KvBackend> fresh;
+    Status s = factory->Create(in->meta().last_index, in->meta().last_term, &fresh);
+    if (!s.ok()) return s;
+    st.backend = std::move(fresh);
+    // Every session and lease restored gets its rows.
+    st.sessions.TrackChanges();
+    st.leases.TrackChanges();
+  }
   for (;; ++st.record) {
     SnapshotRecordType type;
     std::string_view msg;
@@ -194,8 +208,21 @@ Status KvStateMachine::Restore(SnapshotReader* in) {
                   std::to_string(st.results_left) + " saved results");
   }
   if (Status s = st.Flush(); !s.ok()) return s;
+  // Most of a new store is written before the swap, outside the lock.
+  if (factory != nullptr) {
+    if (Status s = st.backend->Flush(); !s.ok()) return s;
+  }
   SwapInRestored(in->meta(), &st);
-  // The old state (now in `st`) is freed here, outside the lock.
+  // The old state (now in `st`) is freed outside the lock.
+  st.backend.reset();
+  if (factory == nullptr) return Status::OK();
+  Status s = FlushStore();
+  if (s.ok()) s = factory->Commit(in->meta().last_index, in->meta().last_term);
+  if (!s.ok()) {
+    return Status::IOError(in->path() + ": restored, but the new store could not be made the current "
+                           "one: " + s.ToString());
+  }
+  factory->RemoveStale();
   return Status::OK();
 }
 
@@ -375,11 +402,14 @@ void KvStateMachine::SwapInRestored(const SnapshotMeta& meta, RestoreState* st) 
   history_.Reset(start);
   history_.SetCompactRevision(st->compact_revision);
   for (const auto& [revision, bytes] : st->window) history_.AppendRevision(revision, bytes);
-  DropTrimmedLocked(start);  // what this member's window does not keep
   applied_index_ = meta.last_index;
   applied_term_ = meta.last_term;
   cluster_time_ms_ = meta.cluster_time_ms;
   applied_config_ = meta.config;
+  // What this member's window does not keep; a new persistent store gets
+  // every row of the state besides the keys (`m state` at the new index).
+  alarms_changed_ = config_changed_ = persistent_;
+  DropTrimmedLocked(start, /*all_rows=*/persistent_);
   PublishLocked();
 }
 

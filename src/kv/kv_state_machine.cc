@@ -422,10 +422,10 @@ void KvStateMachine::WriteLocked(const BackendBatch& batch) {
   LOG_IF(FATAL, !written.ok()) << "writing the key-value store failed: " << written.ToString();
 }
 
-void KvStateMachine::DropTrimmedLocked(int64_t compacted_before) {
+void KvStateMachine::DropTrimmedLocked(int64_t compacted_before, bool all_rows) {
   BackendBatch batch;
   CollectLocked(nullptr, compacted_before, *backend_->View(), &batch);
-  if (persistent_ && !batch.empty()) AddStateRowsLocked(&batch);
+  if (persistent_ && (all_rows || !batch.empty())) AddStateRowsLocked(&batch);
   WriteLocked(batch);
 }
 
@@ -751,6 +751,24 @@ size_t KvStateMachine::SavedAnswerBytes() const {
 
 size_t KvStateMachine::StateBytes() const {
   return published_state_bytes_.load(std::memory_order_acquire);
+}
+
+void KvStateMachine::SetBackendFactory(KvBackendFactory* factory) {
+  WriterLock lock(&mu_);
+  factory_ = factory;
+}
+
+Status KvStateMachine::FlushStore() {
+  std::shared_ptr<KvBackend> backend;
+  KvBackendFactory* factory = nullptr;
+  {
+    ReaderLock lock(&mu_);
+    backend = backend_;
+    factory = factory_;
+  }
+  Status s = backend->Flush();
+  if (factory != nullptr) factory->RemoveStale();
+  return s;
 }
 
 size_t KvStateMachine::StoredBytes() const {

@@ -138,7 +138,21 @@ class KvStateMachine : public SnapshotTarget {
   // offset) this state machine is unchanged. Does not compare the
   // snapshot's index with the current one: the caller decides whether
   // installing it is progress. `in` must be freshly opened.
+  //
+  // A persistent() store needs SetBackendFactory(): the state is written
+  // into a new store (factory->Create), then swapped in, flushed and made
+  // current (factory->Commit). An error after the swap (the flush or the
+  // commit failed) leaves the new state in memory and the old store the one
+  // a restart opens: the caller must stop (a restart restores the file again).
   Status Restore(SnapshotReader* in) override;
+  // Where Restore() creates the new store of a persistent() engine; must
+  // outlive this state machine.
+  void SetBackendFactory(KvBackendFactory* factory) EXCLUDES(mu_);
+  // Makes every entry applied so far durable in the store (a persistent
+  // store's Flush; nothing to do in memory), and removes the stores a
+  // restore replaced that nothing reads any more. The log may be compacted
+  // only up to an index the store has made durable.
+  Status FlushStore() EXCLUDES(mu_);
 
   std::optional<std::string> Get(const std::string& key) const EXCLUDES(mu_);
   // The key's record; *revision (if not null) gets the store's revision the
@@ -311,8 +325,9 @@ class KvStateMachine : public SnapshotTarget {
   // Writes `batch`; fatal when the store refuses it (the memory engine
   // cannot), as a state that cannot be written cannot be applied alike.
   void WriteLocked(const BackendBatch& batch) REQUIRES(mu_);
-  // Deletes the revisions the window dropped since `compacted_before`.
-  void DropTrimmedLocked(int64_t compacted_before) REQUIRES(mu_);
+  // Deletes the revisions the window dropped since `compacted_before`;
+  // with `all_rows`, a persistent store also gets every state row.
+  void DropTrimmedLocked(int64_t compacted_before, bool all_rows = false) REQUIRES(mu_);
   // Publishes the counters read without the lock.
   void PublishLocked() REQUIRES(mu_);
   void ApplyLeaseRevoke(int64_t id, ApplyResult* result, Changes* changes) REQUIRES(mu_);
@@ -346,7 +361,8 @@ class KvStateMachine : public SnapshotTarget {
   const bool persistent_;
   // The versions and history of every key (mvcc_store.h). No view of it is
   // kept between applies: a write changes in place what no view shares.
-  std::unique_ptr<KvBackend> backend_ GUARDED_BY(mu_);
+  std::shared_ptr<KvBackend> backend_ GUARDED_BY(mu_);
+  KvBackendFactory* factory_ GUARDED_BY(mu_) = nullptr;  // persistent stores only
   size_t live_keys_ GUARDED_BY(mu_) = 0;
   int64_t revision_ GUARDED_BY(mu_) = 0;
   KvHistory history_ GUARDED_BY(mu_) = KvHistory(kDefaultHistoryRevisions, kDefaultHistoryBytes);

@@ -73,11 +73,14 @@ std::vector<LeaseInfo> LeaseTable::Infos() const {
 bool LeaseTable::AddRestored(int64_t id, int64_t ttl, uint64_t granted_index) {
   if (!leases_.empty() && id <= leases_.rbegin()->first) return false;
   leases_.emplace_hint(leases_.end(), id, Lease{ttl, granted_index, {}});
+  if (tracking_) changes_.leases.insert(id);
   return true;
 }
 
 void LeaseTable::Swap(LeaseTable* other) {
   leases_.swap(other->leases_);
+  changes_.leases.swap(other->changes_.leases);
+  changes_.keys.swap(other->changes_.keys);
   ++generation_;
 }
 

@@ -75,8 +75,9 @@ class LeaseTable {
   // keys afterwards); does not bump the generation. False, and nothing
   // changes, when `id` is not above every id added so far.
   bool AddRestored(int64_t id, int64_t ttl, uint64_t granted_index);
-  // Exchanges the leases (not the generations) with `other`'s, then bumps
-  // this table's generation: installs a table built by AddRestored.
+  // Exchanges the leases and the changes recorded (not the generations, nor
+  // whether changes are tracked) with `other`'s, then bumps this table's
+  // generation: installs a table built by AddRestored.
   void Swap(LeaseTable* other);
 
  private:

@@ -149,6 +149,7 @@ bool SessionTable::AddRestored(uint64_t id, const Session& fields) {
   s.expires_at_ms = fields.expires_at_ms;
   s.first_outstanding = fields.first_outstanding;
   expiry_.emplace(s.expires_at_ms, id);
+  if (tracking_) changes_.sessions.insert(id);
   return true;
 }
 
@@ -162,6 +163,7 @@ bool SessionTable::AddRestoredResult(uint64_t id, uint64_t sequence, ApplyResult
   s.results.emplace_hint(s.results.end(), sequence, std::move(result));
   s.saved_bytes += bytes;
   saved_bytes_ += bytes;
+  if (tracking_) changes_.results.emplace(id, sequence);
   return true;
 }
 

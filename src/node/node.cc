@@ -16,9 +16,11 @@ namespace {
 
 // The core's settings; its configuration at index 0 is the data
 // directory's bootstrap record, never the cluster file.
-raft::Config CoreConfig(const NodeOptions& options, const MembershipConfig& bootstrap) {
+raft::Config CoreConfig(const NodeOptions& options, const MembershipConfig& bootstrap,
+                        uint64_t applied) {
   raft::Config config = options.core;
   config.id = options.id;
+  config.applied = applied;
   config.bootstrap = bootstrap;
   config.voters.clear();
   for (const MemberConfig& m : bootstrap.members()) {
@@ -53,9 +55,10 @@ RaftNode::RaftNode(const NodeOptions& options, RecoveredState r)
       lock_(std::move(r.lock)),
       log_(std::move(r.log)),
       hard_state_file_(std::move(r.hard_state_file)),
+      kv_stores_(std::move(r.kv_stores)),
       state_machine_(std::move(r.state_machine)),
-      raft_(CoreConfig(options, r.bootstrap), r.hard_state, r.base, std::move(r.entries)),
-      applied_index_(r.base.index),
+      raft_(CoreConfig(options, r.bootstrap, r.applied), r.hard_state, r.base, std::move(r.entries)),
+      applied_index_(r.applied),
       cluster_id_(r.cluster_id),
       bootstrap_config_(r.bootstrap),
       snapshots_(options_, std::move(r.snapshots), r.base, state_machine_.get(), log_.get(),

@@ -255,6 +255,9 @@ class RaftNode {
   file::FileLock lock_;  // on <data_dir>/LOCK: one server per data directory
   std::unique_ptr<SegmentedLog> log_;                // used by the I/O loop only
   std::unique_ptr<HardStateFile> hard_state_file_;  // used by the I/O loop only
+  // The stores of a persistent engine (null in memory): outlives the state
+  // machine, which creates stores through it.
+  std::unique_ptr<KvBackendFactory> kv_stores_;
   // Applied to by the apply thread, restored by the I/O loop while the
   // apply thread is idle; read by any thread.
   std::unique_ptr<KvStateMachine> state_machine_;

@@ -16,6 +16,12 @@ struct NodeOptions {
   uint64_t id = 0;
   ClusterConfig cluster;
   std::string data_dir;
+  // The engine of the key-value state (raftkv-server --storage_engine).
+  // kMemory: in memory, restored from the newest snapshot at start.
+  // kRocksDb: on disk in <data_dir>/kv-*/ (storage/rocksdb_store_dir.h); a
+  // restart opens it and replays only the log after the index it applied.
+  enum class StorageEngine { kMemory, kRocksDb };
+  StorageEngine storage_engine = StorageEngine::kMemory;
   // The consensus core's settings: timing (tick_ms is also the ticker's
   // period), flow control, promote_max_lag. Its id, bootstrap, voters and
   // seed are filled in by the node from the fields here.

@@ -12,6 +12,9 @@
 #include "common/elapsed.h"
 #include "raft/core/membership.h"
 #include "storage/bootstrap_file.h"
+#ifdef RAFTKV_HAVE_ROCKSDB
+#include "storage/rocksdb_store_dir.h"
+#endif
 
 namespace raftkv {
 
@@ -132,18 +135,72 @@ Status TakeSnapshotConfig(const SnapshotLoadResult& loaded, const MembershipConf
   return Status::OK();
 }
 
-// Step 1: the newest intact snapshot into a new state machine and `r->base`.
-// LoadNewestValid logs every newer file it had to skip (ERROR) and lists
-// them in `loaded->rejected`.
+// What recovery restores a persistent store from: a snapshot file at or
+// below the index the store applied is only verified (read through, nothing
+// kept: it is what the core may send to a follower); a newer one (installed
+// from a leader before a crash cut the install short, or the file of an
+// older directory or a restore) is restored into a new store.
+class PersistentStoreTarget final : public SnapshotTarget {
+ public:
+  explicit PersistentStoreTarget(KvStateMachine* state_machine) : state_machine_(state_machine) {}
+  Status Restore(SnapshotReader* reader) override {
+    if (reader->meta().last_index > state_machine_->AppliedIndex()) {
+      LOG(INFO) << "the key-value store is at index " << state_machine_->AppliedIndex()
+                << "; restoring the newer snapshot " << reader->path() << " into a new store";
+      return state_machine_->Restore(reader);
+    }
+    for (;;) {
+      SnapshotRecordType type;
+      std::string_view msg;
+      bool done = false;
+      if (Status s = reader->Next(&type, &msg, &done); !s.ok() || done) return s;
+    }
+  }
+
+ private:
+  KvStateMachine* const state_machine_;
+};
+
+// The state machine on the engine `options` names: empty in memory, or the
+// persistent store of the data directory as it was left.
+Status OpenStateMachine(const NodeOptions& options, RecoveredState* r) {
+  if (options.storage_engine == NodeOptions::StorageEngine::kMemory) {
+    r->state_machine = std::make_unique<KvStateMachine>();
+  } else {
+#ifdef RAFTKV_HAVE_ROCKSDB
+    std::unique_ptr<RocksDbStoreDir> dir;
+    std::unique_ptr<KvBackend> current;
+    Status s = RocksDbStoreDir::Open(options.data_dir, &dir, &current);
+    if (s.ok()) s = KvStateMachine::Open(std::move(current), &r->state_machine);
+    if (!s.ok()) return Status(s.code(), "key-value store in " + options.data_dir + ": " + s.message());
+    r->state_machine->SetBackendFactory(dir.get());
+    LOG(INFO) << "member " << options.id << " opened the key-value store " << dir->current()
+              << " at index " << r->state_machine->AppliedIndex() << " (revision "
+              << r->state_machine->Revision() << ", " << r->state_machine->Size() << " keys)";
+    r->kv_stores = std::move(dir);
+#else
+    return Status::InvalidArgument("this build has no RocksDB engine (built without RAFTKV_WITH_ROCKSDB)");
+#endif
+  }
+  r->state_machine->SetHistoryLimits(options.history_revisions, options.history_bytes);
+  r->state_machine->SetSnapshotHistory(options.snapshot_history_revisions);
+  return Status::OK();
+}
+
+// Step 1: the newest intact snapshot into `r->base` (and, in memory, into
+// the state machine). LoadNewestValid logs every newer file it had to skip
+// (ERROR) and lists them in `loaded->rejected`.
 Status LoadSnapshot(const NodeOptions& options, const MembershipConfig& index_zero,
                     RecoveredState* r, SnapshotLoadResult* loaded) {
   Status s = SnapshotStore::Open(options.data_dir + "/snap", &r->snapshots);
   if (!s.ok()) return s;
-  r->state_machine = std::make_unique<KvStateMachine>();
-  r->state_machine->SetHistoryLimits(options.history_revisions, options.history_bytes);
-  r->state_machine->SetSnapshotHistory(options.snapshot_history_revisions);
+  s = OpenStateMachine(options, r);
+  if (!s.ok()) return s;
   const auto load_start = std::chrono::steady_clock::now();
-  s = r->snapshots->LoadNewestValid(r->state_machine.get(), loaded);
+  PersistentStoreTarget persistent(r->state_machine.get());
+  SnapshotTarget* target = r->kv_stores ? static_cast<SnapshotTarget*>(&persistent)
+                                        : static_cast<SnapshotTarget*>(r->state_machine.get());
+  s = r->snapshots->LoadNewestValid(target, loaded);
   if (!s.ok()) return s;
   if (loaded->found) {
     r->base.index = loaded->meta.last_index;
@@ -151,7 +208,8 @@ Status LoadSnapshot(const NodeOptions& options, const MembershipConfig& index_ze
     r->base.cluster_time_ms = loaded->meta.cluster_time_ms;
     s = TakeSnapshotConfig(*loaded, index_zero, r);
     if (!s.ok()) return s;
-    LOG(INFO) << "member " << options.id << " restored snapshot " << loaded->path << " (index "
+    LOG(INFO) << "member " << options.id << (r->kv_stores ? " verified snapshot " : " restored snapshot ")
+              << loaded->path << " (index "
               << r->base.index << ", term " << r->base.term << ", "
               << r->state_machine->Size() << " keys, " << r->state_machine->SessionCount()
               << " sessions, configuration " << raft::DescribeMembership(r->base.config) << ") in "
@@ -330,6 +388,36 @@ Status MoveRejectedSnapshotsAside(const NodeOptions& options, const SnapshotLoad
   return Status::OK();
 }
 
+// Step 4: where the core resumes, `r->applied`. A persistent store applied
+// the entries up to its index: they must be in the log that continues the
+// snapshot, with the store's term at that index (entries are applied only
+// once durable in the log, and the log keeps every entry after the
+// snapshot). Anything else would resume the store on a history it does not
+// come from.
+Status ResumeAtApplied(const NodeOptions& options, RecoveredState* r) {
+  const uint64_t applied = r->state_machine->AppliedIndex();
+  r->applied = r->base.index;
+  if (applied == r->base.index) return Status::OK();
+  const uint64_t last = r->base.index + r->entries.size();
+  const std::string store = "data directory " + options.data_dir + ": the key-value store applied entries up to index " +
+                            std::to_string(applied) + " (term " + std::to_string(r->state_machine->AppliedTerm()) + ")";
+  const std::string refuse =
+      ". Refusing to start: remove this member's data directory and add it back to the cluster";
+  if (applied < r->base.index) {
+    return Status::Corruption(store + ", behind the snapshot in use (index " + std::to_string(r->base.index) + ")" +
+                              refuse);
+  }
+  if (applied > last) {
+    return Status::Corruption(store + " but the log ends at index " + std::to_string(last) + refuse);
+  }
+  const uint64_t term = r->entries[applied - r->base.index - 1].term();
+  if (term != r->state_machine->AppliedTerm()) {
+    return Status::Corruption(store + " but the log holds term " + std::to_string(term) + " there" + refuse);
+  }
+  r->applied = applied;
+  return Status::OK();
+}
+
 }  // namespace
 
 Status RecoverNode(const NodeOptions& options, RecoveredState* out) {
@@ -369,9 +457,13 @@ Status RecoverNode(const NodeOptions& options, RecoveredState* out) {
   if (!s.ok()) return s;
   s = MoveRejectedSnapshotsAside(options, loaded, &r);
   if (!s.ok()) return s;
+  // 4. Where the state machine resumes.
+  s = ResumeAtApplied(options, &r);
+  if (!s.ok()) return s;
   LOG(INFO) << "member " << options.id << " recovered term " << r.hard_state.term << ", vote "
             << r.hard_state.vote << ", snapshot index " << r.base.index << ", "
-            << r.entries.size() << " log entries after it";
+            << r.entries.size() << " log entries after it, state applied up to index " << r.applied
+            << " (" << r.base.index + r.entries.size() - r.applied << " log entries after it)";
   return Status::OK();
 }
 

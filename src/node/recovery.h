@@ -11,7 +11,10 @@
 // member's vote when it joins a running cluster), a torn log tail is cut, a log
 // that does not continue the snapshot is discarded (Raft thesis 5.4.3), a
 // term behind the snapshot's is raised, damaged newer snapshot files are
-// moved aside. Layout on disk: doc/storage.md.
+// moved aside. A persistent engine's store (NodeOptions::storage_engine)
+// opens at the entry it applied last: the core starts there (Config::applied)
+// and only the log after it is applied again; a store ahead of the log, or
+// holding another term at its index, is refused. Layout on disk: doc/storage.md.
 #pragma once
 
 #include <memory>
@@ -33,7 +36,14 @@ struct RecoveredState {
   std::unique_ptr<SegmentedLog> log;
   std::unique_ptr<HardStateFile> hard_state_file;
   std::unique_ptr<SnapshotStore> snapshots;
-  std::unique_ptr<KvStateMachine> state_machine;  // restored from `base` (if any)
+  // The stores of a persistent engine (null in memory); outlives the state
+  // machine.
+  std::unique_ptr<KvBackendFactory> kv_stores;
+  // In memory: restored from `base` (if any). Persistent: opened at the
+  // index it applied, `applied` (>= base.index; a snapshot newer than the
+  // store is restored into a new store).
+  std::unique_ptr<KvStateMachine> state_machine;
+  uint64_t applied = 0;
   HardState hard_state;
   // The membership at log index 0 (storage/bootstrap_file.h): recorded in
   // the data directory when it was new, never taken from the cluster file

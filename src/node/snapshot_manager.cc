@@ -165,7 +165,13 @@ void SnapshotManager::TakeInBackground() {
     if (write) {
       const SteadyClock::time_point write_start = SteadyClock::now();
       SnapshotFileInfo written;
-      result.status = store_->Write(writer, &written);
+      // The log is compacted up to this index only once a persistent store
+      // holds it durably too (it restarts from its own state, not the
+      // file). Flushed first: a crash before the file is written then
+      // leaves no snapshot newer than the store (which a restart would
+      // have to restore whole).
+      result.status = state_machine_->FlushStore();
+      if (result.status.ok()) result.status = store_->Write(writer, &written);
       result.write_ms = MillisSince(write_start);
       result.written = result.status.ok();
       result.info.path = written.path;

@@ -136,6 +136,23 @@ class KvBackend {
   virtual Status BackgroundError() const = 0;
 };
 
+// Where a persistent engine keeps its stores (storage/rocksdb_store_dir.h):
+// the one a restart opens, and the new one a snapshot's install fills aside
+// and then makes current.
+class KvBackendFactory {
+ public:
+  virtual ~KvBackendFactory() = default;
+  // A new, empty store for the state at (index, term), beside the current
+  // one (which a restart still opens).
+  virtual Status Create(uint64_t index, uint64_t term, std::unique_ptr<KvBackend>* out) = 0;
+  // Makes the store of Create(index, term) the one a restart opens,
+  // durably: the commit point of an install. Flush it first.
+  virtual Status Commit(uint64_t index, uint64_t term) = 0;
+  // Removes the stores a restart would not open that nothing reads any
+  // more (a view may keep a replaced store open). Failures are logged.
+  virtual void RemoveStale() = 0;
+};
+
 // Fills *out with `dir` and the names and sizes of the regular files in it:
 // the manifest of a checkpoint just written there.
 Status ListCheckpointFiles(const std::string& dir, CheckpointManifest* out);

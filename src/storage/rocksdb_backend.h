@@ -62,6 +62,9 @@ class RocksDbBackend final : public KvBackend {
   // rocksdb.cur-size-all-mem-tables.
   BackendStats Stats() const override;
   Status BackgroundError() const override;
+  // Expires once the database is closed: the backend and every view of it
+  // are gone (RocksDbStoreDir removes a replaced store only then).
+  std::weak_ptr<const void> Liveness() const { return db_; }
 
  private:
   class ErrorListener;

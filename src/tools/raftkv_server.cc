@@ -149,6 +149,12 @@ DEFINE_int64(quota_backend_bytes, 0,
              "add data, while reads, deletes and compaction go on, until an operator clears "
              "it (etcdctl alarm disarm). 0: the default, 2 GiB; negative: no quota. The state "
              "is in memory: keep the quota well below the RAM.");
+DEFINE_string(storage_engine, "memory",
+              "Where the key-value state lives: 'memory' (restored from the newest snapshot "
+              "at start, then the log after it) or 'rocksdb' (on disk in <data_dir>/kv-*/, "
+              "named by <data_dir>/KV_CURRENT; a restart opens it and applies only the log "
+              "after the last entry it made durable). Either engine starts from a directory "
+              "the other wrote: the state is rebuilt from its snapshot and log.");
 DEFINE_string(auto_compaction_mode, "periodic",
               "How --auto_compaction_retention is read, as etcd's: 'periodic' (a duration: the "
               "leader compacts the history, every min(retention, 1h), through the revision it "
@@ -380,6 +386,15 @@ static int CheckMemberFlags() {
   const raftkv::Status compaction =
       raftkv::ParseAutoCompaction(FLAGS_auto_compaction_mode, FLAGS_auto_compaction_retention, &auto_compaction);
   if (!compaction.ok()) return Fail(compaction.message());
+  if (FLAGS_storage_engine != "memory" && FLAGS_storage_engine != "rocksdb") {
+    return Fail("--storage_engine must be 'memory' or 'rocksdb', got '" + FLAGS_storage_engine + "'");
+  }
+#ifndef RAFTKV_HAVE_ROCKSDB
+  if (FLAGS_storage_engine == "rocksdb") {
+    return Fail("--storage_engine=rocksdb: this raftkv-server was built without RocksDB "
+                "(RAFTKV_WITH_ROCKSDB=OFF or the library was not found)");
+  }
+#endif
   if (FLAGS_initial_cluster_state != "new" && FLAGS_initial_cluster_state != "existing") {
     return Fail("--initial_cluster_state must be 'new' or 'existing', got '" + FLAGS_initial_cluster_state + "'");
   }
@@ -600,6 +615,8 @@ static raftkv::NodeOptions MakeNodeOptions(const raftkv::ClusterConfig& cluster,
   node_options.quota_backend_bytes =
       FLAGS_quota_backend_bytes == 0 ? int64_t{2} << 30 : FLAGS_quota_backend_bytes;
   node_options.snapshot_history_revisions = FLAGS_snapshot_history_revisions;
+  node_options.storage_engine = FLAGS_storage_engine == "rocksdb" ? raftkv::NodeOptions::StorageEngine::kRocksDb
+                                                                  : raftkv::NodeOptions::StorageEngine::kMemory;
   return node_options;
 }
 

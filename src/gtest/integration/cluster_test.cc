@@ -875,12 +875,14 @@ TEST_F(Integration, ConfigErrors) {
   EXPECT_NE(r.output.find(flags + ":3: --server_cq_num must be >= 1, got 0"), std::string::npos)
       << r.output;
   // A lease TTL bound beyond what the clock can hold, a cluster state that
-  // is neither new nor existing, a retention that is no duration.
+  // is neither new nor existing, a retention that is no duration, an engine
+  // there is none of.
   for (const auto& [line, expected] :
        {std::pair<std::string, std::string>{"--max_lease_ttl_s=9300000000",
                                             ":3: --max_lease_ttl_s must be at most 9000000000"},
         {"--initial_cluster_state=maybe", ":3: --initial_cluster_state must be 'new' or 'existing'"},
-        {"--auto_compaction_retention=5 hours", ":3: --auto_compaction_retention '5 hours' is not a duration"}}) {
+        {"--auto_compaction_retention=5 hours", ":3: --auto_compaction_retention '5 hours' is not a duration"},
+        {"--storage_engine=leveldb", ":3: --storage_engine must be 'memory' or 'rocksdb', got 'leveldb'"}}) {
     std::ofstream(flags) << "--id=1\n--cluster_file=" << good << "\n" << line << "\n";
     r = RunToCompletion(ServerBinary(), {"--flagfile=" + flags, "--data_dir=" + dir + "/f", "--log_dir=" + dir},
                         dir, 10000);

@@ -209,6 +209,44 @@ class EntrySource {
 
 class KvStateReopenTest : public testing::TestWithParam<std::string> {
  protected:
+  // Where a restore creates its store: a new memory store, or a new RocksDB
+  // database beside the current one; Commit makes it the one Open() opens.
+  class Stores final : public KvBackendFactory {
+   public:
+    explicit Stores(KvStateReopenTest* test) : test_(test) {}
+    Status Create(uint64_t index, uint64_t term, std::unique_ptr<KvBackend>* out) override {
+      ++created;
+      if (test_->GetParam() == "memory") {
+        pending_ = std::make_shared<MemoryBackend>();
+        *out = std::make_unique<KeptMemoryStore>(pending_);
+        return Status::OK();
+      }
+#ifdef RAFTKV_HAVE_ROCKSDB
+      std::unique_ptr<RocksDbBackend> db;
+      Status s = RocksDbBackend::Open(test_->dir_.path() + "/" + Name(index, term), RocksDbBackend::Options(), &db);
+      if (s.ok()) *out = std::move(db);
+      return s;
+#else
+      return Status::InvalidArgument("built without RocksDB");
+#endif
+    }
+    Status Commit(uint64_t index, uint64_t term) override {
+      ++committed;
+      test_->mem_ = pending_;
+      test_->db_name_ = Name(index, term);
+      return Status::OK();
+    }
+    void RemoveStale() override {}
+    int created = 0, committed = 0;
+
+   private:
+    static std::string Name(uint64_t index, uint64_t term) {
+      return "db-" + std::to_string(index) + "-" + std::to_string(term);
+    }
+    KvStateReopenTest* const test_;
+    std::shared_ptr<MemoryBackend> pending_;
+  };
+
   static constexpr size_t kWindowRevisions = 25;
   static constexpr size_t kWindowBytes = 4000;
 
@@ -224,7 +262,7 @@ class KvStateReopenTest : public testing::TestWithParam<std::string> {
       RocksDbBackend::Options options;
       options.flush_on_close = !crash_loses_unflushed;
       std::unique_ptr<RocksDbBackend> db;
-      const Status s = RocksDbBackend::Open(dir_.path() + "/db", options, &db);
+      const Status s = RocksDbBackend::Open(dir_.path() + "/" + db_name_, options, &db);
       ASSERT_TRUE(s.ok()) << s.ToString();
       rocksdb_ = db.get();
       store = std::move(db);
@@ -233,6 +271,7 @@ class KvStateReopenTest : public testing::TestWithParam<std::string> {
     const Status s = KvStateMachine::Open(std::move(store), &sm_);
     ASSERT_TRUE(s.ok()) << s.ToString();
     sm_->SetHistoryLimits(kWindowRevisions, kWindowBytes);
+    sm_->SetBackendFactory(&stores_);
   }
 
   // Applies the next random entry to both, comparing the answers.
@@ -321,6 +360,8 @@ class KvStateReopenTest : public testing::TestWithParam<std::string> {
 
   testing_util::TempDir dir_;
   std::shared_ptr<MemoryBackend> mem_;
+  std::string db_name_ = "db";  // RocksDB: the database Open() opens
+  Stores stores_{this};
 #ifdef RAFTKV_HAVE_ROCKSDB
   RocksDbBackend* rocksdb_ = nullptr;  // owned by sm_
 #endif
@@ -377,8 +418,40 @@ TEST_P(KvStateReopenTest, AnEmptyStoreOpensEmpty) {
   EXPECT_EQ(sm_->AppliedIndex(), 0u);
 }
 
-TEST_P(KvStateReopenTest, ASnapshotFileIsRefusedByAPersistentStore) {
+// A snapshot file restored into a persistent state machine goes into a new
+// store, made current once written: the state equals the snapshot's, goes
+// on alike, and is what a reopen finds.
+TEST_P(KvStateReopenTest, ARestoredSnapshotGoesIntoANewStoreThatReopens) {
+  twin_.SetHistoryLimits(kWindowRevisions, kWindowBytes);
   ASSERT_NO_FATAL_FAILURE(Open());
+  for (int i = 0; i < 5; ++i) ASSERT_NO_FATAL_FAILURE(Step());  // replaced whole
+  KvStateMachine leader;
+  leader.SetHistoryLimits(kWindowRevisions, kWindowBytes);
+  for (const Entry& e : entries_) leader.Apply(e);
+  EntrySource more(11);
+  for (int i = 0; i < 300; ++i) {
+    const Entry e = more.Next(leader.AppliedIndex() + 1, leader.Revision());
+    leader.Apply(e);
+    twin_.Apply(e);
+    entries_.push_back(e);
+  }
+  const std::string path = dir_.path() + "/leader.snap";
+  testing_txn::WriteSnapshotOf(leader, path);
+  std::unique_ptr<SnapshotReader> reader;
+  ASSERT_TRUE(SnapshotReader::Open(path, &reader).ok());
+  const Status s = sm_->Restore(reader.get());
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(stores_.created, 1);
+  EXPECT_EQ(stores_.committed, 1);
+  ASSERT_NO_FATAL_FAILURE(ExpectSameState());
+  for (int i = 0; i < 40; ++i) ASSERT_NO_FATAL_FAILURE(Step());
+  ASSERT_NO_FATAL_FAILURE(Open());
+  ASSERT_NO_FATAL_FAILURE(ExpectSameState());
+}
+
+TEST_P(KvStateReopenTest, ASnapshotFileIsRefusedWithoutAFactory) {
+  ASSERT_NO_FATAL_FAILURE(Open());
+  sm_->SetBackendFactory(nullptr);
   KvStateMachine empty;
   const std::string path = dir_.path() + "/snap";
   testing_txn::WriteSnapshotOf(empty, path);

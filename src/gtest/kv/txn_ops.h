@@ -31,9 +31,12 @@ inline ApplyResult ApplyNext(KvStateMachine* sm, uint64_t* index, const Command&
 // Restores `copy` from a snapshot file of `from`, after checking the whole
 // file reads back (call it inside ASSERT_NO_FATAL_FAILURE).
 // Writes a snapshot file of `from` at `path`.
+// The snapshot file of `from`; its header's configuration is the one `from`
+// applied last (as the node records the membership at the snapshot's index).
 inline void WriteSnapshotOf(const KvStateMachine& from, const std::string& path) {
   SnapshotWriter w;
   from.Snapshot(&w);
+  w.meta().config = from.AppliedConfig();
   testing_util::WriteFileBytes(path, EncodeSnapshotFile(w));
 }
 

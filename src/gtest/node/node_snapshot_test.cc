@@ -190,6 +190,33 @@ class NodeSnapshotTest : public ::testing::Test {
     expected_.erase(key);
     last_index_ = out.index;
   }
+  // Opens a session and puts session-key once in it (client_, first_).
+  void PutOnceInASession() {
+    Command open;
+    open.set_op(Command::OPEN_SESSION);
+    open.set_session_timeout_ms(600000);
+    Outcome opened = ProposeSync(node_.get(), open.SerializeAsString());
+    ASSERT_TRUE(opened.status.ok());
+    client_ = opened.apply.client_id;
+    first_ = ProposeSync(node_.get(), PutCommand("session-key", "once", client_, 1));
+    ASSERT_TRUE(first_.status.ok());
+    expected_["session-key"] = "once";
+  }
+  // The session's retry of that put gets its first answer.
+  void ExpectTheRetryIsADuplicate() {
+    Outcome retry = ProposeSync(node_.get(), PutCommand("session-key", "twice", client_, 1));
+    ASSERT_TRUE(retry.status.ok()) << retry.status.message();
+    EXPECT_TRUE(retry.apply.duplicate);
+    EXPECT_EQ(retry.index, first_.index);
+    EXPECT_EQ(node_->state_machine().Get("session-key").value_or(""), "once");
+  }
+  // A log suffix: new keys, an overwrite and a delete.
+  void WriteSuffix() {
+    ASSERT_NO_FATAL_FAILURE(PutRange(30, 40));
+    ASSERT_TRUE(ProposeSync(node_.get(), PutCommand("key3", "changed")).status.ok());
+    expected_["key3"] = "changed";
+    ASSERT_NO_FATAL_FAILURE(Delete("key5"));
+  }
   // After a restart: the node applies its log again once it leads.
   void ExpectFullState() {
     ASSERT_TRUE(WaitFor([&] { return node_->state_machine().AppliedIndex() >= last_index_; }))
@@ -206,20 +233,14 @@ class NodeSnapshotTest : public ::testing::Test {
   std::unique_ptr<RaftNode> node_;
   std::map<std::string, std::string> expected_;
   uint64_t last_index_ = 0;
+  uint64_t client_ = 0;
+  Outcome first_;
 };
 
 TEST_F(NodeSnapshotTest, RestartFromSnapshotAndLogSuffixGivesTheSameState) {
   ASSERT_NO_FATAL_FAILURE(OpenAndLead(SingleOptions(dir_.path())));
   // A session with a saved result: part of the snapshot too.
-  Command open;
-  open.set_op(Command::OPEN_SESSION);
-  open.set_session_timeout_ms(600000);
-  Outcome opened = ProposeSync(node_.get(), open.SerializeAsString());
-  ASSERT_TRUE(opened.status.ok());
-  const uint64_t client = opened.apply.client_id;
-  Outcome first = ProposeSync(node_.get(), PutCommand("session-key", "once", client, 1));
-  ASSERT_TRUE(first.status.ok());
-  expected_["session-key"] = "once";
+  ASSERT_NO_FATAL_FAILURE(PutOnceInASession());
   ASSERT_NO_FATAL_FAILURE(PutRange(0, 30));
 
   auto [s, info] = TakeSnapshotSync(node_.get());
@@ -231,12 +252,7 @@ TEST_F(NodeSnapshotTest, RestartFromSnapshotAndLogSuffixGivesTheSameState) {
   EXPECT_EQ(node_->GetStatus().snapshot_index, info.last_index);
   EXPECT_EQ(node_->GetStatus().first_log_index, info.last_index + 1);  // the core compacted
   const size_t keys_at_snapshot = node_->state_machine().Size();
-
-  // The log suffix: new keys, an overwrite and a delete.
-  ASSERT_NO_FATAL_FAILURE(PutRange(30, 40));
-  ASSERT_TRUE(ProposeSync(node_.get(), PutCommand("key3", "changed")).status.ok());
-  expected_["key3"] = "changed";
-  ASSERT_NO_FATAL_FAILURE(Delete("key5"));
+  ASSERT_NO_FATAL_FAILURE(WriteSuffix());
   Close();
 
   ASSERT_NO_FATAL_FAILURE(OpenNode(SingleOptions(dir_.path())));
@@ -256,11 +272,7 @@ TEST_F(NodeSnapshotTest, RestartFromSnapshotAndLogSuffixGivesTheSameState) {
   ASSERT_NO_FATAL_FAILURE(StartLeader());
   ASSERT_NO_FATAL_FAILURE(ExpectFullState());
   // The session survived the snapshot: a retry gets the first result.
-  Outcome retry = ProposeSync(node_.get(), PutCommand("session-key", "twice", client, 1));
-  ASSERT_TRUE(retry.status.ok()) << retry.status.message();
-  EXPECT_TRUE(retry.apply.duplicate);
-  EXPECT_EQ(retry.index, first.index);
-  EXPECT_EQ(node_->state_machine().Get("session-key").value_or(""), "once");
+  ASSERT_NO_FATAL_FAILURE(ExpectTheRetryIsADuplicate());
 }
 
 // A snapshot the disk refuses fails whole: no file is left, the log is
@@ -510,6 +522,96 @@ TEST_F(FollowerDataDirTest, LogHoldingTheSnapshotsEntryKeepsItsSuffix) {
   EXPECT_EQ(st.first_log_index, 11u);
   EXPECT_EQ(st.last_log_index, 15u);
 }
+
+#ifdef RAFTKV_HAVE_ROCKSDB
+// The on-disk engine: a restart opens the store where it was and applies only
+// the log after it; a directory another engine wrote is imported once.
+NodeOptions RocksDbOptions(const std::string& dir) {
+  NodeOptions options = SingleOptions(dir);
+  options.storage_engine = NodeOptions::StorageEngine::kRocksDb;
+  return options;
+}
+
+std::string KvCurrent(const std::string& dir) {
+  std::string line = ReadFileBytes(dir + "/KV_CURRENT");
+  if (!line.empty() && line.back() == '\n') line.pop_back();
+  return line;
+}
+
+using PersistentStoreTest = NodeSnapshotTest;
+
+TEST_F(PersistentStoreTest, ARestartOpensTheStoreWhereItWas) {
+  ASSERT_NO_FATAL_FAILURE(OpenAndLead(RocksDbOptions(dir_.path())));
+  ASSERT_NO_FATAL_FAILURE(PutOnceInASession());
+  ASSERT_NO_FATAL_FAILURE(PutRange(0, 30));
+  auto [s, info] = TakeSnapshotSync(node_.get());
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_NO_FATAL_FAILURE(WriteSuffix());
+  Close();
+  EXPECT_EQ(KvCurrent(dir_.path()), "kv-0-0");
+
+  // Before it runs, the node holds the state of its last entry (closing
+  // flushed the store): nothing is applied again.
+  ASSERT_NO_FATAL_FAILURE(OpenNode(RocksDbOptions(dir_.path())));
+  NodeStatus st = node_->GetStatus();
+  EXPECT_EQ(st.snapshot_index, info.last_index);
+  EXPECT_EQ(st.applied_index, last_index_);
+  EXPECT_EQ(st.commit_index, last_index_);
+  EXPECT_EQ(st.last_log_index, last_index_);
+  EXPECT_EQ(node_->state_machine().AppliedIndex(), last_index_);
+  EXPECT_EQ(node_->state_machine().Size(), expected_.size());
+  EXPECT_EQ(node_->state_machine().Get("key3").value_or(""), "changed");
+  EXPECT_FALSE(node_->state_machine().Get("key5").has_value());
+  ASSERT_NO_FATAL_FAILURE(StartLeader());
+  ASSERT_NO_FATAL_FAILURE(ExpectFullState());
+  ASSERT_NO_FATAL_FAILURE(ExpectTheRetryIsADuplicate());
+  ASSERT_NO_FATAL_FAILURE(PutRange(40, 45));
+  Close();
+  ASSERT_NO_FATAL_FAILURE(OpenAndLead(RocksDbOptions(dir_.path())));
+  ASSERT_NO_FATAL_FAILURE(ExpectFullState());
+}
+
+// Switching engines keeps the data: the snapshot and the log rebuild it.
+TEST_F(PersistentStoreTest, ADirectoryTheMemoryEngineWroteIsImportedOnce) {
+  ASSERT_NO_FATAL_FAILURE(OpenAndLead(SingleOptions(dir_.path())));
+  ASSERT_NO_FATAL_FAILURE(PutRange(0, 30));
+  auto [s, info] = TakeSnapshotSync(node_.get());
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_NO_FATAL_FAILURE(PutRange(30, 40));
+  Close();
+
+  // The snapshot is restored into a new store, which becomes the current one.
+  ASSERT_NO_FATAL_FAILURE(OpenNode(RocksDbOptions(dir_.path())));
+  EXPECT_EQ(node_->state_machine().AppliedIndex(), info.last_index);
+  EXPECT_EQ(KvCurrent(dir_.path()), "kv-" + std::to_string(info.last_index) + "-" + std::to_string(info.last_term));
+  EXPECT_FALSE(fs::exists(dir_.path() + "/kv-0-0"));  // the empty store it replaced
+  ASSERT_NO_FATAL_FAILURE(StartLeader());
+  ASSERT_NO_FATAL_FAILURE(ExpectFullState());
+  Close();
+  // Once imported, the store is where a restart resumes.
+  ASSERT_NO_FATAL_FAILURE(OpenNode(RocksDbOptions(dir_.path())));
+  EXPECT_GE(node_->state_machine().AppliedIndex(), last_index_);
+  Close();
+  // And back: the memory engine starts from the snapshot and the log.
+  ASSERT_NO_FATAL_FAILURE(OpenAndLead(SingleOptions(dir_.path())));
+  ASSERT_NO_FATAL_FAILURE(ExpectFullState());
+}
+
+// A store that applied entries the log does not hold (the log was lost or
+// replaced) cannot be resumed: refused, naming the directory.
+TEST_F(PersistentStoreTest, AStoreAheadOfTheLogIsRefused) {
+  ASSERT_NO_FATAL_FAILURE(OpenAndLead(RocksDbOptions(dir_.path())));
+  ASSERT_NO_FATAL_FAILURE(PutRange(0, 10));
+  Close();
+  fs::remove_all(dir_.path() + "/log");
+  std::unique_ptr<RaftNode> node;
+  Status s = RaftNode::Open(RocksDbOptions(dir_.path()), &node);
+  ASSERT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_CONTAINS(s.message(), dir_.path());
+  EXPECT_CONTAINS(s.message(), "applied entries up to index " + std::to_string(last_index_));
+  EXPECT_CONTAINS(s.message(), "the log ends at index 0");
+}
+#endif  // RAFTKV_HAVE_ROCKSDB
 
 }  // namespace
 }  // namespace raftkv

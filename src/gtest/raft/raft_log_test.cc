@@ -53,6 +53,23 @@ TEST(RaftLogTest, RecoveredEntriesAreDurableAndNotHandedOutAgain) {
   EXPECT_FALSE(log.IsUpToDate(2, 2));
 }
 
+// A state machine that keeps its state across restarts applied up to 2:
+// those entries are committed and only the ones after go to apply.
+TEST(RaftLogTest, EntriesTheStateMachineAppliedAreNotHandedOutAgain) {
+  RaftLog log(1, Bootstrap({1}), {MakeEntry(1, 1), MakeEntry(2, 1), MakeEntry(3, 2), MakeEntry(4, 2)},
+              /*applied=*/2);
+  EXPECT_EQ(log.commit(), 2u);
+  EXPECT_FALSE(log.HasCommittedToApply());
+  log.CommitTo(4);
+  EXPECT_EQ(Indexes(log.TakeCommitted()), (std::vector<uint64_t>{3, 4}));
+  // The log compacts up to what was applied, as always.
+  EXPECT_TRUE(log.Compact(2));
+}
+
+TEST(RaftLogTest, AnAppliedIndexBeyondTheLogDies) {
+  EXPECT_DEATH(RaftLog(1, Bootstrap({1}), {MakeEntry(1, 1)}, /*applied=*/2), "does not hold");
+}
+
 TEST(RaftLogTest, AppendHandsOutNewEntriesOnceAndCommitsInOrder) {
   RaftLog log(1, Bootstrap({1}), {});
   EXPECT_FALSE(log.Append(MakeEntry(1, 1)));

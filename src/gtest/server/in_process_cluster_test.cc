@@ -114,6 +114,7 @@ class InProcessClusterTest : public ::testing::Test {
     no.core.heartbeat_ticks = 1;
     no.snapshot_entries = snapshot_entries_;
     no.log.max_segment_bytes = segment_bytes_;
+    no.storage_engine = storage_engine_;
     Status s = RaftNode::Open(no, &m.node);
     ASSERT_TRUE(s.ok()) << s.ToString();
     RaftNode* raw = m.node.get();
@@ -170,6 +171,7 @@ class InProcessClusterTest : public ::testing::Test {
   std::vector<std::unique_ptr<Member3>> members_;
   uint64_t snapshot_entries_ = 100000;
   uint64_t segment_bytes_ = 64ull << 20;
+  NodeOptions::StorageEngine storage_engine_ = NodeOptions::StorageEngine::kMemory;
 };
 
 TEST_F(InProcessClusterTest, ReplicatesRedirectsAndFailsOver) {
@@ -328,6 +330,11 @@ class SnapshotClusterTest : public InProcessClusterTest {
     for (auto& m : members_) m->Stop();
   }
 
+  // A stopped follower restarted once the leader compacted past it
+  // installs the leader's snapshot and ends with the same state; then a
+  // restart of it starts from its own files.
+  void CatchUpThroughInstallSnapshot();
+
   int leader_ = -1;
   int follower_ = -1;
   uint64_t follower_last_ = 0;
@@ -337,6 +344,28 @@ class SnapshotClusterTest : public InProcessClusterTest {
 };
 
 TEST_F(SnapshotClusterTest, RestartedFollowerCatchesUpThroughInstallSnapshot) {
+  ASSERT_NO_FATAL_FAILURE(CatchUpThroughInstallSnapshot());
+}
+
+#ifdef RAFTKV_HAVE_ROCKSDB
+// The same on the on-disk engine: the follower restores the leader's
+// snapshot into a new store, makes it current, and resumes from it.
+TEST_F(SnapshotClusterTest, ARocksDbFollowerCatchesUpThroughInstallSnapshot) {
+  storage_engine_ = NodeOptions::StorageEngine::kRocksDb;
+  ASSERT_NO_FATAL_FAILURE(CatchUpThroughInstallSnapshot());
+  const std::string dir = members_[follower_]->dir.path();
+  std::string current = testing_util::ReadFileBytes(dir + "/KV_CURRENT");
+  EXPECT_NE(current.find("kv-"), std::string::npos);
+  EXPECT_EQ(current.find("kv-0-0"), std::string::npos) << "the follower's store was never replaced";
+  size_t stores = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    stores += e.path().filename().string().rfind("kv-", 0) == 0;
+  }
+  EXPECT_EQ(stores, 1u) << "the replaced store was not removed";
+}
+#endif
+
+void SnapshotClusterTest::CatchUpThroughInstallSnapshot() {
   ASSERT_NO_FATAL_FAILURE(OutrunAStoppedFollower());
   const int follower = follower_;
   const uint64_t follower_last = follower_last_;

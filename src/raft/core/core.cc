@@ -34,7 +34,7 @@ Core::Core(const Config& config_in, const HardState& hard_state, const SnapshotR
       term(hard_state.term),
       vote(hard_state.vote),
       persisted_hard_state(hard_state),
-      log(config_in.id, InitialBase(config_in, base), std::move(entries)),
+      log(config_in.id, InitialBase(config_in, base), std::move(entries), config_in.applied),
       rng(config_in.seed * 0x9E3779B97F4A7C15ull + config_in.id) {
   CHECK_GT(config.id, 0u) << "member id must be positive";
   CHECK_GE(config.election_ticks, 1);

@@ -6,7 +6,7 @@
 
 namespace raftkv::raft {
 
-RaftLog::RaftLog(uint64_t member, const SnapshotRef& base, std::vector<Entry> entries)
+RaftLog::RaftLog(uint64_t member, const SnapshotRef& base, std::vector<Entry> entries, uint64_t applied)
     : member_(member), snapshot_(base), entries_(std::move(entries)) {
   for (size_t i = 0; i < entries_.size(); ++i) {
     CHECK_EQ(entries_[i].index(), snapshot_.index + i + 1) << "recovered log is not contiguous";
@@ -14,8 +14,9 @@ RaftLog::RaftLog(uint64_t member, const SnapshotRef& base, std::vector<Entry> en
     CHECK(entries_[i].term() >= previous) << "log terms decrease at " << entries_[i].index();
   }
   TrackConfigs(0);
-  commit_ = snapshot_.index;
-  applied_sent_ = snapshot_.index;
+  CHECK_LE(applied, last_index()) << "the state machine applied entries the log does not hold";
+  commit_ = std::max(snapshot_.index, applied);
+  applied_sent_ = commit_;
   unstable_from_ = last_index() + 1;
   durable_index_ = last_index();
 }

@@ -20,7 +20,9 @@ class RaftLog {
   // `base` is the snapshot the state machine was restored to (index 0: none;
   // its config is then the bootstrap configuration), `entries` every entry
   // from base.index + 1 on, contiguous. `member` names this member in logs.
-  RaftLog(uint64_t member, const SnapshotRef& base, std::vector<Entry> entries);
+  // `applied` (<= the last entry): what the state machine applied already,
+  // so committed and not handed out again.
+  RaftLog(uint64_t member, const SnapshotRef& base, std::vector<Entry> entries, uint64_t applied = 0);
 
   uint64_t first_index() const { return snapshot_.index + 1; }
   uint64_t last_index() const { return snapshot_.index + entries_.size(); }

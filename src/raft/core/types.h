@@ -52,6 +52,12 @@ struct Config {
   // Entry.cluster_time_ms = (its last entry's time when elected) + tick_ms *
   // (ticks since). 0 (tests of the core only) leaves every entry at time 0.
   int tick_ms = 50;
+  // The index the state machine has applied already (etcd raft's
+  // Config.Applied): a store that keeps its state across restarts resumes
+  // there, and the core hands out only the committed entries after it. It is
+  // committed, so the core starts with commit = max(base index, applied);
+  // it must be within the log (<= its last index).
+  uint64_t applied = 0;
 };
 
 // A linearizable read that may be served once the state machine has applied

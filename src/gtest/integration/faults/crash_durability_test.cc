@@ -28,6 +28,7 @@
 // check of each restart's recovery, and damage at many places.
 //
 // Seeds: $RAFTKV_TEST_SEED replays a run (each test prints its seed).
+#include <cstdlib>
 #include <random>
 
 #include "gtest/common/temp_dir.h"
@@ -358,20 +359,55 @@ uint64_t PrintSeed(const char* test) {
   return seed;
 }
 
-using CrashDurability = Integration;
+class CrashDurability : public Integration {
+ protected:
+  // Kills members at random points of a write stream, `rounds` times at
+  // most (fewer once `budget_ms` is spent, but at least `min_rounds`).
+  void RandomKills(const char* test, const std::vector<std::string>& flags, int rounds_at_most,
+                   int min_rounds, int64_t budget_ms);
+};
 
 TEST_F(CrashDurability, RandomKillsDuringWriteStream) {
-  const uint64_t seed = PrintSeed("RandomKillsDuringWriteStream");
+  RandomKills("RandomKillsDuringWriteStream", CrashFlags(), 30, 12, 60000);
+}
+
+// The same over the on-disk engine: a killed member reopens its store at the
+// last entry it flushed and applies only the log after it.
+TEST_F(CrashDurability, RandomKillsOverTheRocksDbEngine) {
+#ifndef RAFTKV_HAVE_ROCKSDB
+  GTEST_SKIP() << "built without RocksDB";
+#endif
+  std::vector<std::string> flags = CrashFlags();
+  flags.push_back("--storage_engine=rocksdb");
+  flags.push_back("--snapshot_entries=400");  // snapshots (and flushes) between the kills
+  RandomKills("RandomKillsOverTheRocksDbEngine", flags, 12, 6, 30000);
+  if (HasFailure()) return;
+  // Restarts opened their stores where they were, not empty.
+  int resumed = 0;
+  for (int i = 1; i <= cluster().size(); ++i) {
+    const std::string log = cluster().LogText(i);
+    const std::string mark = "opened the key-value store ";
+    for (size_t at = log.find(mark); at != std::string::npos; at = log.find(mark, at + 1)) {
+      const size_t index = log.find(" at index ", at);
+      if (index != std::string::npos && std::strtoull(log.c_str() + index + 10, nullptr, 10) > 0) ++resumed;
+    }
+  }
+  EXPECT_GT(resumed, 0) << "no restart found its store holding entries";
+}
+
+void CrashDurability::RandomKills(const char* test, const std::vector<std::string>& flags,
+                                  int rounds_at_most, int min_rounds, int64_t budget_ms) {
+  const uint64_t seed = PrintSeed(test);
   std::mt19937_64 rng(seed);
   uint64_t leader = 0;
-  ASSERT_NO_FATAL_FAILURE(StartCluster(3, CrashFlags(), &leader));
+  ASSERT_NO_FATAL_FAILURE(StartCluster(3, flags, &leader));
   WriteStream stream(cluster(), 4, "rk-", seed);
   stream.Start();
   auto verifier = cluster().NewClient(10000, 1000);
 
-  constexpr int kRounds = 30;
-  constexpr int kMinRounds = 12;
-  constexpr int64_t kBudgetMs = 60000;  // rounds stop early on a slow machine
+  const int kRounds = rounds_at_most;
+  const int kMinRounds = min_rounds;
+  const int64_t kBudgetMs = budget_ms;  // rounds stop early on a slow machine
   const auto start = Steady::now();
   int rounds = 0, torn_rounds = 0, two_member_rounds = 0, leader_kills = 0;
   for (int round = 1; round <= kRounds && !HasFailure(); ++round) {

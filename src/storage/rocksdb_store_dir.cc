@@ -1,0 +1,155 @@
+#include "storage/rocksdb_store_dir.h"
+
+#include <glog/logging.h>
+
+#include <filesystem>
+#include <system_error>
+#include <vector>
+
+#include "storage/file_util.h"
+#include "storage/rocksdb_backend.h"
+
+namespace raftkv {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kCurrentFile[] = "KV_CURRENT";
+constexpr size_t kMaxCurrentBytes = 64;
+
+// Whether `name` is a store's name, kv-<index>-<term> (decimal).
+bool IsStoreName(const std::string& name) {
+  if (name.size() < 6 || name.compare(0, 3, "kv-") != 0) return false;
+  const size_t dash = name.find('-', 3);
+  if (dash == std::string::npos || dash == 3 || dash + 1 == name.size()) return false;
+  for (size_t i = 3; i < name.size(); ++i) {
+    if (i != dash && (name[i] < '0' || name[i] > '9')) return false;
+  }
+  return name.size() <= 3 + 20 + 1 + 20;
+}
+
+// The kv-* directories in `dir`.
+std::vector<std::string> StoreDirs(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (IsStoreName(name) && it->is_directory(ec)) out.push_back(name);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RocksDbStoreDir::StoreName(uint64_t index, uint64_t term) {
+  return "kv-" + std::to_string(index) + "-" + std::to_string(term);
+}
+
+std::string RocksDbStoreDir::current() const {
+  MutexLock lock(&mu_);
+  return current_;
+}
+
+Status RocksDbStoreDir::Open(const std::string& data_dir, std::unique_ptr<RocksDbStoreDir>* dir,
+                             std::unique_ptr<KvBackend>* current) {
+  std::unique_ptr<RocksDbStoreDir> d(new RocksDbStoreDir(data_dir));
+  const std::string path = file::JoinPath(data_dir, kCurrentFile);
+  file::File f;
+  bool missing = false;
+  Status s = file::File::Open(path, file::OpenMode::kReadOnly, &f, &missing);
+  if (!s.ok()) return s;
+  std::string name;
+  if (!missing) {
+    uint64_t size = 0;
+    s = f.Size(&size);
+    if (s.ok() && size > kMaxCurrentBytes) {
+      return Status::Corruption(path + ": " + std::to_string(size) + " bytes, not a store's name");
+    }
+    if (s.ok()) s = f.ReadAll(&name);
+    if (!s.ok()) return s;
+    if (!name.empty() && name.back() == '\n') name.pop_back();
+    std::error_code ec;
+    if (!IsStoreName(name)) return Status::Corruption(path + ": \"" + name + "\" is not a store's name");
+    if (!fs::is_directory(file::JoinPath(data_dir, name), ec)) {
+      return Status::Corruption(path + " names " + name + ", which is not a directory in " + data_dir);
+    }
+  }
+  {
+    MutexLock lock(&d->mu_);
+    d->current_ = name;
+  }
+  // Everything else is a store half-built when a crash came, or replaced.
+  d->RemoveStale();
+  if (name.empty()) {
+    s = d->Create(0, 0, current);
+    if (s.ok()) s = d->Commit(0, 0);
+    if (!s.ok()) current->reset();
+  } else {
+    s = d->OpenStore(name, current);
+  }
+  if (!s.ok()) return s;
+  *dir = std::move(d);
+  return Status::OK();
+}
+
+Status RocksDbStoreDir::OpenStore(const std::string& name, std::unique_ptr<KvBackend>* out) {
+  std::unique_ptr<RocksDbBackend> db;
+  Status s = RocksDbBackend::Open(file::JoinPath(data_dir_, name), RocksDbBackend::Options(), &db);
+  if (!s.ok()) return s;
+  {
+    MutexLock lock(&mu_);
+    opened_[name] = db->Liveness();
+  }
+  *out = std::move(db);
+  return Status::OK();
+}
+
+Status RocksDbStoreDir::Create(uint64_t index, uint64_t term, std::unique_ptr<KvBackend>* out) {
+  const std::string name = StoreName(index, term);
+  {
+    MutexLock lock(&mu_);
+    if (name == current_) {
+      return Status::FailedPrecondition("the store for index " + std::to_string(index) + ", term " +
+                                        std::to_string(term) + " is the current one already");
+    }
+    if (auto it = opened_.find(name); it != opened_.end() && !it->second.expired()) {
+      return Status::FailedPrecondition("the store " + name + " is still open");
+    }
+  }
+  const std::string path = file::JoinPath(data_dir_, name);
+  std::error_code ec;
+  fs::remove_all(path, ec);  // a previous attempt's
+  if (ec) return Status::IOError("cannot remove " + path + ": " + ec.message());
+  return OpenStore(name, out);
+}
+
+Status RocksDbStoreDir::Commit(uint64_t index, uint64_t term) {
+  const std::string name = StoreName(index, term);
+  const std::string line = name + "\n";
+  Status s = file::ReplaceFileDurably(file::JoinPath(data_dir_, kCurrentFile), line.data(), line.size());
+  if (!s.ok()) return s;
+  MutexLock lock(&mu_);
+  current_ = name;
+  return Status::OK();
+}
+
+void RocksDbStoreDir::RemoveStale() {
+  MutexLock lock(&mu_);
+  for (const std::string& name : StoreDirs(data_dir_)) {
+    if (name == current_) continue;
+    auto it = opened_.find(name);
+    if (it != opened_.end() && !it->second.expired()) continue;  // still read
+    const std::string path = file::JoinPath(data_dir_, name);
+    std::error_code ec;
+    fs::remove_all(path, ec);
+    if (ec) {
+      LOG(WARNING) << "cannot remove the replaced key-value store " << path << ": " << ec.message();
+      continue;
+    }
+    if (it != opened_.end()) opened_.erase(it);
+    LOG(INFO) << "removed the replaced key-value store " << path;
+  }
+}
+
+}  // namespace raftkv
