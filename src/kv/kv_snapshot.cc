@@ -42,21 +42,32 @@ KvRecord KeyValueToRecord(KeyValue* kv) {
 
 }  // namespace
 
-void KvStateMachine::Snapshot(SnapshotWriter* out) const {
-  // The image: the store's view after the last apply (O(1)); the sessions
-  // are copied. Apply waits only for this; it goes on while the image is
-  // encoded.
+// What CaptureSnapshot() took under the lock, for EncodeSnapshot().
+struct KvStateMachine::SnapshotImage {
   std::shared_ptr<const BackendView> view;
   SessionTable sessions;
   SnapshotStoreState store;
   int64_t from = 0;  // the history written: the revisions above it
+};
+
+void KvStateMachine::Snapshot(SnapshotWriter* out) const {
+  const std::shared_ptr<const SnapshotImage> image = CaptureSnapshot(&out->meta());
+  EncodeSnapshot(*image, out);
+}
+
+std::shared_ptr<const KvStateMachine::SnapshotImage> KvStateMachine::CaptureSnapshot(SnapshotMeta* meta) const {
+  // The image: the store's view after the last apply (O(1)); the sessions
+  // are copied. Apply waits only for this; it goes on while the image is
+  // encoded.
+  auto image = std::make_shared<SnapshotImage>();
+  SnapshotStoreState& store = image->store;
   {
     ReaderLock lock(&mu_);
-    out->meta().last_index = applied_index_;
-    out->meta().last_term = applied_term_;
-    out->meta().cluster_time_ms = cluster_time_ms_;
-    view = backend_->View();
-    sessions = sessions_;
+    meta->last_index = applied_index_;
+    meta->last_term = applied_term_;
+    meta->cluster_time_ms = cluster_time_ms_;
+    image->view = backend_->View();
+    image->sessions = sessions_;
     store.set_revision(revision_);
     for (const LeaseInfo& lease : leases_.Infos()) {
       SnapshotStoreState::LeaseRecord* l = store.add_leases();
@@ -68,8 +79,8 @@ void KvStateMachine::Snapshot(SnapshotWriter* out) const {
     // revision above history_.compacted().
     const int64_t wanted = static_cast<int64_t>(std::min<size_t>(
         snapshot_history_revisions_, static_cast<size_t>(std::max<int64_t>(revision_, 0))));
-    from = std::max(history_.compacted(), revision_ - wanted);
-    store.set_history_compacted(from);
+    image->from = std::max(history_.compacted(), revision_ - wanted);
+    store.set_history_compacted(image->from);
     store.set_compact_revision(history_.compact_revision());
     for (const auto& [member, type] : alarms_) {
       SnapshotStoreState::AlarmRecord* a = store.add_alarms();
@@ -77,7 +88,12 @@ void KvStateMachine::Snapshot(SnapshotWriter* out) const {
       a->set_type(type);
     }
   }
-  const MvccReader reader(view);
+  return image;
+}
+
+void KvStateMachine::EncodeSnapshot(const SnapshotImage& image, SnapshotWriter* out) {
+  const MvccReader reader(image.view);
+  const int64_t from = image.from;
   const std::string all_keys(1, '\0');
   std::vector<KvEvent> history;
   int64_t next = 0;
@@ -85,7 +101,7 @@ void KvStateMachine::Snapshot(SnapshotWriter* out) const {
   SnapshotSession session;
   SnapshotSessionResult saved;
   std::string buf;
-  for (const auto& [id, s] : sessions.sessions()) {
+  for (const auto& [id, s] : image.sessions.sessions()) {
     session.set_client_id(id);
     session.set_timeout_ms(s.timeout_ms);
     session.set_expires_at_ms(s.expires_at_ms);
@@ -99,7 +115,7 @@ void KvStateMachine::Snapshot(SnapshotWriter* out) const {
       out->AddRecord(SnapshotRecordType::kSessionResult, buf);
     }
   }
-  store.SerializeToString(&buf);
+  image.store.SerializeToString(&buf);
   out->AddRecord(SnapshotRecordType::kStore, buf);
   SnapshotEvent event;
   for (const KvEvent& e : history) {

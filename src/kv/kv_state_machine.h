@@ -54,6 +54,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -130,6 +131,13 @@ class KvStateMachine : public SnapshotTarget {
   // image is dropped (at most the whole map, for a capture overlapping a
   // rewrite of every key).
   void Snapshot(SnapshotWriter* out) const EXCLUDES(mu_);
+  // Snapshot() in two steps: the image, taken under the shared lock (O(1):
+  // a view of the store and a copy of the sessions), with *meta as above;
+  // then its records, encoded without the lock (into a writer that spills
+  // to the file as it goes: SnapshotStore::WriteStreamed).
+  struct SnapshotImage;
+  std::shared_ptr<const SnapshotImage> CaptureSnapshot(SnapshotMeta* meta) const EXCLUDES(mu_);
+  static void EncodeSnapshot(const SnapshotImage& image, SnapshotWriter* out);
 
   // Replaces the whole state (map, sessions with saved results and expiry,
   // cluster time, applied index and term) by the snapshot `in` reads. The

@@ -135,14 +135,14 @@ void SnapshotManager::TakeInBackground() {
 #endif
   Result result;
   const SteadyClock::time_point start = SteadyClock::now();
-  // A consistent image: the state machine shares its map's root with it
-  // (copy-on-write) under its lock, then the apply thread goes on while the
-  // image is encoded and written.
-  SnapshotWriter writer;
-  state_machine_->Snapshot(&writer);
+  // A consistent image: a view of the store (O(1)) under the state
+  // machine's lock, then the apply thread goes on while the image is encoded
+  // straight into the file.
+  SnapshotMeta meta;
+  const std::shared_ptr<const KvStateMachine::SnapshotImage> image = state_machine_->CaptureSnapshot(&meta);
   result.capture_ms = MillisSince(start);
-  const uint64_t index = writer.meta().last_index;
-  const uint64_t term = writer.meta().last_term;
+  const uint64_t index = meta.last_index;
+  const uint64_t term = meta.last_term;
   result.info.last_index = index;
   result.info.last_term = term;
   if (index == 0) {
@@ -160,7 +160,7 @@ void SnapshotManager::TakeInBackground() {
     } else if (index == have.index && term == have.term) {
       // Nothing applied since the newest snapshot: that one is the answer.
     } else {
-      write = hooks_.config_at(index, &writer.meta().config);
+      write = hooks_.config_at(index, &meta.config);
     }
     if (write) {
       const SteadyClock::time_point write_start = SteadyClock::now();
@@ -171,7 +171,10 @@ void SnapshotManager::TakeInBackground() {
       // leaves no snapshot newer than the store (which a restart would
       // have to restore whole).
       result.status = state_machine_->FlushStore();
-      if (result.status.ok()) result.status = store_->Write(writer, &written);
+      if (result.status.ok()) {
+        result.status = store_->WriteStreamed(
+            meta, [&image](SnapshotWriter* w) { KvStateMachine::EncodeSnapshot(*image, w); }, &written);
+      }
       result.write_ms = MillisSince(write_start);
       result.written = result.status.ok();
       result.info.path = written.path;

@@ -119,8 +119,25 @@ std::string HeaderPayload(const SnapshotMeta& meta) {
 SnapshotWriter::SnapshotWriter(size_t chunk_target_bytes)
     : chunk_target_bytes_(std::max<size_t>(chunk_target_bytes, 1)) {}
 
+void SnapshotWriter::SpillTo(std::function<Status(const std::string& chunk)> spill) {
+  spill_ = std::move(spill);
+}
+
+Status SnapshotWriter::FinishSpill() {
+  if (spill_ && spill_status_.ok() && !chunks_.empty() && !chunks_.back().empty()) {
+    spill_status_ = spill_(chunks_.back());
+    chunks_.back().clear();
+  }
+  return spill_status_;
+}
+
 std::string* SnapshotWriter::ChunkFor(size_t n) {
-  if (chunks_.empty() || chunks_.back().size() >= chunk_target_bytes_) {
+  if (spill_ && !chunks_.empty() && chunks_.back().size() >= chunk_target_bytes_) {
+    // The full chunk goes to the file; its buffer takes the next records
+    // (after an error they are dropped there too: nothing more is written).
+    if (spill_status_.ok()) spill_status_ = spill_(chunks_.back());
+    chunks_.back().clear();
+  } else if (chunks_.empty() || chunks_.back().size() >= chunk_target_bytes_) {
     chunks_.emplace_back();
     // Reserve a little over the target so the usual chunk never reallocates.
     chunks_.back().reserve(std::max(chunk_target_bytes_ + 256, n));

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -73,12 +74,12 @@ struct SnapshotMeta {
   std::string config;
 };
 
-// Encodes a snapshot into memory: the records are appended to chunk buffers
-// (the payloads of the DATA frames); SnapshotStore::Write() then frames,
-// checksums and writes them. Encoding into memory is what lets the state
-// machine capture a consistent image under its lock without doing any file
-// I/O there (see KvStateMachine::Snapshot()). Memory: about the size of the
-// file.
+// Encodes a snapshot's records into chunk buffers (the payloads of the DATA
+// frames). By default every chunk is kept in memory (about the size of the
+// file), for SnapshotStore::Write() to frame and write afterwards. With
+// SpillTo() each chunk goes to a sink as soon as it is full and its buffer is
+// reused: SnapshotStore::WriteStreamed() writes the file while the records
+// are encoded, in memory of one chunk.
 class SnapshotWriter {
  public:
   explicit SnapshotWriter(size_t chunk_target_bytes = snapshot_format::kChunkTargetBytes);
@@ -96,7 +97,16 @@ class SnapshotWriter {
   void AddKv(std::string_view key, std::string_view value, int64_t create_revision = 0,
              int64_t mod_revision = 0, int64_t version = 0, int64_t lease = 0);
 
-  // The DATA frame payloads, in order. The last one may be empty.
+  // Hands every chunk, once full, to `spill` (which must not keep the
+  // pointer) instead of keeping it. After the first error `spill` returns,
+  // records are dropped and FinishSpill() returns that error. Call before
+  // the first record.
+  void SpillTo(std::function<Status(const std::string& chunk)> spill);
+  // Spills the last chunk; the first error of any spill, or OK.
+  Status FinishSpill();
+
+  // The DATA frame payloads kept (with SpillTo: the one being filled), in
+  // order. The last one may be empty.
   const std::vector<std::string>& chunks() const { return chunks_; }
   uint64_t record_count() const { return record_count_; }
   // Sum of the chunk sizes.
@@ -110,6 +120,8 @@ class SnapshotWriter {
   size_t chunk_target_bytes_;
   SnapshotMeta meta_;
   std::vector<std::string> chunks_;
+  std::function<Status(const std::string&)> spill_;
+  Status spill_status_;
   uint64_t record_count_ = 0;
   uint64_t data_bytes_ = 0;
 };

@@ -38,49 +38,95 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Writes the whole file encoding of `image` to `path`, then fsyncs it.
-Status WriteImage(const std::string& path, const SnapshotWriter& image) {
-  file::File f;
-  Status s = file::File::Open(path, file::OpenMode::kCreateTruncate, &f);
-  if (!s.ok()) return s;
-  uint64_t offset = 0;
-  // Frame headers are tiny: gather them with the following payload into one
-  // buffer of up to kCoalesceBytes instead of a write each.
-  constexpr size_t kCoalesceBytes = 1 << 20;
-  std::string pending;
-  // Synced every kSyncEveryBytes as it is written, not once at the end: a
-  // file system that orders its journal (ext4 data=ordered) makes the log's
-  // next fdatasync wait for every dirty byte written before it, and a
-  // single final fsync would leave hundreds of MB dirty: the writes being
-  // acknowledged meanwhile would stall for as long as the disk takes to
-  // write them all.
-  constexpr uint64_t kSyncEveryBytes = 1 << 20;
-  uint64_t synced = 0;
-  auto flush = [&]() {
-    Status st = f.WriteAt(pending.data(), pending.size(), offset);
-    offset += pending.size();
-    pending.clear();
-    if (st.ok() && offset - synced >= kSyncEveryBytes) {
-      st = f.Sync();
-      synced = offset;
-    }
-    return st;
-  };
-  s = ForEachSnapshotFilePiece(image, [&](std::string_view piece) {
-    if (pending.size() + piece.size() > kCoalesceBytes && !pending.empty()) {
-      Status st = flush();
+// A snapshot file being written front to back, durably. Frame headers are
+// tiny: they are gathered with the following payload into one buffer of up
+// to kCoalesceBytes instead of a write each. The file is synced every
+// kSyncEveryBytes as it is written, not once at the end: a file system that
+// orders its journal (ext4 data=ordered) makes the log's next fdatasync
+// wait for every dirty byte written before it, and a single final fsync
+// would leave hundreds of MB dirty: the writes being acknowledged meanwhile
+// would stall for as long as the disk takes to write them all.
+class ImageFile {
+ public:
+  Status Open(const std::string& path) { return file::File::Open(path, file::OpenMode::kCreateTruncate, &f_); }
+  // Appends `piece`, keeping the CRC32C of every byte so far.
+  Status Append(std::string_view piece) {
+    crc_ = snapshot_format::Crc(crc_, piece);
+    if (pending_.size() + piece.size() > kCoalesceBytes && !pending_.empty()) {
+      Status st = Flush();
       if (!st.ok()) return st;
     }
     if (piece.size() > kCoalesceBytes) {
-      pending.assign(piece.data(), piece.size());
-      return flush();
+      pending_.assign(piece.data(), piece.size());
+      return Flush();
     }
-    pending.append(piece.data(), piece.size());
+    pending_.append(piece.data(), piece.size());
     return Status::OK();
+  }
+  uint32_t crc() const { return crc_; }
+  // Writes what is pending, syncs and closes.
+  Status Finish() {
+    Status s = pending_.empty() ? Status::OK() : Flush();
+    if (s.ok()) s = f_.Sync();
+    if (s.ok()) s = f_.Close();
+    return s;
+  }
+
+ private:
+  static constexpr size_t kCoalesceBytes = 1 << 20;
+  static constexpr uint64_t kSyncEveryBytes = 1 << 20;
+  Status Flush() {
+    Status st = f_.WriteAt(pending_.data(), pending_.size(), offset_);
+    offset_ += pending_.size();
+    pending_.clear();
+    if (st.ok() && offset_ - synced_ >= kSyncEveryBytes) {
+      st = f_.Sync();
+      synced_ = offset_;
+    }
+    return st;
+  }
+
+  file::File f_;
+  std::string pending_;
+  uint64_t offset_ = 0;
+  uint64_t synced_ = 0;
+  uint32_t crc_ = 0;
+};
+
+// Writes the whole file encoding of `image` to `path`, then fsyncs it.
+Status WriteImage(const std::string& path, const SnapshotWriter& image) {
+  ImageFile f;
+  Status s = f.Open(path);
+  if (s.ok()) s = ForEachSnapshotFilePiece(image, [&](std::string_view piece) { return f.Append(piece); });
+  if (s.ok()) s = f.Finish();
+  return s;
+}
+
+// Writes to `path` the snapshot `encode` produces into a writer that spills
+// each full chunk into the file, then fsyncs it.
+Status WriteStreamedImage(const std::string& path, const SnapshotMeta& meta,
+                          const std::function<void(SnapshotWriter*)>& encode, uint64_t* records) {
+  namespace f = snapshot_format;
+  ImageFile file;
+  Status s = file.Open(path);
+  const std::string header = f::HeaderPayload(meta);
+  if (s.ok()) s = file.Append(f::Preamble());
+  if (s.ok()) s = file.Append(f::FrameHeader(f::kHeaderFrame, header));
+  if (s.ok()) s = file.Append(header);
+  if (!s.ok()) return s;
+  uint64_t data_frames = 0;
+  SnapshotWriter writer;
+  writer.meta() = meta;
+  writer.SpillTo([&](const std::string& chunk) {
+    ++data_frames;
+    Status st = file.Append(f::FrameHeader(f::kDataFrame, chunk));
+    return st.ok() ? file.Append(chunk) : st;
   });
-  if (s.ok() && !pending.empty()) s = flush();
-  if (s.ok()) s = f.Sync();
-  if (s.ok()) s = f.Close();
+  encode(&writer);
+  s = writer.FinishSpill();
+  if (s.ok()) s = file.Append(f::TrailerFrame(writer.record_count(), data_frames, file.crc()));
+  if (s.ok()) s = file.Finish();
+  *records = writer.record_count();
   return s;
 }
 
@@ -148,18 +194,33 @@ Status SnapshotStore::List(std::vector<SnapshotFileInfo>* files) const {
 }
 
 Status SnapshotStore::Write(const SnapshotWriter& image, SnapshotFileInfo* written) {
-  const std::string name = FileName(image.meta().last_index, image.meta().last_term);
+  return WriteDurably(image.meta(), [&image](const std::string& tmp) { return WriteImage(tmp, image); },
+                      written);
+}
+
+Status SnapshotStore::WriteStreamed(const SnapshotMeta& meta,
+                                    const std::function<void(SnapshotWriter*)>& encode,
+                                    SnapshotFileInfo* written) {
+  uint64_t records = 0;
+  return WriteDurably(
+      meta, [&](const std::string& tmp) { return WriteStreamedImage(tmp, meta, encode, &records); }, written);
+}
+
+Status SnapshotStore::WriteDurably(const SnapshotMeta& meta,
+                                   const std::function<Status(const std::string& tmp)>& write,
+                                   SnapshotFileInfo* written) {
+  const std::string name = FileName(meta.last_index, meta.last_term);
   const std::string path = file::JoinPath(dir_, name);
   const std::string tmp = path + kTmpSuffix;
-  Status s = WriteImage(tmp, image);
+  Status s = write(tmp);
   if (s.ok()) s = file::Rename(tmp, path);
   if (s.ok()) s = file::SyncDir(dir_);
   if (!s.ok()) {
     file::Remove(tmp);
     return s;
   }
-  written->last_index = image.meta().last_index;
-  written->last_term = image.meta().last_term;
+  written->last_index = meta.last_index;
+  written->last_term = meta.last_term;
   written->path = path;
   return Status::OK();
 }

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -129,6 +130,11 @@ class SnapshotStore {
   // filled in by the caller) durably as snap-<last_index>-<last_term>.snap,
   // replacing a file of that name. No lock of the state machine is needed.
   Status Write(const SnapshotWriter& image, SnapshotFileInfo* written);
+  // The same for a snapshot `encode` writes into a writer as the file is
+  // written (the chunks are not kept: memory of one chunk); `meta` is the
+  // header's and must match what `encode` captured.
+  Status WriteStreamed(const SnapshotMeta& meta, const std::function<void(SnapshotWriter*)>& encode,
+                       SnapshotFileInfo* written);
 
   // Restores `target` from the newest snapshot that is intact, trying older
   // ones when a newer one is not (each skip is logged at ERROR with the file
@@ -152,6 +158,10 @@ class SnapshotStore {
 
  private:
   explicit SnapshotStore(std::string dir) : dir_(std::move(dir)) {}
+  // `write` writes the file at `tmp`; then it is renamed into place durably
+  // (removed on any error).
+  Status WriteDurably(const SnapshotMeta& meta, const std::function<Status(const std::string& tmp)>& write,
+                      SnapshotFileInfo* written);
   std::string dir_;
 };
 

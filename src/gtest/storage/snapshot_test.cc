@@ -23,6 +23,7 @@
 #include <glog/logging.h>
 #include <gtest/gtest.h>
 
+#include "gtest/common/full_disk.h"
 #include "gtest/common/temp_dir.h"
 #include "kv/kv_state_machine.h"
 #include "storage/snapshot_format.h"
@@ -712,6 +713,59 @@ TEST_F(SnapshotTest, OpenRemovesUnfinishedTemporaryFiles) {
   std::unique_ptr<SnapshotStore> reopened;
   ASSERT_TRUE(SnapshotStore::Open(dir, &reopened).ok());
   EXPECT_TRUE(std::filesystem::is_empty(dir));
+}
+
+// ---- streamed writes ----
+
+// A snapshot encoded straight into the file is the same file, byte for
+// byte, as one encoded into memory first.
+TEST_F(SnapshotTest, AStreamedSnapshotIsTheSameFile) {
+  KvStateMachine sm;
+  for (uint64_t i = 1; i <= 3000; ++i) {
+    sm.Apply(CommandEntry(i, 2, 10 * i, Put("key" + std::to_string(i % 2500), std::string(300, 'a' + i % 26))));
+  }
+  SnapshotWriter whole;
+  sm.Snapshot(&whole);
+  whole.meta().config = "members";
+  const std::string expected = EncodeSnapshotFile(whole);
+  ASSERT_GT(whole.chunks().size(), 3u);  // several chunks spilled
+
+  SnapshotMeta meta;
+  const auto image = sm.CaptureSnapshot(&meta);
+  meta.config = "members";
+  SnapshotFileInfo info;
+  Status s = store_->WriteStreamed(meta, [&](SnapshotWriter* w) { KvStateMachine::EncodeSnapshot(*image, w); }, &info);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(info.last_index, 3000u);
+  EXPECT_EQ(ReadFileBytes(info.path), expected);
+}
+
+// A disk that refuses the file midway: the error, and no file left behind.
+TEST_F(SnapshotTest, AStreamedSnapshotOnAFullDiskLeavesNothing) {
+  KvStateMachine sm;
+  for (uint64_t i = 1; i <= 2000; ++i) {
+    sm.Apply(CommandEntry(i, 2, 10 * i, Put("key" + std::to_string(i), std::string(1000, 'v'))));
+  }
+  testing_util::FullDisk disk;
+  disk.only_under = store_->dir();
+  testing_util::ScopedInterposer installed(&disk);
+  SnapshotMeta meta;
+  const auto image = sm.CaptureSnapshot(&meta);
+  SnapshotFileInfo info;
+  const Status s = store_->WriteStreamed(
+      meta,
+      [&](SnapshotWriter* w) {
+        disk.full = true;  // from the first chunk on
+        KvStateMachine::EncodeSnapshot(*image, w);
+      },
+      &info);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("No space left on device"), std::string::npos) << s.ToString();
+  disk.full = false;
+  std::vector<SnapshotFileInfo> files;
+  ASSERT_TRUE(store_->List(&files).ok());
+  EXPECT_TRUE(files.empty());
+  EXPECT_TRUE(std::filesystem::is_empty(store_->dir())) << "a refused snapshot left a file";
 }
 
 // ---- raw-chunk transfer (for InstallSnapshot) ----
