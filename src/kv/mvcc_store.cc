@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "kv/mvcc_keys.h"
 #include "storage/coding.h"
@@ -255,6 +257,33 @@ void MvccWriter::Finish(BackendBatch* batch) {
   rows_.Clear();
 }
 
+namespace {
+
+// Up to this many rows are deleted one by one, more with one range
+// deletion. A window that trims a revision per entry deletes a row or two
+// at a time: as point deletions they cost what a put does, while every
+// range deletion in RocksDB's memtable is fragmented again by each iterator
+// opened on it (until a flush), which made every later read slower.
+constexpr size_t kMaxPointDeletes = 32;
+
+// Deletes [first, end) of `it`'s rows, `it` positioned at `first`: the rows
+// one by one while there are few, else one range.
+Status DeleteRows(BackendIterator* it, std::string first, const std::string& end, BackendBatch* batch) {
+  std::vector<std::string> rows;
+  for (; it->Valid() && it->key() < end; it->Next()) {
+    if (rows.size() == kMaxPointDeletes) {
+      batch->DeleteRange(std::move(first), end);
+      return Status::OK();
+    }
+    rows.emplace_back(it->key());
+  }
+  if (!it->status().ok()) return it->status();
+  for (std::string& row : rows) batch->Delete(std::move(row));
+  return Status::OK();
+}
+
+}  // namespace
+
 Status PlanCompaction(const BackendView& view, int64_t from, int64_t revision, size_t max_keys,
                       BackendBatch* batch, int64_t* done) {
   from = std::max<int64_t>(from, 0);
@@ -263,6 +292,7 @@ Status PlanCompaction(const BackendView& view, int64_t from, int64_t revision, s
   const std::string lower = mvcc::HistoryKey(from, 0);
   auto history = view.NewIterator(lower, mvcc::HistoryKey(revision, 0));
   std::set<std::string> keys;
+  std::vector<std::string> history_rows;  // while few (kMaxPointDeletes)
   int64_t current = -1;
   std::string changed;
   for (history->Seek(lower); history->Valid(); history->Next()) {
@@ -279,6 +309,7 @@ Status PlanCompaction(const BackendView& view, int64_t from, int64_t revision, s
       current = rev;
     }
     keys.insert(changed);
+    if (history_rows.size() <= kMaxPointDeletes) history_rows.emplace_back(history->key());
   }
   if (!history->status().ok()) return history->status();
   auto versions = view.NewIterator(std::string(1, mvcc::kVersionPrefix), mvcc::VersionsLimit());
@@ -296,11 +327,23 @@ Status PlanCompaction(const BackendView& view, int64_t from, int64_t revision, s
     if (!s.ok()) return s;
     if (k != key) continue;
     std::string first_dead(versions->key());
-    if (!deleted) first_dead.push_back('\0');  // the next key after the kept version
-    batch->DeleteRange(std::move(first_dead), mvcc::VersionsEnd(key));
+    if (!deleted) {
+      first_dead.push_back('\0');  // the next key after the kept version
+      versions->Next();
+    }
+    s = DeleteRows(versions.get(), std::move(first_dead), mvcc::VersionsEnd(key), batch);
+    if (!s.ok()) return s;
   }
   if (!versions->status().ok()) return versions->status();
-  batch->DeleteRange(lower, mvcc::HistoryKey(*done, 0));
+  if (history_rows.size() <= kMaxPointDeletes) {
+    // Only the rows below where the plan stopped.
+    const std::string end = mvcc::HistoryKey(*done, 0);
+    for (std::string& row : history_rows) {
+      if (row < end) batch->Delete(std::move(row));
+    }
+  } else {
+    batch->DeleteRange(lower, mvcc::HistoryKey(*done, 0));
+  }
   return Status::OK();
 }
 
