@@ -116,12 +116,15 @@ Status RocksDbStoreDir::Create(uint64_t index, uint64_t term, std::unique_ptr<Kv
     if (auto it = opened_.find(name); it != opened_.end() && !it->second.expired()) {
       return Status::FailedPrecondition("the store " + name + " is still open");
     }
+    if (!creating_.insert(name).second) return Status::FailedPrecondition("the store " + name + " is being created");
   }
   const std::string path = file::JoinPath(data_dir_, name);
   std::error_code ec;
   fs::remove_all(path, ec);  // a previous attempt's
-  if (ec) return Status::IOError("cannot remove " + path + ": " + ec.message());
-  return OpenStore(name, out);
+  Status s = ec ? Status::IOError("cannot remove " + path + ": " + ec.message()) : OpenStore(name, out);
+  MutexLock lock(&mu_);
+  creating_.erase(name);
+  return s;
 }
 
 Status RocksDbStoreDir::Commit(uint64_t index, uint64_t term) {
@@ -137,7 +140,7 @@ Status RocksDbStoreDir::Commit(uint64_t index, uint64_t term) {
 void RocksDbStoreDir::RemoveStale() {
   MutexLock lock(&mu_);
   for (const std::string& name : StoreDirs(data_dir_)) {
-    if (name == current_) continue;
+    if (name == current_ || creating_.count(name) != 0) continue;
     auto it = opened_.find(name);
     if (it != opened_.end() && !it->second.expired()) continue;  // still read
     const std::string path = file::JoinPath(data_dir_, name);

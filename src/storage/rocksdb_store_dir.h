@@ -11,6 +11,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 
@@ -46,6 +47,8 @@ class RocksDbStoreDir final : public KvBackendFactory {
   // The stores opened by this process, by name: a replaced one is removed
   // once closed.
   std::map<std::string, std::weak_ptr<const void>> opened_ GUARDED_BY(mu_);
+  // Being created by Create() (RemoveStale, on another thread, leaves them).
+  std::set<std::string> creating_ GUARDED_BY(mu_);
 };
 
 }  // namespace raftkv
