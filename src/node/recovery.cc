@@ -136,8 +136,8 @@ Status TakeSnapshotConfig(const SnapshotLoadResult& loaded, const MembershipConf
 }
 
 // What recovery restores a persistent store from: a snapshot file at or
-// below the index the store applied is only verified (read through, nothing
-// kept: it is what the core may send to a follower); a newer one (installed
+// below the index the store applied is only verified (VerifyAll: nothing
+// kept; it is what the core may send to a follower); a newer one (installed
 // from a leader before a crash cut the install short, or the file of an
 // older directory or a restore) is restored into a new store.
 class PersistentStoreTarget final : public SnapshotTarget {
@@ -149,12 +149,7 @@ class PersistentStoreTarget final : public SnapshotTarget {
                 << "; restoring the newer snapshot " << reader->path() << " into a new store";
       return state_machine_->Restore(reader);
     }
-    for (;;) {
-      SnapshotRecordType type;
-      std::string_view msg;
-      bool done = false;
-      if (Status s = reader->Next(&type, &msg, &done); !s.ok() || done) return s;
-    }
+    return reader->VerifyAll();
   }
 
  private:

@@ -105,7 +105,7 @@ Status WriteImage(const std::string& path, const SnapshotWriter& image) {
 // Writes to `path` the snapshot `encode` produces into a writer that spills
 // each full chunk into the file, then fsyncs it.
 Status WriteStreamedImage(const std::string& path, const SnapshotMeta& meta,
-                          const std::function<void(SnapshotWriter*)>& encode, uint64_t* records) {
+                          const std::function<void(SnapshotWriter*)>& encode) {
   namespace f = snapshot_format;
   ImageFile file;
   Status s = file.Open(path);
@@ -126,7 +126,6 @@ Status WriteStreamedImage(const std::string& path, const SnapshotMeta& meta,
   s = writer.FinishSpill();
   if (s.ok()) s = file.Append(f::TrailerFrame(writer.record_count(), data_frames, file.crc()));
   if (s.ok()) s = file.Finish();
-  *records = writer.record_count();
   return s;
 }
 
@@ -201,9 +200,7 @@ Status SnapshotStore::Write(const SnapshotWriter& image, SnapshotFileInfo* writt
 Status SnapshotStore::WriteStreamed(const SnapshotMeta& meta,
                                     const std::function<void(SnapshotWriter*)>& encode,
                                     SnapshotFileInfo* written) {
-  uint64_t records = 0;
-  return WriteDurably(
-      meta, [&](const std::string& tmp) { return WriteStreamedImage(tmp, meta, encode, &records); }, written);
+  return WriteDurably(meta, [&](const std::string& tmp) { return WriteStreamedImage(tmp, meta, encode); }, written);
 }
 
 Status SnapshotStore::WriteDurably(const SnapshotMeta& meta,
