@@ -174,14 +174,70 @@ ApplyResult KvStateMachine::Apply(const Entry& entry) {
   const bool have_command = Decode(entry, &command, &result);
   BackendBatch batch;
   WriterLock lock(&mu_);
+  BeginPassLocked();
   if (apply_hook_) apply_hook_(entry);
   ApplyLocked(entry, command, have_command, &result, &batch);
-  if (persistent_) AddStateRowsLocked(&batch);
-  // No view of this apply is left: the write changes the store in place
-  // (one a reader still holds makes it copy what it changes).
-  WriteLocked(batch);
-  PublishLocked();
+  AddToPassLocked(std::move(batch));
+  EndPassLocked();
   return result;
+}
+
+void KvStateMachine::ApplyAll(const std::deque<Entry>& entries, std::vector<ApplyResult>* results) {
+  results->clear();
+  results->resize(entries.size());
+  // Decoded outside the lock: readers are only blocked for the store update.
+  std::vector<Command> commands(entries.size());
+  std::vector<bool> have_command(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    have_command[i] = Decode(entries[i], &commands[i], &(*results)[i]);
+  }
+  size_t next = 0;
+  while (next < entries.size()) {
+    WriterLock lock(&mu_);
+    BeginPassLocked();
+    const size_t first = next;
+    do {
+      if (apply_hook_) apply_hook_(entries[next]);
+      BackendBatch batch;
+      ApplyLocked(entries[next], commands[next], have_command[next], &(*results)[next], &batch);
+      AddToPassLocked(std::move(batch));
+      ++next;
+    } while (next < entries.size() && next - first < kMaxPassEntries &&
+             pass_->bytes() < kMaxPassBytes);
+    EndPassLocked();
+  }
+}
+
+void KvStateMachine::BeginPassLocked() {
+  DCHECK(pass_ == nullptr);
+  pass_ = std::make_shared<OverlayView>(backend_->View());
+}
+
+void KvStateMachine::AddToPassLocked(BackendBatch&& batch) {
+  if (OverlayView::HasDeleteRange(batch)) {
+    // A range cannot be laid over the view: write it, and read on from the
+    // store again.
+    WritePassLocked(std::move(batch));
+    pass_ = std::make_shared<OverlayView>(backend_->View());
+    return;
+  }
+  pass_->Add(std::move(batch));
+}
+
+void KvStateMachine::EndPassLocked() {
+  WritePassLocked(BackendBatch());
+  PublishLocked();
+}
+
+void KvStateMachine::WritePassLocked(BackendBatch&& extra) {
+  BackendBatch batch;
+  pass_->Drain(&batch);
+  batch.Append(std::move(extra));
+  if (persistent_) AddStateRowsLocked(&batch);
+  // No view of the pass is left: the write changes the store in place (one
+  // a reader still holds makes it copy what it changes).
+  pass_.reset();
+  WriteLocked(batch);
 }
 
 void KvStateMachine::AddStateRowsLocked(BackendBatch* batch) {
@@ -294,7 +350,7 @@ void KvStateMachine::ApplyLocked(const Entry& entry, Command& command, bool have
 void KvStateMachine::ApplyToMap(Command& command, ApplyResult* result, BackendBatch* batch) {
   const int64_t compacted_before = history_.compacted();
   {
-    const MvccReader before(backend_->View());
+    const MvccReader before(pass_);
     MvccWriter writer(&before, revision_ + 1);
     Changes changes{&writer};
     ApplyOps(command, result, &changes);

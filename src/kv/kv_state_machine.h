@@ -69,6 +69,7 @@
 #include "kv/kv_history.h"
 #include "kv/mvcc_store.h"
 #include "storage/kv_backend.h"
+#include "storage/overlay_view.h"
 #include "kv/lease_table.h"
 #include "kv/session_table.h"
 #include "storage/snapshot_store.h"
@@ -116,6 +117,14 @@ class KvStateMachine : public SnapshotTarget {
   // present and equal to expected : the key is absent); the decision depends
   // only on the map, so every replica decides alike.
   ApplyResult Apply(const Entry& entry) EXCLUDES(mu_);
+  // Applies `entries` in order, as Apply() each, into *results (one per
+  // entry). Consecutive entries share an apply pass: their rows are gathered
+  // and written with one store Write() (kMaxPassEntries, kMaxPassBytes), the
+  // lock held over the pass, so a reader sees the state before or after it.
+  void ApplyAll(const std::deque<Entry>& entries, std::vector<ApplyResult>* results)
+      EXCLUDES(mu_);
+  static constexpr size_t kMaxPassEntries = 64;
+  static constexpr size_t kMaxPassBytes = 1 << 20;
 
   // Captures the whole state into `out` (records, and out->meta() gets
   // last_index/last_term = the applied index/term and the cluster time;
@@ -351,6 +360,15 @@ class KvStateMachine : public SnapshotTarget {
   // A persistent store's rows of what the entry changed besides the keys,
   // and `m state` (kv_state_rows.h).
   void AddStateRowsLocked(BackendBatch* batch) REQUIRES(mu_);
+  // An apply pass: Begin takes a view of the store to gather the pass's
+  // rows over; Add lays an entry's rows over it (or, for one holding a range
+  // deletion, writes the pass so far and them); End writes what is left,
+  // with the state rows, and publishes.
+  void BeginPassLocked() REQUIRES(mu_);
+  void AddToPassLocked(BackendBatch&& batch) REQUIRES(mu_);
+  void EndPassLocked() REQUIRES(mu_);
+  // Writes the pass's rows and `extra` after them, and the state rows.
+  void WritePassLocked(BackendBatch&& extra) REQUIRES(mu_);
 
   // Restore(), step by step: the state read so far, one record of each kind
   // checked and added to it (without the lock), then the swap (under it).
@@ -388,6 +406,9 @@ class KvStateMachine : public SnapshotTarget {
   bool config_changed_ GUARDED_BY(mu_) = false;
   std::set<std::pair<uint64_t, uint32_t>> alarms_ GUARDED_BY(mu_);  // (member, type)
   std::function<void(const Entry&)> apply_hook_ GUARDED_BY(mu_);  // tests only
+  // During an apply pass: the rows of its entries so far, over the store
+  // (what the next entry reads). Null between passes.
+  std::shared_ptr<OverlayView> pass_ GUARDED_BY(mu_);
 
   // Published by PublishLocked() after every change, read without mu_.
   std::atomic<int64_t> published_revision_{0};

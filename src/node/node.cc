@@ -595,8 +595,7 @@ bool RaftNode::InstallSnapshot(const raft::SnapshotRef& snap, Completions* compl
 
 void RaftNode::ApplyEntries(const std::deque<Entry>& committed, Completions* completions) {
   std::vector<ApplyResult> results;
-  results.reserve(committed.size());
-  for (const Entry& e : committed) results.push_back(state_machine_->Apply(e));
+  state_machine_->ApplyAll(committed, &results);
   metrics_.applied_entries.fetch_add(results.size(), std::memory_order_relaxed);
   if (apply_observer_) apply_observer_();
   MutexLock lock(&mu_);

@@ -90,6 +90,17 @@ class BackendBatch {
     ops_.clear();
     bytes_ = 0;
   }
+  // Adds `other`'s changes after this batch's, leaving `other` empty.
+  void Append(BackendBatch&& other) {
+    bytes_ += other.bytes_;
+    for (Op& op : other.TakeOps()) ops_.push_back(std::move(op));
+  }
+  // Moves the changes out, leaving the batch empty.
+  std::vector<Op> TakeOps() {
+    std::vector<Op> ops = std::move(ops_);
+    Clear();
+    return ops;
+  }
 
  private:
   void Add(OpType type, std::string key, std::string value) {

@@ -8,6 +8,7 @@
 // close and after a crash that loses what was not flushed (the log then
 // replays the rest).
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <memory>
 #include <random>
@@ -390,6 +391,39 @@ TEST_P(KvStateReopenTest, AReopenedStoreIsTheStateItWasClosedAt) {
   EXPECT_GT(seen_.alarms, 0u);
   EXPECT_GT(twin_.CompactRevision(), 0);
   EXPECT_FALSE(twin_.AppliedConfig().empty());
+}
+
+// Entries applied in passes (one store write per pass, each entry reading
+// the rows of the ones before it in the pass) answer and leave the state
+// exactly as entries applied one by one; passes longer than the longest
+// are split.
+TEST_P(KvStateReopenTest, EntriesAppliedInPassesAreAppliedAsOneByOne) {
+  twin_.SetHistoryLimits(kWindowRevisions, kWindowBytes);
+  ASSERT_NO_FATAL_FAILURE(Open());
+  std::mt19937 rng(11);
+  const size_t sizes[] = {1, 2, 7, 30, KvStateMachine::kMaxPassEntries + 9};
+  for (int round = 0; round < 24; ++round) {
+    const size_t n = sizes[std::uniform_int_distribution<size_t>(0, 4)(rng)];
+    std::deque<Entry> pass;
+    std::vector<std::string> want;
+    for (size_t i = 0; i < n; ++i) {
+      pass.push_back(source_.Next(twin_.AppliedIndex() + 1, twin_.Revision()));
+      entries_.push_back(pass.back());
+      want.push_back(Describe(twin_.Apply(pass.back())));
+    }
+    std::vector<ApplyResult> got;
+    sm_->ApplyAll(pass, &got);
+    ASSERT_EQ(got.size(), n);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(Describe(got[i]), want[i]) << "entry " << pass[i].index();
+    }
+    ASSERT_NO_FATAL_FAILURE(ExpectSameState()) << "after round " << round;
+    if (round % 6 == 5) {
+      ASSERT_NO_FATAL_FAILURE(Open());
+      ASSERT_NO_FATAL_FAILURE(ExpectSameState()) << "reopened after round " << round;
+    }
+  }
+  EXPECT_GT(twin_.CompactRevision(), 0);
 }
 
 // The bound on all saved answers drops one session's answers while another

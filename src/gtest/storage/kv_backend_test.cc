@@ -4,6 +4,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "storage/file_util.h"
 #include "storage/kv_backend.h"
 #include "storage/memory_backend.h"
+#include "storage/overlay_view.h"
 #ifdef RAFTKV_HAVE_ROCKSDB
 #include "storage/rocksdb_backend.h"
 #endif
@@ -275,6 +277,70 @@ TEST_P(KvBackendTest, ReopenKeepsFlushedBatchesOnly) {
   backend_ = Open(dir_.Join("db"));
   EXPECT_EQ(Scan(*backend_->View(), "", ""),
             (Map{{"closed", "1"}, {"flushed1", "1"}, {"flushed2", "2"}}));
+}
+
+// Pending batches laid over a view read as if they had been written, with
+// iterators made while others are still in use; drained and written, they
+// leave the same state.
+TEST_P(KvBackendTest, AnOverlayReadsLikeItsBatchesWritten) {
+  std::vector<std::string> keys = EdgeKeys();
+  for (int i = 0; i < 8; ++i) keys.push_back("k" + std::to_string(i));
+  std::mt19937 rng(7);
+  auto pick = [&](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
+  Map model;
+  BackendBatch seed;
+  for (size_t i = 0; i < keys.size(); i += 2) {
+    seed.Put(keys[i], "base" + std::to_string(i));
+    model[keys[i]] = "base" + std::to_string(i);
+  }
+  Write(&seed);
+  auto overlay = std::make_shared<OverlayView>(backend_->View());
+  for (int round = 0; round < 300; ++round) {
+    BackendBatch batch;
+    for (size_t n = 1 + pick(4); n > 0; --n) {
+      const std::string& key = keys[pick(keys.size())];
+      if (pick(3) == 0) {
+        batch.Delete(key);
+        model.erase(key);
+      } else {
+        const std::string value = "r" + std::to_string(round) + "n" + std::to_string(n);
+        batch.Put(key, value);
+        model[key] = value;
+      }
+    }
+    ASSERT_FALSE(OverlayView::HasDeleteRange(batch));
+    overlay->Add(std::move(batch));
+    const std::string& probe = keys[pick(keys.size())];
+    EXPECT_EQ(GetOr(*overlay, probe, "<none>"), model.count(probe) ? model[probe] : "<none>");
+    std::string lower = keys[pick(keys.size())];
+    std::string upper = pick(4) == 0 ? std::string() : keys[pick(keys.size())];
+    if (!upper.empty() && upper < lower) std::swap(lower, upper);
+    // An iterator in use while another one reads the whole overlay.
+    std::unique_ptr<BackendIterator> outer = overlay->NewIterator(lower, upper);
+    outer->Seek("");
+    ASSERT_EQ(Scan(*overlay, "", ""), model) << "round " << round;
+    const std::string from = keys[pick(keys.size())];
+    Map seen;
+    for (outer->Seek(from); outer->Valid(); outer->Next()) {
+      seen[std::string(outer->key())] = std::string(outer->value());
+    }
+    Map want = Slice(model, std::max(lower, from), upper);
+    EXPECT_EQ(seen, want) << "round " << round;
+  }
+  BackendBatch drained;
+  overlay->Drain(&drained);
+  EXPECT_TRUE(overlay->empty());
+  overlay.reset();
+  Write(&drained);
+  EXPECT_EQ(Scan(*backend_->View(), "", ""), model);
+}
+
+TEST(OverlayViewTest, ARangeDeletionIsToBeWrittenNotLaidOver) {
+  BackendBatch batch;
+  batch.Put("a", "1");
+  EXPECT_FALSE(OverlayView::HasDeleteRange(batch));
+  batch.DeleteRange("a", "b");
+  EXPECT_TRUE(OverlayView::HasDeleteRange(batch));
 }
 
 std::vector<std::string> Engines() {
