@@ -404,6 +404,10 @@ cmd_kill() {
   kill -9 "$pid" 2>/dev/null || true
   local end=$((SECONDS + STOP_TIMEOUT_S))
   while pid_alive "$pid" && ((SECONDS < end)); do sleep 0.05; done
+  # Its listening socket closes only once its last thread has exited, after
+  # the process already shows as a zombie (a big one takes a while to let go
+  # of its memory): a restart right away would find the port taken.
+  while port_in_use "$(port_of "$i")" && ((SECONDS < end)); do sleep 0.05; done
   say "killed node $i (pid $pid)"
 }
 

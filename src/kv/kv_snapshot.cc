@@ -232,7 +232,14 @@ Status KvStateMachine::Restore(SnapshotReader* in) {
   // The old state (now in `st`) is freed outside the lock.
   st.backend.reset();
   if (factory == nullptr) return Status::OK();
-  Status s = FlushStore();
+  // The state rows SwapInRestored wrote; the old store is still the current
+  // one until the commit, so only the RemoveStale() after it has work.
+  std::shared_ptr<KvBackend> restored;
+  {
+    ReaderLock lock(&mu_);
+    restored = backend_;
+  }
+  Status s = restored->Flush();
   if (s.ok()) s = factory->Commit(in->meta().last_index, in->meta().last_term);
   if (!s.ok()) {
     return Status::IOError(in->path() + ": restored, but the new store could not be made the current "

@@ -123,7 +123,10 @@ struct CheckpointManifest {
 
 struct BackendStats {
   uint64_t live_bytes = 0;      // RocksDB: live SST files; memory: keys and values
-  uint64_t memtable_bytes = 0;  // RocksDB: all memtables; memory: 0
+  uint64_t memtable_bytes = 0;  // RocksDB: all memtables not yet flushed; memory: 0
+  // RocksDB: every memtable in memory, flushed ones an iterator still holds
+  // included; memory: 0.
+  uint64_t memtable_memory_bytes = 0;
 };
 
 class KvBackend {

@@ -52,22 +52,31 @@ class RocksDbView final : public BackendView,
   const rocksdb::Snapshot* const snapshot_;
 };
 
+// A RocksDB iterator holds on to the memtables that existed when it was
+// made (the active one goes on filling) and to the files of that version,
+// flushed or compacted away or not, for as long as it lives. So that a long
+// walk (a snapshot of the whole state, a big range) while writes go on does
+// not keep them (up to two memtables, 128 MiB, and every file compaction
+// replaced meanwhile), every kIteratorRenewSteps steps the iterator is made
+// again at the same snapshot and put back on the key it was on.
 class RocksDbIterator final : public BackendIterator {
  public:
   RocksDbIterator(std::shared_ptr<const RocksDbView> view, std::string_view lower,
                   std::string_view upper)
       : view_(std::move(view)), lower_(lower), upper_(upper) {
-    rocksdb::ReadOptions options;
-    options.snapshot = view_->snapshot();
-    options.iterate_lower_bound = &lower_slice_;
-    if (!upper_.empty()) options.iterate_upper_bound = &upper_slice_;
-    it_.reset(view_->db()->NewIterator(options));
+    Renew();
   }
   void Seek(std::string_view target) override {
     it_->Seek(target < lower_ ? lower_slice_ : rocksdb::Slice(target.data(), target.size()));
   }
   bool Valid() const override { return it_->Valid(); }
-  void Next() override { it_->Next(); }
+  void Next() override {
+    it_->Next();
+    if (++steps_ < RocksDbBackend::kIteratorRenewSteps || !it_->Valid()) return;
+    const std::string at = it_->key().ToString();
+    Renew();
+    it_->Seek(at);
+  }
   std::string_view key() const override { return it_->key().ToStringView(); }
   std::string_view value() const override { return it_->value().ToStringView(); }
   Status status() const override { return FromRocksDb(it_->status(), "iterator"); }
@@ -81,6 +90,17 @@ class RocksDbIterator final : public BackendIterator {
   const rocksdb::Slice lower_slice_{lower_};
   const rocksdb::Slice upper_slice_{upper_};
   std::unique_ptr<rocksdb::Iterator> it_;
+  int steps_ = 0;  // since it_ was made
+
+  void Renew() {
+    rocksdb::ReadOptions options;
+    options.snapshot = view_->snapshot();
+    options.iterate_lower_bound = &lower_slice_;
+    if (!upper_.empty()) options.iterate_upper_bound = &upper_slice_;
+    it_.reset();  // first: the old one lets go of what it held
+    it_.reset(view_->db()->NewIterator(options));
+    steps_ = 0;
+  }
 };
 
 std::unique_ptr<BackendIterator> RocksDbView::NewIterator(std::string_view lower,
@@ -187,6 +207,9 @@ BackendStats RocksDbBackend::Stats() const {
   if (db_->GetIntProperty(rocksdb::DB::Properties::kLiveSstFilesSize, &v)) stats.live_bytes = v;
   if (db_->GetIntProperty(rocksdb::DB::Properties::kCurSizeAllMemTables, &v)) {
     stats.memtable_bytes = v;
+  }
+  if (db_->GetIntProperty(rocksdb::DB::Properties::kSizeAllMemTables, &v)) {
+    stats.memtable_memory_bytes = v;
   }
   return stats;
 }

@@ -59,8 +59,12 @@ class RocksDbBackend final : public KvBackend {
   // taken after a flush: required, since the WAL is off.
   Status Checkpoint(const std::string& dir, CheckpointManifest* out) override;
   // live_bytes: rocksdb.live-sst-files-size; memtable_bytes:
-  // rocksdb.cur-size-all-mem-tables.
+  // rocksdb.cur-size-all-mem-tables; memtable_memory_bytes:
+  // rocksdb.size-all-mem-tables.
   BackendStats Stats() const override;
+  // An iterator is made again at its snapshot every this many steps, so that
+  // it lets go of the memtables flushed since (rocksdb_backend.cc).
+  static constexpr int kIteratorRenewSteps = 4096;
   Status BackgroundError() const override;
   // Expires once the database is closed: the backend and every view of it
   // are gone (RocksDbStoreDir removes a replaced store only then).

@@ -1,6 +1,7 @@
 // The KvBackend conformance suite (storage/kv_backend.h), run over every
 // engine built: memory always, RocksDB with RAFTKV_HAVE_ROCKSDB.
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -380,6 +381,48 @@ TEST(MemoryBackendTest, DamagedDumpIsRefused) {
   EXPECT_EQ(Scan(*loaded.View(), "", ""), (Map{{"a", "1"}, {"b", "2"}}));
   EXPECT_EQ(loaded.Stats().live_bytes, 4u);
 }
+
+#ifdef RAFTKV_HAVE_ROCKSDB
+// An iterator keeps the memtables that existed when it was made (the
+// active one goes on filling) after they are flushed. A long walk while
+// writes and flushes go on must not keep them to its end: it is made again
+// at its snapshot as it goes, and reads the same keys.
+TEST(RocksDbBackendTest, ALongWalkLetsGoOfTheMemtablesFlushedMeanwhile) {
+  TempDir dir("rocksdb_walk");
+  std::unique_ptr<RocksDbBackend> db;
+  ASSERT_TRUE(RocksDbBackend::Open(dir.Join("db"), RocksDbBackend::Options(), &db).ok());
+  const int rows = 3 * RocksDbBackend::kIteratorRenewSteps;
+  auto key = [](const char* prefix, int i) {
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%s%08d", prefix, i);
+    return std::string(buf);
+  };
+  BackendBatch batch;
+  for (int i = 0; i < rows; ++i) batch.Put(key("a", i), "v" + std::to_string(i));
+  ASSERT_TRUE(db->Write(batch).ok());
+  const std::shared_ptr<const BackendView> view = db->View();
+  std::unique_ptr<BackendIterator> it = view->NewIterator("", "");
+  it->Seek("");
+  // Writes the walk's view does not see, into the memtable it holds, flushed.
+  const std::string big(4096, 'x');
+  batch.Clear();
+  for (int i = 0; i < 4000; ++i) batch.Put(key("z", i), big);
+  ASSERT_TRUE(db->Write(batch).ok());
+  ASSERT_TRUE(db->Flush().ok());
+  const uint64_t held = db->Stats().memtable_memory_bytes;
+  EXPECT_GT(held, uint64_t{4000} * 4096) << "the flushed memtable is held by the walk";
+  int seen = 0;
+  for (; it->Valid(); it->Next(), ++seen) {
+    ASSERT_EQ(std::string(it->key()), key("a", seen));
+    ASSERT_EQ(std::string(it->value()), "v" + std::to_string(seen));
+    if (seen == RocksDbBackend::kIteratorRenewSteps + 1) {
+      EXPECT_LT(db->Stats().memtable_memory_bytes, held / 4);
+    }
+  }
+  EXPECT_TRUE(it->status().ok()) << it->status().ToString();
+  EXPECT_EQ(seen, rows);
+}
+#endif
 
 }  // namespace
 }  // namespace raftkv
