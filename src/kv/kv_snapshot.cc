@@ -437,3 +437,134 @@ void KvStateMachine::SwapInRestored(const SnapshotMeta& meta, RestoreState* st) 
 }
 
 }  // namespace raftkv
+
+namespace raftkv {
+
+namespace {
+
+// The `m state` of the checkpoint in `dir`, opened read-only.
+Status ReadCheckpointState(KvBackendFactory* factory, const std::string& dir, state_rows::Loaded* out) {
+  std::unique_ptr<KvBackend> opened;
+  Status s = factory->OpenCheckpoint(dir, &opened);
+  if (s.ok()) s = state_rows::LoadMetaOnly(*opened->View(), out);
+  if (s.ok() && !out->found) s = Status::Corruption(dir + ": the checkpoint's store holds no applied entry");
+  return s;
+}
+
+}  // namespace
+
+Status KvStateMachine::TakeCheckpoint(CheckpointStore* store, const std::string& engine,
+                                      const std::function<bool(uint64_t, std::string*)>& config_at,
+                                      CheckpointInfo* out) {
+  std::shared_ptr<KvBackend> backend;
+  KvBackendFactory* factory = nullptr;
+  {
+    ReaderLock lock(&mu_);
+    backend = backend_;
+    factory = factory_;
+  }
+  if (!persistent_ || factory == nullptr) {
+    return Status::FailedPrecondition("this key-value store keeps no checkpoint snapshots");
+  }
+  const auto describe = [&](const std::string& dir, SnapshotMeta* meta) {
+    state_rows::Loaded loaded;
+    Status s = ReadCheckpointState(factory, dir, &loaded);
+    if (!s.ok()) return s;
+    meta->last_index = loaded.meta.applied_index();
+    meta->last_term = loaded.meta.applied_term();
+    meta->cluster_time_ms = loaded.meta.cluster_time_ms();
+    if (!config_at(meta->last_index, &meta->config)) {
+      return Status::Aborted("a newer snapshot was installed while the checkpoint at index " +
+                             std::to_string(meta->last_index) + " was taken");
+    }
+    return Status::OK();
+  };
+  return store->Create(backend.get(), engine, describe, out);
+}
+
+Status KvStateMachine::VerifyCheckpoint(const std::string& dir, uint64_t index, uint64_t term) {
+  KvBackendFactory* factory = nullptr;
+  {
+    ReaderLock lock(&mu_);
+    factory = factory_;
+  }
+  if (factory == nullptr) return Status::FailedPrecondition("this key-value store keeps no checkpoint snapshots");
+  Status s = factory->VerifyCheckpoint(dir);
+  state_rows::Loaded loaded;
+  if (s.ok()) s = ReadCheckpointState(factory, dir, &loaded);
+  if (s.ok() && (loaded.meta.applied_index() != index || loaded.meta.applied_term() != term)) {
+    s = Status::Corruption(dir + ": the store is at index " + std::to_string(loaded.meta.applied_index()) +
+                           ", term " + std::to_string(loaded.meta.applied_term()) + ", not the manifest's " +
+                           std::to_string(index) + ", term " + std::to_string(term));
+  }
+  return s;
+}
+
+Status KvStateMachine::InstallCheckpoint(const std::string& dir, uint64_t index, uint64_t term) {
+  KvBackendFactory* factory = nullptr;
+  {
+    ReaderLock lock(&mu_);
+    factory = factory_;
+  }
+  if (factory == nullptr) return Status::FailedPrecondition("this key-value store keeps no checkpoint snapshots");
+  std::unique_ptr<KvBackend> fresh;
+  Status s = factory->CreateFromCheckpoint(dir, index, term, &fresh);
+  if (!s.ok()) return s;
+  std::shared_ptr<KvBackend> store(std::move(fresh));
+  const std::shared_ptr<const BackendView> view = store->View();
+  state_rows::Loaded loaded;
+  s = state_rows::Load(*view, &loaded);
+  if (s.ok() && (!loaded.found || loaded.meta.applied_index() != index || loaded.meta.applied_term() != term)) {
+    s = Status::Corruption(dir + ": the checkpoint's store is not at index " + std::to_string(index) +
+                           ", term " + std::to_string(term));
+  }
+  if (!s.ok()) {
+    store.reset();
+    factory->RemoveStale();
+    return s;
+  }
+  // The commit point: a restart opens the new store from here on.
+  s = factory->Commit(index, term);
+  if (!s.ok()) {
+    store.reset();
+    factory->RemoveStale();
+    return s;
+  }
+  s = Resume(view, &loaded, std::move(store));
+  if (!s.ok()) return Status::Corruption(dir + ": installed, but cannot be read back: " + s.ToString());
+  factory->RemoveStale();
+  return Status::OK();
+}
+
+Status KvStateMachine::ExportCheckpoint(const std::string& dir, const SnapshotMeta& meta, SnapshotStore* into,
+                                        SnapshotFileInfo* written) {
+  KvBackendFactory* factory = nullptr;
+  size_t history = 0;
+  {
+    ReaderLock lock(&mu_);
+    factory = factory_;
+    history = snapshot_history_revisions_;
+  }
+  if (factory == nullptr) return Status::FailedPrecondition("this key-value store keeps no checkpoint snapshots");
+  std::unique_ptr<KvBackend> opened;
+  Status s = factory->OpenCheckpoint(dir, &opened);
+  if (!s.ok()) return s;
+  const std::shared_ptr<const BackendView> view = opened->View();
+  state_rows::Loaded loaded;
+  s = state_rows::Load(*view, &loaded);
+  if (s.ok() && (!loaded.found || loaded.meta.applied_index() != meta.last_index)) {
+    s = Status::Corruption(dir + ": the checkpoint's store is not at index " + std::to_string(meta.last_index));
+  }
+  if (!s.ok()) return s;
+  std::unique_ptr<KvStateMachine> reader(new KvStateMachine(std::move(opened)));
+  reader->read_only_ = true;
+  s = reader->Resume(view, &loaded);
+  if (!s.ok()) return s;
+  reader->SetSnapshotHistory(history);
+  SnapshotMeta image_meta;
+  const std::shared_ptr<const SnapshotImage> image = reader->CaptureSnapshot(&image_meta);
+  image_meta.config = meta.config;
+  return into->WriteStreamed(image_meta, [&image](SnapshotWriter* w) { EncodeSnapshot(*image, w); }, written);
+}
+
+}  // namespace raftkv

@@ -127,7 +127,8 @@ Status KvStateMachine::Open(std::unique_ptr<KvBackend> backend, std::unique_ptr<
   return Status::OK();
 }
 
-Status KvStateMachine::Resume(const std::shared_ptr<const BackendView>& view, state_rows::Loaded* loaded) {
+Status KvStateMachine::Resume(const std::shared_ptr<const BackendView>& view, state_rows::Loaded* loaded,
+                              std::shared_ptr<KvBackend> replace) {
   const KvMeta& meta = loaded->meta;
   // The window: the bytes of every revision the history rows keep.
   std::vector<std::pair<int64_t, size_t>> window;
@@ -146,6 +147,7 @@ Status KvStateMachine::Resume(const std::shared_ptr<const BackendView>& view, st
     from = next;
   }
   WriterLock lock(&mu_);
+  if (replace) std::swap(backend_, replace);  // the old store is let go after the lock
   applied_index_ = meta.applied_index();
   applied_term_ = meta.applied_term();
   cluster_time_ms_ = meta.cluster_time_ms();
@@ -473,7 +475,7 @@ void KvStateMachine::CollectLocked(Changes* changes, int64_t compacted_before,
 }
 
 void KvStateMachine::WriteLocked(const BackendBatch& batch) {
-  if (batch.empty()) return;
+  if (batch.empty() || read_only_) return;
   const Status written = backend_->Write(batch);
   LOG_IF(FATAL, !written.ok()) << "writing the key-value store failed: " << written.ToString();
 }

@@ -68,6 +68,7 @@
 #include "kv/apply_result.h"
 #include "kv/kv_history.h"
 #include "kv/mvcc_store.h"
+#include "storage/checkpoint_store.h"
 #include "storage/kv_backend.h"
 #include "storage/overlay_view.h"
 #include "kv/lease_table.h"
@@ -170,6 +171,30 @@ class KvStateMachine : public SnapshotTarget {
   // restore replaced that nothing reads any more. The log may be compacted
   // only up to an index the store has made durable.
   Status FlushStore() EXCLUDES(mu_);
+
+  // Checkpoint snapshots (storage/checkpoint_store.h), for a persistent()
+  // store whose factory keeps them. TakeCheckpoint: a checkpoint of the
+  // store into `store`, at the entry the store holds when it is taken (the
+  // apply thread goes on); `config_at(index, &config)` gives the
+  // configuration at that entry, or false when the member has moved past
+  // it (a newer snapshot installed meanwhile: Aborted, nothing kept).
+  Status TakeCheckpoint(CheckpointStore* store, const std::string& engine,
+                        const std::function<bool(uint64_t index, std::string* config)>& config_at,
+                        CheckpointInfo* out) EXCLUDES(mu_);
+  // A received checkpoint holds a sound store at (index, term): every
+  // block's checksum, and `m state`.
+  Status VerifyCheckpoint(const std::string& dir, uint64_t index, uint64_t term) EXCLUDES(mu_);
+  // Replaces the whole state with the checkpoint in `dir` (the apply thread
+  // idle): a new store is made of its files and becomes the current one
+  // (the commit point), then the old one is removed once nothing reads it.
+  // An error before the commit leaves this state machine unchanged; after
+  // it, the caller must stop (a restart opens the new store).
+  Status InstallCheckpoint(const std::string& dir, uint64_t index, uint64_t term) EXCLUDES(mu_);
+  // Writes the checkpoint in `dir` (at meta's position, with its
+  // configuration) into `into` as a snapshot file, for a backup: read from
+  // the checkpoint, encoded as it is written.
+  Status ExportCheckpoint(const std::string& dir, const SnapshotMeta& meta, SnapshotStore* into,
+                          SnapshotFileInfo* written) EXCLUDES(mu_);
 
   std::optional<std::string> Get(const std::string& key) const EXCLUDES(mu_);
   // The key's record; *revision (if not null) gets the store's revision the
@@ -310,8 +335,9 @@ class KvStateMachine : public SnapshotTarget {
   explicit KvStateMachine(std::unique_ptr<KvBackend> backend);
   // Open(), once the rows are read: takes them over and rebuilds the
   // history window from the history rows.
-  Status Resume(const std::shared_ptr<const BackendView>& view, state_rows::Loaded* loaded)
-      EXCLUDES(mu_);
+  // `replace`, when set, becomes the store (the view is one of it).
+  Status Resume(const std::shared_ptr<const BackendView>& view, state_rows::Loaded* loaded,
+                std::shared_ptr<KvBackend> replace = nullptr) EXCLUDES(mu_);
   // Applies a data command (no session logic), adding its keys and values
   // to *batch: ApplyOps, then the rows.
   void ApplyToMap(Command& command, ApplyResult* result, BackendBatch* batch) REQUIRES(mu_);
@@ -385,6 +411,9 @@ class KvStateMachine : public SnapshotTarget {
   // Whether the store keeps the state across restarts (the rows of
   // AddStateRowsLocked are written only then).
   const bool persistent_;
+  // Opened on a read-only store (ExportCheckpoint): nothing is written, the
+  // rows a window trim would delete included. Set before it is shared.
+  bool read_only_ = false;
   // The versions and history of every key (mvcc_store.h). No view of it is
   // kept between applies: a write changes in place what no view shares.
   std::shared_ptr<KvBackend> backend_ GUARDED_BY(mu_);

@@ -270,6 +270,8 @@ void AddConfig(const std::string& config, BackendBatch* batch) {
   batch->Put(mvcc::MetaKey(kConfigName), config);
 }
 
+Status LoadMetaOnly(const BackendView& view, Loaded* out) { return LoadMeta(view, out); }
+
 Status Load(const BackendView& view, Loaded* out) {
   if (Status s = LoadMeta(view, out); !s.ok() || !out->found) return s;
   if (Status s = LoadSessions(view, &out->sessions); !s.ok()) return s;

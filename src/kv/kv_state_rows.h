@@ -54,6 +54,8 @@ struct Loaded {
 };
 // Reads them from `view`; Corruption naming the row when one is malformed.
 Status Load(const BackendView& view, Loaded* out);
+// Only `m state`, the configuration and the alarms.
+Status LoadMetaOnly(const BackendView& view, Loaded* out);
 
 }  // namespace state_rows
 }  // namespace raftkv

@@ -61,7 +61,7 @@ RaftNode::RaftNode(const NodeOptions& options, RecoveredState r)
       applied_index_(r.applied),
       cluster_id_(r.cluster_id),
       bootstrap_config_(r.bootstrap),
-      snapshots_(options_, std::move(r.snapshots), r.base, state_machine_.get(), log_.get(),
+      snapshots_(options_, std::move(r.snapshots), std::move(r.checkpoints), r.base, state_machine_.get(), log_.get(),
                  &metrics_,
                  SnapshotManager::Hooks{
                      [this](uint64_t index, std::string* config) {
@@ -353,14 +353,19 @@ void RaftNode::ReportUnreachable(uint64_t peer) {
   if (raft_.HasReady()) wake_.Signal();
 }
 
-Status RaftNode::BeginReceiveSnapshot(uint64_t last_index, uint64_t last_term,
-                                      std::unique_ptr<SnapshotReceiver>* out) {
-  return snapshots_.BeginReceive(last_index, last_term, out);
+Status RaftNode::BeginReceiveSnapshot(uint64_t last_index, uint64_t last_term, SnapshotFormat format,
+                                      std::unique_ptr<SnapshotSink>* out) {
+  return snapshots_.BeginReceive(last_index, last_term, format, out);
 }
 
 Status RaftNode::OpenSnapshotSource(uint64_t last_index, uint64_t last_term,
-                                    std::unique_ptr<SnapshotFileSource>* out) {
+                                    std::unique_ptr<SnapshotSource>* out) {
   return snapshots_.OpenSource(last_index, last_term, out);
+}
+
+Status RaftNode::OpenSnapshotFile(uint64_t last_index, uint64_t last_term,
+                                  std::unique_ptr<SnapshotFileSource>* out) {
+  return snapshots_.OpenFile(last_index, last_term, out);
 }
 
 void RaftNode::TakeSnapshot(std::function<void(Status, SnapshotInfo)> done) {

@@ -163,14 +163,20 @@ class RaftNode {
   void TransferLeadership(uint64_t target, Clock::time_point deadline, OutcomeCallback done)
       EXCLUDES(mu_);
 
-  // InstallSnapshot, follower side: receives a file into the snapshot store
-  // (the service then steps the metadata with StepRequest()).
-  Status BeginReceiveSnapshot(uint64_t last_index, uint64_t last_term,
-                              std::unique_ptr<SnapshotReceiver>* out);
-  // InstallSnapshot, leader side: opens snap-<last_index>-<last_term> for
-  // streaming (NotFound if it was pruned: the core will ask again).
+  // InstallSnapshot, follower side: receives a snapshot of `format` into
+  // the snapshot directory (the service then steps the metadata with
+  // StepRequest()).
+  Status BeginReceiveSnapshot(uint64_t last_index, uint64_t last_term, SnapshotFormat format,
+                              std::unique_ptr<SnapshotSink>* out);
+  // InstallSnapshot, leader side: opens the snapshot (last_index, last_term),
+  // a checkpoint or a file, for streaming (NotFound if it was pruned: the
+  // core will ask again).
   Status OpenSnapshotSource(uint64_t last_index, uint64_t last_term,
-                            std::unique_ptr<SnapshotFileSource>* out);
+                            std::unique_ptr<SnapshotSource>* out);
+  // A backup: the snapshot (last_index, last_term) as a snapshot file (a
+  // checkpoint is written out as one first).
+  Status OpenSnapshotFile(uint64_t last_index, uint64_t last_term,
+                          std::unique_ptr<SnapshotFileSource>* out);
   // Address of `id` in the configuration in effect, or "" if not a member.
   std::string AddressOf(uint64_t id) const EXCLUDES(mu_);
   // The leader this member last knew of (itself when leading; 0: none), as

@@ -182,6 +182,49 @@ Status OpenStateMachine(const NodeOptions& options, RecoveredState* r) {
   return Status::OK();
 }
 
+// Step 1, on an engine with checkpoint snapshots: the newest checkpoint
+// whose manifest reads, unless a snapshot file is newer (a restore, or a
+// directory from before checkpoints), which the caller then loads. Only the
+// manifest is read: the store, not the checkpoint, holds the state, and a
+// follower verifies every block of one it receives. A checkpoint newer than
+// the store (received before a crash cut its install short) is installed.
+// Newer checkpoints whose manifest does not read are moved aside.
+Status LoadCheckpoint(const NodeOptions& options, RecoveredState* r, SnapshotLoadResult* loaded,
+                      bool* found) {
+  std::vector<CheckpointInfo> checkpoints;
+  std::vector<SnapshotFileInfo> files;
+  Status s = r->checkpoints->List(&checkpoints);
+  if (s.ok()) s = r->snapshots->List(&files);
+  if (!s.ok()) return s;
+  bool moved = false;
+  for (auto it = checkpoints.rbegin(); it != checkpoints.rend() && !*found; ++it) {
+    if (!files.empty() && files.back().last_index > it->last_index) break;
+    CheckpointContents contents;
+    s = checkpoint::ReadManifest(it->path, &contents);
+    if (s.ok() && (contents.meta.last_index != it->last_index || contents.meta.last_term != it->last_term)) {
+      s = Status::Corruption(it->path + ": the manifest names index " + std::to_string(contents.meta.last_index) +
+                             ", term " + std::to_string(contents.meta.last_term));
+    }
+    if (!s.ok()) {
+      LOG(ERROR) << "member " << options.id << ": moved the unusable checkpoint " << it->path << " aside to "
+                 << it->path << ".damaged: " << s.ToString();
+      s = file::Rename(it->path, it->path + ".damaged");
+      if (!s.ok()) return s;
+      moved = true;
+      continue;
+    }
+    *found = true;
+    loaded->found = true;
+    loaded->meta = contents.meta;
+    loaded->path = it->path;
+  }
+  if (moved) s = file::SyncDir(r->checkpoints->dir());
+  if (!s.ok() || !*found || loaded->meta.last_index <= r->state_machine->AppliedIndex()) return s;
+  LOG(INFO) << "the key-value store is at index " << r->state_machine->AppliedIndex()
+            << "; installing the newer checkpoint " << loaded->path;
+  return r->state_machine->InstallCheckpoint(loaded->path, loaded->meta.last_index, loaded->meta.last_term);
+}
+
 // Step 1: the newest intact snapshot into `r->base` (and, in memory, into
 // the state machine). LoadNewestValid logs every newer file it had to skip
 // (ERROR) and lists them in `loaded->rejected`.
@@ -192,10 +235,16 @@ Status LoadSnapshot(const NodeOptions& options, const MembershipConfig& index_ze
   s = OpenStateMachine(options, r);
   if (!s.ok()) return s;
   const auto load_start = std::chrono::steady_clock::now();
+  bool from_checkpoint = false;
+  if (r->kv_stores) {
+    s = CheckpointStore::Open(options.data_dir + "/snap", &r->checkpoints);
+    if (s.ok()) s = LoadCheckpoint(options, r, loaded, &from_checkpoint);
+    if (!s.ok()) return s;
+  }
   PersistentStoreTarget persistent(r->state_machine.get());
   SnapshotTarget* target = r->kv_stores ? static_cast<SnapshotTarget*>(&persistent)
                                         : static_cast<SnapshotTarget*>(r->state_machine.get());
-  s = r->snapshots->LoadNewestValid(target, loaded);
+  if (!from_checkpoint) s = r->snapshots->LoadNewestValid(target, loaded);
   if (!s.ok()) return s;
   if (loaded->found) {
     r->base.index = loaded->meta.last_index;
@@ -203,7 +252,8 @@ Status LoadSnapshot(const NodeOptions& options, const MembershipConfig& index_ze
     r->base.cluster_time_ms = loaded->meta.cluster_time_ms;
     s = TakeSnapshotConfig(*loaded, index_zero, r);
     if (!s.ok()) return s;
-    LOG(INFO) << "member " << options.id << (r->kv_stores ? " verified snapshot " : " restored snapshot ")
+    LOG(INFO) << "member " << options.id
+              << (from_checkpoint ? " uses checkpoint " : r->kv_stores ? " verified snapshot " : " restored snapshot ")
               << loaded->path << " (index "
               << r->base.index << ", term " << r->base.term << ", "
               << r->state_machine->Size() << " keys, " << r->state_machine->SessionCount()

@@ -23,6 +23,7 @@
 #include "raft/raft.h"
 #include "node/node_options.h"
 #include "storage/file_util.h"
+#include "storage/checkpoint_store.h"
 #include "storage/hard_state_file.h"
 #include "kv/kv_state_machine.h"
 #include "storage/log_store.h"
@@ -36,6 +37,8 @@ struct RecoveredState {
   std::unique_ptr<SegmentedLog> log;
   std::unique_ptr<HardStateFile> hard_state_file;
   std::unique_ptr<SnapshotStore> snapshots;
+  // A persistent engine's checkpoint snapshots (null in memory).
+  std::unique_ptr<CheckpointStore> checkpoints;
   // The stores of a persistent engine (null in memory); outlives the state
   // machine.
   std::unique_ptr<KvBackendFactory> kv_stores;

@@ -28,15 +28,18 @@ using SteadyClock = std::chrono::steady_clock;
 }  // namespace
 
 SnapshotManager::SnapshotManager(const NodeOptions& options, std::unique_ptr<SnapshotStore> store,
-                                 const raft::SnapshotRef& base, KvStateMachine* state_machine,
-                                 SegmentedLog* log, NodeMetrics* metrics, Hooks hooks)
+                                 std::unique_ptr<CheckpointStore> checkpoints, const raft::SnapshotRef& base,
+                                 KvStateMachine* state_machine, SegmentedLog* log, NodeMetrics* metrics,
+                                 Hooks hooks)
     : options_(options),
       state_machine_(state_machine),
       log_(log),
       metrics_(metrics),
       hooks_(std::move(hooks)),
       dir_(store->dir()),
-      store_(std::move(store)) {
+      keeps_checkpoints_(checkpoints != nullptr),
+      store_(std::move(store)),
+      checkpoints_(std::move(checkpoints)) {
   newest_.index = base.index;
   newest_.term = base.term;
   log_bytes_after_compaction_ = log_->SizeBytes();
@@ -84,19 +87,70 @@ raft::SnapshotRef SnapshotManager::newest() const {
   return newest_;
 }
 
-Status SnapshotManager::BeginReceive(uint64_t last_index, uint64_t last_term,
-                                     std::unique_ptr<SnapshotReceiver>* out) {
+Status SnapshotManager::BeginReceive(uint64_t last_index, uint64_t last_term, SnapshotFormat format,
+                                     std::unique_ptr<SnapshotSink>* out) {
   MutexLock lock(&store_mu_);
-  return store_->BeginReceive(last_index, last_term, out);
+  if (format == SnapshotFormat::kFile) {
+    std::unique_ptr<SnapshotReceiver> receiver;
+    Status s = store_->BeginReceive(last_index, last_term, &receiver);
+    if (s.ok()) *out = std::move(receiver);
+    return s;
+  }
+  if (format != SnapshotFormat::kCheckpoint) {
+    return Status::InvalidArgument("unknown snapshot format " + std::to_string(static_cast<uint32_t>(format)));
+  }
+  if (!checkpoints_) {
+    return Status::FailedPrecondition(
+        "this member keeps its state in memory (--storage_engine=memory) and cannot install a checkpoint "
+        "of the leader's on-disk store: run every member with the same --storage_engine");
+  }
+  KvStateMachine* sm = state_machine_;
+  *out = checkpoints_->BeginReceiveStream(last_index, last_term, [sm, last_index, last_term](const std::string& dir) {
+    return sm->VerifyCheckpoint(dir, last_index, last_term);
+  });
+  return Status::OK();
 }
 
-Status SnapshotManager::OpenSource(uint64_t last_index, uint64_t last_term,
-                                   std::unique_ptr<SnapshotFileSource>* out) {
+Status SnapshotManager::OpenSource(uint64_t last_index, uint64_t last_term, std::unique_ptr<SnapshotSource>* out) {
+  MutexLock lock(&store_mu_);
+  std::error_code ec;
+  if (checkpoints_ &&
+      std::filesystem::is_directory(file::JoinPath(dir_, CheckpointStore::DirName(last_index, last_term)), ec)) {
+    std::unique_ptr<CheckpointSource> source;
+    Status s = checkpoints_->OpenSource(last_index, last_term, &source);
+    if (s.ok()) *out = std::move(source);
+    return s;
+  }
   SnapshotFileInfo info;
   info.last_index = last_index;
   info.last_term = last_term;
   info.path = file::JoinPath(dir_, SnapshotStore::FileName(last_index, last_term));
+  std::unique_ptr<SnapshotFileSource> source;
+  Status s = store_->OpenSource(info, &source);
+  if (s.ok()) *out = std::move(source);
+  return s;
+}
+
+Status SnapshotManager::OpenFile(uint64_t last_index, uint64_t last_term, std::unique_ptr<SnapshotFileSource>* out) {
   MutexLock lock(&store_mu_);
+  SnapshotFileInfo info;
+  info.last_index = last_index;
+  info.last_term = last_term;
+  info.path = file::JoinPath(dir_, SnapshotStore::FileName(last_index, last_term));
+  const std::string checkpoint = file::JoinPath(dir_, CheckpointStore::DirName(last_index, last_term));
+  std::error_code ec;
+  if (checkpoints_ && std::filesystem::is_directory(checkpoint, ec)) {
+    // Written out as a file; the one written before goes (a backup still
+    // streaming it reads on from its open file, on POSIX).
+    CheckpointContents contents;
+    std::unique_ptr<SnapshotStore> exports;
+    Status s = checkpoint::ReadManifest(checkpoint, &contents);
+    if (s.ok()) s = SnapshotStore::Open(file::JoinPath(dir_, "export"), &exports);
+    if (s.ok()) s = state_machine_->ExportCheckpoint(checkpoint, contents.meta, exports.get(), &info);
+    if (!s.ok()) return s;
+    const Status pruned = exports->Prune(1);
+    LOG_IF(WARNING, !pruned.ok()) << "cannot remove an older snapshot export: " << pruned.ToString();
+  }
   return store_->OpenSource(info, out);
 }
 
@@ -134,65 +188,93 @@ void SnapshotManager::TakeInBackground() {
   }
 #endif
   Result result;
-  const SteadyClock::time_point start = SteadyClock::now();
-  // A consistent image: a view of the store (O(1)) under the state
-  // machine's lock, then the apply thread goes on while the image is encoded
-  // straight into the file.
-  SnapshotMeta meta;
-  const std::shared_ptr<const KvStateMachine::SnapshotImage> image = state_machine_->CaptureSnapshot(&meta);
-  result.capture_ms = MillisSince(start);
-  const uint64_t index = meta.last_index;
-  const uint64_t term = meta.last_term;
-  result.info.last_index = index;
-  result.info.last_term = term;
-  if (index == 0) {
-    result.status = Status::InvalidArgument("nothing has been applied yet: no snapshot to take");
-  } else {
-    // store_mu_ is held from the check below to the end of the write, so
-    // nothing else uses the store in between.
+  {
+    // store_mu_ is held from the check of the newest snapshot to the end of
+    // the write, so nothing else uses the store in between.
     MutexLock store_lock(&store_mu_);
     const raft::SnapshotRef have = newest();
-    bool write = false;
-    if (index < have.index) {
-      // A follower installed a newer snapshot from its leader while the
-      // image was captured: this one is older than the state already
-      // saved, and writing it would only add a useless fallback.
-    } else if (index == have.index && term == have.term) {
-      // Nothing applied since the newest snapshot: that one is the answer.
+    if (checkpoints_) {
+      TakeCheckpoint(have, &result);
     } else {
-      write = hooks_.config_at(index, &meta.config);
+      TakeFile(have, &result);
     }
-    if (write) {
-      const SteadyClock::time_point write_start = SteadyClock::now();
-      SnapshotFileInfo written;
-      // The log is compacted up to this index only once a persistent store
-      // holds it durably too (it restarts from its own state, not the
-      // file). Flushed first: a crash before the file is written then
-      // leaves no snapshot newer than the store (which a restart would
-      // have to restore whole).
-      result.status = state_machine_->FlushStore();
-      if (result.status.ok()) {
-        result.status = store_->WriteStreamed(
-            meta, [&image](SnapshotWriter* w) { KvStateMachine::EncodeSnapshot(*image, w); }, &written);
-      }
-      result.write_ms = MillisSince(write_start);
-      result.written = result.status.ok();
-      result.info.path = written.path;
-    } else {
-      result.info.last_index = have.index;
-      result.info.last_term = have.term;
-      result.info.path = file::JoinPath(dir_, SnapshotStore::FileName(have.index, have.term));
-    }
-  }
-  if (result.status.ok()) {
-    std::error_code ec;
-    result.info.bytes = std::filesystem::file_size(result.info.path, ec);
   }
   {
     MutexLock lock(&mu_);
     result_ = std::move(result);
   }
   hooks_.wake();
+}
+
+// A checkpoint of the store: a flush and hard links, whatever the data's size.
+void SnapshotManager::TakeCheckpoint(const raft::SnapshotRef& have, Result* result) {
+  const SteadyClock::time_point start = SteadyClock::now();
+  CheckpointInfo taken;
+  const Status s = state_machine_->TakeCheckpoint(checkpoints_.get(), "rocksdb", hooks_.config_at, &taken);
+  result->write_ms = MillisSince(start);
+  if (s.code() == Status::Code::kAborted) {
+    // A follower installed a newer snapshot from its leader meanwhile: this
+    // one would only add a useless fallback.
+    result->info.last_index = have.index;
+    result->info.last_term = have.term;
+    result->info.path = file::JoinPath(dir_, CheckpointStore::DirName(have.index, have.term));
+    return;
+  }
+  result->status = s;
+  result->info.last_index = taken.last_index;
+  result->info.last_term = taken.last_term;
+  result->info.path = taken.path;
+  result->info.bytes = taken.bytes;
+  result->crc_bytes_read = taken.crc_bytes_read;
+  // The same position as the newest: nothing applied since.
+  result->written = s.ok() && taken.last_index >= have.index &&
+                    !(taken.last_index == have.index && taken.last_term == have.term);
+}
+
+// A snapshot file: an image of the state (copy-on-write: the apply thread
+// goes on) encoded straight into the file.
+void SnapshotManager::TakeFile(const raft::SnapshotRef& have, Result* result) {
+  const SteadyClock::time_point start = SteadyClock::now();
+  SnapshotMeta meta;
+  const std::shared_ptr<const KvStateMachine::SnapshotImage> image = state_machine_->CaptureSnapshot(&meta);
+  result->capture_ms = MillisSince(start);
+  const uint64_t index = meta.last_index;
+  const uint64_t term = meta.last_term;
+  result->info.last_index = index;
+  result->info.last_term = term;
+  if (index == 0) {
+    result->status = Status::InvalidArgument("nothing has been applied yet: no snapshot to take");
+    return;
+  }
+  bool write = false;
+  if (index < have.index) {
+    // A follower installed a newer snapshot from its leader while the
+    // image was captured: this one is older than the state already saved.
+  } else if (index == have.index && term == have.term) {
+    // Nothing applied since the newest snapshot: that one is the answer.
+  } else {
+    write = hooks_.config_at(index, &meta.config);
+  }
+  if (write) {
+    const SteadyClock::time_point write_start = SteadyClock::now();
+    SnapshotFileInfo written;
+    // A persistent store holds the state durably first (the log is compacted
+    // only up to what it holds).
+    result->status = state_machine_->FlushStore();
+    if (result->status.ok()) result->status = store_->WriteStreamed(
+        meta, [&image](SnapshotWriter* w) { KvStateMachine::EncodeSnapshot(*image, w); }, &written);
+    result->write_ms = MillisSince(write_start);
+    result->written = result->status.ok();
+    result->info.path = written.path;
+  } else {
+    result->info.last_index = have.index;
+    result->info.last_term = have.term;
+    result->info.path = file::JoinPath(dir_, SnapshotStore::FileName(have.index, have.term));
+  }
+  if (result->status.ok()) {
+    std::error_code ec;
+    result->info.bytes = std::filesystem::file_size(result->info.path, ec);
+  }
 }
 
 std::optional<SnapshotManager::Result> SnapshotManager::TakeFinished(Completions* out) {
@@ -232,7 +314,8 @@ void SnapshotManager::Finish(const Result& result) {
   LOG(INFO) << "member " << options_.id << " took snapshot " << result.info.path << ": index "
             << result.info.last_index << ", term " << result.info.last_term << ", "
             << result.info.bytes << " bytes, capture " << static_cast<int64_t>(result.capture_ms)
-            << " ms, write " << static_cast<int64_t>(result.write_ms) << " ms";
+            << " ms, write " << static_cast<int64_t>(result.write_ms) << " ms"
+            << (keeps_checkpoints_ ? ", " + std::to_string(result.crc_bytes_read) + " bytes read for CRCs" : "");
   PruneAndCompactLog(/*wait=*/true);
 }
 
@@ -244,10 +327,18 @@ void SnapshotManager::Finish(const Result& result) {
 // the response, which goes out after this Ready is durable.
 void SnapshotManager::Install(const raft::SnapshotRef& snap) {
   const SteadyClock::time_point start = SteadyClock::now();
-  const std::string path = file::JoinPath(dir_, SnapshotStore::FileName(snap.index, snap.term));
-  std::unique_ptr<SnapshotReader> reader;
-  Status s = SnapshotReader::Open(path, &reader);
-  if (s.ok()) s = state_machine_->Restore(reader.get());
+  std::string path = file::JoinPath(dir_, CheckpointStore::DirName(snap.index, snap.term));
+  std::error_code ec;
+  Status s;
+  if (keeps_checkpoints_ && std::filesystem::is_directory(path, ec)) {
+    // A checkpoint: its files become the new store (linked, not copied).
+    s = state_machine_->InstallCheckpoint(path, snap.index, snap.term);
+  } else {
+    path = file::JoinPath(dir_, SnapshotStore::FileName(snap.index, snap.term));
+    std::unique_ptr<SnapshotReader> reader;
+    s = SnapshotReader::Open(path, &reader);
+    if (s.ok()) s = state_machine_->Restore(reader.get());
+  }
   // The file verified end to end when it was received; failing now means the
   // disk lost it since. Nothing was acknowledged for it yet, so stopping is
   // safe: the restart recovers from the newest intact snapshot and the log.
@@ -294,16 +385,21 @@ void SnapshotManager::PruneAndCompactLog(bool wait) {
     return;
   }
   std::vector<SnapshotFileInfo> files;
+  std::vector<CheckpointInfo> checkpoints;
   Status s = store_->Prune(options_.snapshots_kept);
+  if (s.ok() && checkpoints_) s = PruneCheckpointsLocked(&checkpoints);
   if (s.ok()) s = store_->List(&files);
   store_mu_.unlock();
   if (!s.ok()) {
-    LOG(ERROR) << "cannot prune the snapshot files in " << dir_ << ": " << s.ToString()
+    LOG(ERROR) << "cannot prune the snapshots in " << dir_ << ": " << s.ToString()
                << " (the log is not compacted)";
     return;
   }
-  if (files.empty()) return;
-  const uint64_t keep_after = files.front().last_index;  // the oldest kept snapshot
+  if (files.empty() && checkpoints.empty()) return;
+  // The oldest kept snapshot, of either kind.
+  uint64_t keep_after = UINT64_MAX;
+  if (!files.empty()) keep_after = files.front().last_index;
+  if (!checkpoints.empty()) keep_after = std::min(keep_after, checkpoints.front().last_index);
   const size_t segments_before = log_->SegmentCount();
   s = log_->CompactPrefix(keep_after);
   if (!s.ok()) {
@@ -312,10 +408,29 @@ void SnapshotManager::PruneAndCompactLog(bool wait) {
   }
   log_bytes_after_compaction_ = log_->SizeBytes();
   const size_t removed = segments_before - std::min(segments_before, log_->SegmentCount());
-  LOG(INFO) << "member " << options_.id << ": " << files.size() << " snapshot(s) kept (oldest "
-            << keep_after << ", newest " << files.back().last_index << "); log compacted up to index "
+  LOG(INFO) << "member " << options_.id << ": " << files.size() + checkpoints.size()
+            << " snapshot(s) kept (oldest " << keep_after << "); log compacted up to index "
             << keep_after << ": " << removed << " segment(s) removed, log now starts at "
             << log_->FirstIndex() << " (" << log_bytes_after_compaction_ << " bytes)";
+}
+
+Status SnapshotManager::PruneCheckpointsLocked(std::vector<CheckpointInfo>* kept) {
+  Status s = checkpoints_->Prune(options_.snapshots_kept);
+  if (s.ok()) s = checkpoints_->List(kept);
+  if (!s.ok() || kept->empty()) return s;
+  // Snapshot files at or below the newest checkpoint (received from a
+  // member of the other engine, or older than the checkpoints) are done
+  // with: none may hold the log back.
+  std::vector<SnapshotFileInfo> files;
+  s = store_->List(&files);
+  bool removed = false;
+  for (const SnapshotFileInfo& f : files) {
+    if (!s.ok() || f.last_index > kept->back().last_index) continue;
+    s = file::Remove(f.path);
+    removed = true;
+  }
+  if (s.ok() && removed) s = file::SyncDir(dir_);
+  return s;
 }
 
 void SnapshotManager::Stop(Completions* out) {

@@ -31,6 +31,7 @@
 #include "node/node_options.h"
 #include "node/pending_calls.h"
 #include "kv/kv_state_machine.h"
+#include "storage/checkpoint_store.h"
 #include "storage/log_store.h"
 #include "storage/snapshot_store.h"
 #include "common/mutex.h"
@@ -64,11 +65,15 @@ class SnapshotManager {
     bool written = false;  // false: nothing new was written (status says why, or it existed)
     double capture_ms = 0;
     double write_ms = 0;
+    uint64_t crc_bytes_read = 0;  // a checkpoint's: files read to checksum them
   };
 
+  // `checkpoints` (null: the memory engine) makes every snapshot this
+  // member takes a checkpoint of its store; snapshot files are then only
+  // read (one received from a member of another engine, or made before).
   SnapshotManager(const NodeOptions& options, std::unique_ptr<SnapshotStore> store,
-                  const raft::SnapshotRef& base, KvStateMachine* state_machine, SegmentedLog* log,
-                  NodeMetrics* metrics, Hooks hooks);
+                  std::unique_ptr<CheckpointStore> checkpoints, const raft::SnapshotRef& base,
+                  KvStateMachine* state_machine, SegmentedLog* log, NodeMetrics* metrics, Hooks hooks);
   ~SnapshotManager();
 
   // The snapshot directory.
@@ -85,12 +90,19 @@ class SnapshotManager {
   // The newest snapshot this member has (index 0: none).
   raft::SnapshotRef newest() const EXCLUDES(mu_);
 
-  // InstallSnapshot, follower side: receives a file into the store.
-  Status BeginReceive(uint64_t last_index, uint64_t last_term,
-                      std::unique_ptr<SnapshotReceiver>* out) EXCLUDES(store_mu_);
-  // InstallSnapshot, leader side: opens snap-<last_index>-<last_term>.
+  // InstallSnapshot, follower side: receives a snapshot of `format` into
+  // the store. A checkpoint is refused by a member without checkpoints.
+  Status BeginReceive(uint64_t last_index, uint64_t last_term, SnapshotFormat format,
+                      std::unique_ptr<SnapshotSink>* out) EXCLUDES(store_mu_);
+  // InstallSnapshot, leader side: opens the checkpoint or the snapshot file
+  // (last_index, last_term).
   Status OpenSource(uint64_t last_index, uint64_t last_term,
-                    std::unique_ptr<SnapshotFileSource>* out) EXCLUDES(store_mu_);
+                    std::unique_ptr<SnapshotSource>* out) EXCLUDES(store_mu_);
+  // A backup: the snapshot (last_index, last_term) as a snapshot file. A
+  // checkpoint is first written out as one, into snap/export/ (only the
+  // newest export is kept there).
+  Status OpenFile(uint64_t last_index, uint64_t last_term,
+                  std::unique_ptr<SnapshotFileSource>* out) EXCLUDES(store_mu_);
 
   // I/O loop: starts the snapshot thread if a snapshot is due or requested
   // and none is running.
@@ -114,10 +126,16 @@ class SnapshotManager {
 
  private:
   void TakeInBackground() EXCLUDES(mu_, store_mu_);
+  // TakeInBackground's two kinds; `have` is the newest snapshot before.
+  void TakeCheckpoint(const raft::SnapshotRef& have, Result* result) REQUIRES(store_mu_);
+  void TakeFile(const raft::SnapshotRef& have, Result* result) REQUIRES(store_mu_);
   // Deletes snapshot files beyond snapshots_kept and the log segments wholly
   // below the oldest kept snapshot. With `wait` false it gives up if the
   // store is busy (a snapshot being written): the next snapshot prunes.
   void PruneAndCompactLog(bool wait) EXCLUDES(store_mu_);
+  // Removes the checkpoints beyond snapshots_kept and the snapshot files
+  // the newest kept one supersedes; *kept lists the checkpoints left.
+  Status PruneCheckpointsLocked(std::vector<CheckpointInfo>* kept) REQUIRES(store_mu_);
 
   const NodeOptions& options_;
   KvStateMachine* const state_machine_;
@@ -125,9 +143,11 @@ class SnapshotManager {
   NodeMetrics* const metrics_;
   const Hooks hooks_;
   const std::string dir_;
+  const bool keeps_checkpoints_;  // checkpoints_ is set
 
   Mutex store_mu_;
   std::unique_ptr<SnapshotStore> store_ GUARDED_BY(store_mu_);
+  std::unique_ptr<CheckpointStore> checkpoints_ GUARDED_BY(store_mu_);
 
   // Enough entries applied since the newest snapshot (--snapshot_entries).
   bool DueByCountLocked(uint64_t applied_index) const REQUIRES(mu_);

@@ -233,7 +233,8 @@ grpc::Status AdminServiceImpl::StreamEtcdSnapshot(grpc::ServerContext* context, 
 }
 
 grpc::Status AdminServiceImpl::StreamSnapshot(grpc::ServerContext* context, const Write& write) {
-  // The file of the snapshot just taken. Opening it holds it: the snapshots
+  // The file of the snapshot just taken (a checkpoint is written out as
+  // one). Opening it holds it: the snapshots
   // taken meanwhile may prune it by name, but the transfer reads on (POSIX).
   // It can be pruned between the snapshot and the open (two more snapshots
   // in that instant): then take another.
@@ -243,7 +244,7 @@ grpc::Status AdminServiceImpl::StreamSnapshot(grpc::ServerContext* context, cons
   constexpr int kAttempts = 3;
   for (int attempt = 1;; ++attempt) {
     if (grpc::Status s = WaitForSnapshot(context, "SnapshotSave", &info); !s.ok()) return s;
-    Status s = node_->OpenSnapshotSource(info.last_index, info.last_term, &source);
+    Status s = node_->OpenSnapshotFile(info.last_index, info.last_term, &source);
     // The revision, from the file's first records (the store record precedes
     // the keys); the whole file is verified by the receiver.
     if (s.ok()) s = ReadSnapshotRevision(source->path(), &revision);

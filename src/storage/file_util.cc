@@ -59,6 +59,7 @@ Status SyncDirImpl(const std::string& dir);
 Status RenameImpl(const std::string& from, const std::string& to);
 Status CreateDirsImpl(const std::string& dir, bool* created);
 Status RemoveImpl(const std::string& path);
+Status LinkImpl(const std::string& from, const std::string& to);
 
 void SetInterposer(Interposer* interposer) { g_interposer.store(interposer); }
 
@@ -184,6 +185,12 @@ Status Remove(const std::string& path) {
   Interposer* ip = g_interposer.load();
   if (ip == nullptr) return RemoveImpl(path);
   return ip->Remove(path, [&] { return RemoveImpl(path); });
+}
+
+Status Link(const std::string& from, const std::string& to) {
+  Interposer* ip = g_interposer.load();
+  if (ip == nullptr) return LinkImpl(from, to);
+  return ip->Link(from, to, [&] { return LinkImpl(from, to); });
 }
 
 Status File::ReadAll(std::string* contents) const {
@@ -570,6 +577,13 @@ Status RemoveImpl(const std::string& path) {
   std::error_code ec;
   fs::remove(path, ec);
   if (ec) return ErrorCodeStatus("remove", path, ec);
+  return Status::OK();
+}
+
+Status LinkImpl(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  fs::create_hard_link(from, to, ec);
+  if (ec) return ErrorCodeStatus("link " + from + " as", to, ec);
   return Status::OK();
 }
 

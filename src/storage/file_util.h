@@ -166,6 +166,9 @@ Status Rename(const std::string& from, const std::string& to);
 // `path` and fsyncs the directory.
 Status ReplaceFileDurably(const std::string& path, const void* data, size_t n);
 Status Remove(const std::string& path);
+// A hard link `to` of the file `from` (a checkpoint's SST files become a
+// store's without a copy). Callers follow with SyncDir(DirName(to)).
+Status Link(const std::string& from, const std::string& to);
 
 std::string JoinPath(const std::string& dir, const std::string& name);
 // The directory holding `path` ("." for a bare file name).

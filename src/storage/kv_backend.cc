@@ -24,4 +24,21 @@ Status ListCheckpointFiles(const std::string& dir, CheckpointManifest* out) {
   return Status::OK();
 }
 
+namespace {
+Status NoCheckpoints() {
+  return Status::FailedPrecondition("this storage engine keeps no checkpoint snapshots");
+}
+}  // namespace
+
+Status KvBackendFactory::OpenCheckpoint(const std::string&, std::unique_ptr<KvBackend>*) {
+  return NoCheckpoints();
+}
+
+Status KvBackendFactory::VerifyCheckpoint(const std::string&) { return NoCheckpoints(); }
+
+Status KvBackendFactory::CreateFromCheckpoint(const std::string&, uint64_t, uint64_t,
+                                              std::unique_ptr<KvBackend>*) {
+  return NoCheckpoints();
+}
+
 }  // namespace raftkv

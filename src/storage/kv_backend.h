@@ -165,6 +165,17 @@ class KvBackendFactory {
   // Removes the stores a restart would not open that nothing reads any
   // more (a view may keep a replaced store open). Failures are logged.
   virtual void RemoveStale() = 0;
+
+  // Checkpoint snapshots (storage/checkpoint_store.h); an engine without
+  // them answers FailedPrecondition.
+  // The checkpoint in `dir` opened for reading only.
+  virtual Status OpenCheckpoint(const std::string& dir, std::unique_ptr<KvBackend>* out);
+  // Reads every block of the checkpoint in `dir`, checking its checksums.
+  virtual Status VerifyCheckpoint(const std::string& dir);
+  // Like Create(index, term), but the new store is the checkpoint in `dir`
+  // (its immutable files linked, not copied), durable and opened.
+  virtual Status CreateFromCheckpoint(const std::string& dir, uint64_t index, uint64_t term,
+                                      std::unique_ptr<KvBackend>* out);
 };
 
 // Fills *out with `dir` and the names and sizes of the regular files in it:

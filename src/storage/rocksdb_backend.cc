@@ -1,5 +1,6 @@
 #include "storage/rocksdb_backend.h"
 
+#include <cstdarg>
 #include <utility>
 
 #include <rocksdb/db.h>
@@ -110,6 +111,18 @@ std::unique_ptr<BackendIterator> RocksDbView::NewIterator(std::string_view lower
 
 }  // namespace
 
+namespace {
+
+// Drops RocksDB's informational log: a database opened read-only must not
+// create a LOG file in a checkpoint (which lists its files exactly).
+class DiscardingLogger final : public rocksdb::Logger {
+ public:
+  using rocksdb::Logger::Logv;
+  void Logv(const char*, va_list) override {}
+};
+
+}  // namespace
+
 // Keeps the last background error RocksDB reported, until it recovers.
 class RocksDbBackend::ErrorListener final : public rocksdb::EventListener {
  public:
@@ -133,7 +146,7 @@ class RocksDbBackend::ErrorListener final : public rocksdb::EventListener {
 
 Status RocksDbBackend::Open(const std::string& dir, const Options& options,
                             std::unique_ptr<RocksDbBackend>* out) {
-  if (options.create_if_missing) {
+  if (options.create_if_missing && !options.read_only) {
     // RocksDB creates a missing directory without syncing its parent: after
     // a power cut the directory, and every flush synced inside it, could be
     // gone (PowerLossRocksDb.FlushAtEveryStep).
@@ -142,12 +155,14 @@ Status RocksDbBackend::Open(const std::string& dir, const Options& options,
   }
   auto errors = std::make_shared<ErrorListener>();
   rocksdb::Options db_options;
-  db_options.create_if_missing = options.create_if_missing;
-  db_options.avoid_flush_during_shutdown = !options.flush_on_close;
+  db_options.create_if_missing = options.create_if_missing && !options.read_only;
+  db_options.avoid_flush_during_shutdown = !options.flush_on_close || options.read_only;
   db_options.listeners.push_back(errors);
   db_options.env = InterposedEnv();
+  if (options.read_only) db_options.info_log = std::make_shared<DiscardingLogger>();
   rocksdb::DB* raw = nullptr;
-  const rocksdb::Status s = rocksdb::DB::Open(db_options, dir, &raw);
+  const rocksdb::Status s = options.read_only ? rocksdb::DB::OpenForReadOnly(db_options, dir, &raw)
+                                             : rocksdb::DB::Open(db_options, dir, &raw);
   if (!s.ok()) return FromRocksDb(s, "opening " + dir);
   std::shared_ptr<rocksdb::DB> db(raw, [](rocksdb::DB* d) {
     d->Close();  // flushes unless avoid_flush_during_shutdown; its error is the next open's
@@ -155,6 +170,16 @@ Status RocksDbBackend::Open(const std::string& dir, const Options& options,
   });
   out->reset(new RocksDbBackend(std::move(db), std::move(errors)));
   return Status::OK();
+}
+
+Status RocksDbBackend::VerifyDirectory(const std::string& dir) {
+  Options options;
+  options.create_if_missing = false;
+  options.read_only = true;
+  std::unique_ptr<RocksDbBackend> db;
+  Status s = Open(dir, options, &db);
+  if (!s.ok()) return s;
+  return FromRocksDb(db->db_->VerifyChecksum(), "verifying the checksums of " + dir);
 }
 
 RocksDbBackend::RocksDbBackend(std::shared_ptr<rocksdb::DB> db,

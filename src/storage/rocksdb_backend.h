@@ -44,12 +44,18 @@ class RocksDbBackend final : public KvBackend {
     // Flush the memtables when the backend is destroyed. false leaves them
     // unwritten, as a crash would (tests of what a crash keeps).
     bool flush_on_close = true;
+    // Open for reading only (a checkpoint being read or verified): nothing
+    // in `dir` is changed, Write() and Flush() fail.
+    bool read_only = false;
   };
 
   // Opens (or creates) the database in `dir`.
   static Status Open(const std::string& dir, const Options& options,
                      std::unique_ptr<RocksDbBackend>* out);
   ~RocksDbBackend() override;
+  // Opens the database in `dir` read-only and reads every block of every
+  // file, checking its checksum: Corruption naming what failed.
+  static Status VerifyDirectory(const std::string& dir);
 
   Status Write(const BackendBatch& batch) override;
   std::shared_ptr<const BackendView> View() const override;

@@ -2,7 +2,9 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <system_error>
 #include <vector>
 
@@ -105,26 +107,94 @@ Status RocksDbStoreDir::OpenStore(const std::string& name, std::unique_ptr<KvBac
   return Status::OK();
 }
 
-Status RocksDbStoreDir::Create(uint64_t index, uint64_t term, std::unique_ptr<KvBackend>* out) {
-  const std::string name = StoreName(index, term);
-  {
-    MutexLock lock(&mu_);
-    if (name == current_) {
-      return Status::FailedPrecondition("the store for index " + std::to_string(index) + ", term " +
-                                        std::to_string(term) + " is the current one already");
-    }
-    if (auto it = opened_.find(name); it != opened_.end() && !it->second.expired()) {
-      return Status::FailedPrecondition("the store " + name + " is still open");
-    }
-    if (!creating_.insert(name).second) return Status::FailedPrecondition("the store " + name + " is being created");
+Status RocksDbStoreDir::BeginCreate(const std::string& name, uint64_t index, uint64_t term) {
+  MutexLock lock(&mu_);
+  if (name == current_) {
+    return Status::FailedPrecondition("the store for index " + std::to_string(index) + ", term " +
+                                      std::to_string(term) + " is the current one already");
   }
+  if (auto it = opened_.find(name); it != opened_.end() && !it->second.expired()) {
+    return Status::FailedPrecondition("the store " + name + " is still open");
+  }
+  if (!creating_.insert(name).second) return Status::FailedPrecondition("the store " + name + " is being created");
+  return Status::OK();
+}
+
+Status RocksDbStoreDir::Create(uint64_t index, uint64_t term, std::unique_ptr<KvBackend>* out) {
+  return CreateWith(index, term, [](const std::string&) { return Status::OK(); }, out);
+}
+
+Status RocksDbStoreDir::CreateWith(uint64_t index, uint64_t term,
+                                   const std::function<Status(const std::string& path)>& fill,
+                                   std::unique_ptr<KvBackend>* out) {
+  const std::string name = StoreName(index, term);
+  Status s = BeginCreate(name, index, term);
+  if (!s.ok()) return s;
   const std::string path = file::JoinPath(data_dir_, name);
   std::error_code ec;
   fs::remove_all(path, ec);  // a previous attempt's
-  Status s = ec ? Status::IOError("cannot remove " + path + ": " + ec.message()) : OpenStore(name, out);
+  s = ec ? Status::IOError("cannot remove " + path + ": " + ec.message()) : fill(path);
+  if (s.ok()) s = OpenStore(name, out);
   MutexLock lock(&mu_);
   creating_.erase(name);
   return s;
+}
+
+Status RocksDbStoreDir::OpenCheckpoint(const std::string& dir, std::unique_ptr<KvBackend>* out) {
+  RocksDbBackend::Options options;
+  options.create_if_missing = false;
+  options.read_only = true;
+  std::unique_ptr<RocksDbBackend> db;
+  Status s = RocksDbBackend::Open(dir, options, &db);
+  if (s.ok()) *out = std::move(db);
+  return s;
+}
+
+Status RocksDbStoreDir::VerifyCheckpoint(const std::string& dir) { return RocksDbBackend::VerifyDirectory(dir); }
+
+namespace {
+
+// `from` copied to `to`, synced.
+Status CopyFileSynced(const std::string& from, const std::string& to) {
+  file::File in;
+  file::File out;
+  uint64_t size = 0;
+  Status s = file::File::Open(from, file::OpenMode::kReadOnly, &in);
+  if (s.ok()) s = in.Size(&size);
+  if (s.ok()) s = file::File::Open(to, file::OpenMode::kCreateTruncate, &out);
+  std::string piece;
+  for (uint64_t at = 0; s.ok() && at < size; at += piece.size()) {
+    s = in.ReadAt(at, static_cast<size_t>(std::min<uint64_t>(size - at, 1 << 20)), &piece);
+    if (s.ok() && piece.empty()) s = Status::IOError(from + ": shorter than its size while copied");
+    if (s.ok()) s = out.WriteAt(piece.data(), piece.size(), at);
+  }
+  if (s.ok()) s = out.Sync();
+  if (s.ok()) s = out.Close();
+  return s;
+}
+
+// The files of the checkpoint in `dir` (but its manifest) into the new
+// directory `path`, durably.
+Status FillFromCheckpoint(const std::string& dir, const std::string& path) {
+  std::vector<std::string> names;
+  Status s = file::CreateDirsDurably(path);
+  if (s.ok()) s = file::ListFiles(dir, &names);
+  for (const std::string& name : names) {
+    if (!s.ok()) break;
+    if (name == "MANIFEST.raftkv") continue;
+    const bool immutable = name.size() > 4 && name.compare(name.size() - 4, 4, ".sst") == 0;
+    s = immutable ? file::Link(file::JoinPath(dir, name), file::JoinPath(path, name))
+                  : CopyFileSynced(file::JoinPath(dir, name), file::JoinPath(path, name));
+  }
+  if (s.ok()) s = file::SyncDir(path);
+  return s;
+}
+
+}  // namespace
+
+Status RocksDbStoreDir::CreateFromCheckpoint(const std::string& dir, uint64_t index, uint64_t term,
+                                             std::unique_ptr<KvBackend>* out) {
+  return CreateWith(index, term, [&dir](const std::string& path) { return FillFromCheckpoint(dir, path); }, out);
 }
 
 Status RocksDbStoreDir::Commit(uint64_t index, uint64_t term) {

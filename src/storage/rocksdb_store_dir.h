@@ -10,6 +10,7 @@
 // time); RemoveStale may run on any thread.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <set>
 #include <memory>
@@ -32,6 +33,12 @@ class RocksDbStoreDir final : public KvBackendFactory {
   Status Create(uint64_t index, uint64_t term, std::unique_ptr<KvBackend>* out) override;
   Status Commit(uint64_t index, uint64_t term) override;
   void RemoveStale() override;
+  Status OpenCheckpoint(const std::string& dir, std::unique_ptr<KvBackend>* out) override;
+  Status VerifyCheckpoint(const std::string& dir) override;
+  // SST files are linked; the others (CURRENT, MANIFEST-*, OPTIONS-*),
+  // which RocksDB may write again, are copied.
+  Status CreateFromCheckpoint(const std::string& dir, uint64_t index, uint64_t term,
+                              std::unique_ptr<KvBackend>* out) override;
 
   // The store a restart opens, e.g. "kv-0-0".
   std::string current() const;
@@ -40,6 +47,12 @@ class RocksDbStoreDir final : public KvBackendFactory {
  private:
   explicit RocksDbStoreDir(std::string data_dir) : data_dir_(std::move(data_dir)) {}
   Status OpenStore(const std::string& name, std::unique_ptr<KvBackend>* out);
+  // Reserves the name of a store being created (Create, CreateFromCheckpoint).
+  Status BeginCreate(const std::string& name, uint64_t index, uint64_t term);
+  // Creates the store (index, term): its directory emptied, `fill`ed, then
+  // opened.
+  Status CreateWith(uint64_t index, uint64_t term, const std::function<Status(const std::string& path)>& fill,
+                    std::unique_ptr<KvBackend>* out);
 
   const std::string data_dir_;
   mutable Mutex mu_;

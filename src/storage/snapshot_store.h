@@ -59,15 +59,49 @@ struct SnapshotLoadResult {
   std::vector<std::string> rejected;
 };
 
+// What InstallSnapshot carries (InstallSnapshotRequest.format): one
+// snapshot file, or a checkpoint directory as one stream
+// (storage/checkpoint_store.h).
+enum class SnapshotFormat : uint32_t { kFile = 0, kCheckpoint = 1 };
+
+// The bytes of one snapshot as sent to a peer (InstallSnapshot).
+class SnapshotSource {
+ public:
+  virtual ~SnapshotSource() = default;
+  virtual SnapshotFormat format() const = 0;
+  virtual uint64_t size() const = 0;
+  // The file or directory sent, for messages.
+  virtual const std::string& path() const = 0;
+  // Up to max_bytes from `offset` into *out; *last is true when the chunk
+  // reaches the end. offset > size() is InvalidArgument.
+  virtual Status ReadChunk(uint64_t offset, size_t max_bytes, std::string* out, bool* last) const = 0;
+};
+
+// Receives the bytes of a SnapshotSource from a peer, in order, and installs
+// the snapshot once they are all there and verified. Destroying an
+// unfinished sink removes what it wrote.
+class SnapshotSink {
+ public:
+  virtual ~SnapshotSink() = default;
+  virtual uint64_t bytes_received() const = 0;
+  // Appends `data`, which must start at offset bytes_received(); anything
+  // else (a gap, a repeat) is InvalidArgument and nothing is written.
+  virtual Status Append(uint64_t offset, std::string_view data) = 0;
+  // Verifies and installs the snapshot; *installed names it. On failure
+  // nothing is installed. The sink cannot be used after Finish() either way.
+  virtual Status Finish(SnapshotFileInfo* installed) = 0;
+  // Drops the transfer and what it wrote.
+  virtual void Abort() = 0;
+};
+
 // Reads the raw bytes of one snapshot file, for sending it to a peer
 // (InstallSnapshot). The file stays open for the life of the object.
-class SnapshotFileSource {
+class SnapshotFileSource final : public SnapshotSource {
  public:
-  uint64_t size() const { return size_; }
-  const std::string& path() const { return file_.path(); }
-  // Up to max_bytes from `offset` into *out; *last is true when the chunk
-  // reaches the end of the file. offset > size() is InvalidArgument.
-  Status ReadChunk(uint64_t offset, size_t max_bytes, std::string* out, bool* last) const;
+  SnapshotFormat format() const override { return SnapshotFormat::kFile; }
+  uint64_t size() const override { return size_; }
+  const std::string& path() const override { return file_.path(); }
+  Status ReadChunk(uint64_t offset, size_t max_bytes, std::string* out, bool* last) const override;
 
  private:
   friend class SnapshotStore;
@@ -76,29 +110,20 @@ class SnapshotFileSource {
 };
 
 // Receives a snapshot file from a peer as raw chunks (the bytes of the
-// sender's SnapshotFileSource), into a temporary file. Chunks must come in
-// order without gaps or overlaps; Finish() verifies the whole file (every
-// frame checksum, the trailer, the whole-file checksum, every record, and
-// that its header names the expected index and term) before installing it
-// under its snapshot name. Destroying an unfinished receiver removes its
-// temporary file.
-class SnapshotReceiver {
+// sender's SnapshotFileSource), into a temporary file. Finish() verifies the
+// whole file (every frame checksum, the trailer, the whole-file checksum,
+// every record, and that its header names the expected index and term)
+// before installing it under its snapshot name.
+class SnapshotReceiver final : public SnapshotSink {
  public:
-  ~SnapshotReceiver();
+  ~SnapshotReceiver() override;
   SnapshotReceiver(const SnapshotReceiver&) = delete;
   SnapshotReceiver& operator=(const SnapshotReceiver&) = delete;
 
-  uint64_t bytes_received() const { return received_; }
-  // Appends `data`, which must start at offset bytes_received(); anything
-  // else (a gap, a repeat) is InvalidArgument and nothing is written: the
-  // sender should resume at bytes_received().
-  Status Append(uint64_t offset, std::string_view data);
-  // Syncs, verifies and installs the file. On success *installed names it;
-  // on failure the temporary file is removed and nothing is installed. The
-  // receiver cannot be used after Finish() either way.
-  Status Finish(SnapshotFileInfo* installed);
-  // Drops the transfer and its temporary file.
-  void Abort();
+  uint64_t bytes_received() const override { return received_; }
+  Status Append(uint64_t offset, std::string_view data) override;
+  Status Finish(SnapshotFileInfo* installed) override;
+  void Abort() override;
 
  private:
   friend class SnapshotStore;

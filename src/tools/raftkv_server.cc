@@ -782,7 +782,7 @@ static int Serve(int argc, char** argv) {
       cluster, FLAGS_id, peer_options,
       [raw_node](const raftkv::raft::Message& m) { raw_node->StepResponse(m); },
       [raw_node](uint64_t peer) { raw_node->ReportUnreachable(peer); },
-      [raw_node](uint64_t index, uint64_t term, std::unique_ptr<raftkv::SnapshotFileSource>* out) {
+      [raw_node](uint64_t index, uint64_t term, std::unique_ptr<raftkv::SnapshotSource>* out) {
         return raw_node->OpenSnapshotSource(index, term, out);
       });
 

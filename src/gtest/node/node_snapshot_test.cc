@@ -25,6 +25,7 @@
 #include "kv/kv_state_machine.h"
 #include "storage/log_store.h"
 #include "storage/snapshot_format.h"
+#include "storage/checkpoint_store.h"
 #include "storage/snapshot_store.h"
 
 namespace raftkv {
@@ -305,6 +306,22 @@ TEST_F(NodeSnapshotTest, ASnapshotOnAFullDiskFailsAndTheNextOneIsTaken) {
   Close();
   ASSERT_NO_FATAL_FAILURE(OpenAndLead(SingleOptions(dir_.path())));
   ExpectFullState();
+}
+
+// A member keeping its state in memory cannot install a checkpoint of a
+// leader's on-disk store; a format it does not know is refused too.
+TEST_F(NodeSnapshotTest, AMemoryMemberRefusesACheckpointAndUnknownFormats) {
+  ASSERT_NO_FATAL_FAILURE(OpenAndLead(SingleOptions(dir_.path())));
+  std::unique_ptr<SnapshotSink> sink;
+  Status s = node_->BeginReceiveSnapshot(100, 2, SnapshotFormat::kCheckpoint, &sink);
+  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition) << s.ToString();
+  EXPECT_CONTAINS(s.message(), "--storage_engine");
+  s = node_->BeginReceiveSnapshot(100, 2, static_cast<SnapshotFormat>(7), &sink);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_EQ(sink, nullptr);
+  s = node_->BeginReceiveSnapshot(100, 2, SnapshotFormat::kFile, &sink);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  Close();
 }
 
 TEST_F(NodeSnapshotTest, AutomaticSnapshotsCompactTheLog) {
@@ -610,6 +627,64 @@ TEST_F(PersistentStoreTest, AStoreAheadOfTheLogIsRefused) {
   EXPECT_CONTAINS(s.message(), dir_.path());
   EXPECT_CONTAINS(s.message(), "applied entries up to index " + std::to_string(last_index_));
   EXPECT_CONTAINS(s.message(), "the log ends at index 0");
+}
+// A checkpoint newer than the store (received from a leader just before a
+// crash cut its install short) is installed when the member starts, and
+// the log that does not continue it is discarded.
+TEST_F(PersistentStoreTest, ACheckpointNewerThanTheStoreIsInstalledAtStart) {
+  ASSERT_NO_FATAL_FAILURE(OpenAndLead(RocksDbOptions(dir_.path())));
+  ASSERT_NO_FATAL_FAILURE(PutRange(0, 10));
+  Close();
+  TempDir behind("behind");
+  fs::copy(dir_.path(), behind.path(), fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  ASSERT_NO_FATAL_FAILURE(OpenAndLead(RocksDbOptions(dir_.path())));
+  ASSERT_NO_FATAL_FAILURE(PutRange(10, 30));
+  auto [s, info] = TakeSnapshotSync(node_.get());
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(info.last_index, last_index_);
+  Close();
+  const std::string name = CheckpointStore::DirName(info.last_index, info.last_term);
+  EXPECT_FALSE(fs::exists(dir_.path() + "/snap/" + SnapshotStore::FileName(info.last_index, info.last_term)))
+      << "the on-disk engine's snapshots are checkpoints";
+  fs::copy(dir_.path() + "/snap/" + name, behind.path() + "/snap/" + name, fs::copy_options::recursive);
+
+  ASSERT_NO_FATAL_FAILURE(OpenNode(RocksDbOptions(behind.path())));
+  EXPECT_EQ(node_->state_machine().AppliedIndex(), info.last_index);
+  EXPECT_EQ(KvCurrent(behind.path()), "kv-" + std::to_string(info.last_index) + "-" + std::to_string(info.last_term));
+  NodeStatus st = node_->GetStatus();
+  EXPECT_EQ(st.snapshot_index, info.last_index);
+  EXPECT_EQ(st.first_log_index, info.last_index + 1);
+  ASSERT_NO_FATAL_FAILURE(StartLeader());
+  ASSERT_NO_FATAL_FAILURE(ExpectFullState());
+  Close();
+}
+
+// A newest checkpoint whose manifest does not read is moved aside at start;
+// the previous one is the member's snapshot (the store holds the state).
+TEST_F(PersistentStoreTest, ADamagedNewestCheckpointIsMovedAside) {
+  ASSERT_NO_FATAL_FAILURE(OpenAndLead(RocksDbOptions(dir_.path())));
+  ASSERT_NO_FATAL_FAILURE(PutRange(0, 10));
+  auto [s1, older] = TakeSnapshotSync(node_.get());
+  ASSERT_TRUE(s1.ok()) << s1.ToString();
+  ASSERT_NO_FATAL_FAILURE(PutRange(10, 20));
+  auto [s2, newer] = TakeSnapshotSync(node_.get());
+  ASSERT_TRUE(s2.ok()) << s2.ToString();
+  ASSERT_GT(newer.last_index, older.last_index);
+  ASSERT_NO_FATAL_FAILURE(PutRange(20, 25));
+  Close();
+  const std::string damaged = newer.path + "/" + checkpoint::kManifestName;
+  std::string bytes = ReadFileBytes(damaged);
+  ASSERT_FALSE(bytes.empty());
+  bytes[bytes.size() / 2] ^= 0x40;
+  WriteFileBytes(damaged, bytes);
+
+  ASSERT_NO_FATAL_FAILURE(OpenNode(RocksDbOptions(dir_.path())));
+  EXPECT_EQ(node_->GetStatus().snapshot_index, older.last_index);
+  EXPECT_TRUE(fs::is_directory(newer.path + ".damaged"));
+  EXPECT_FALSE(fs::exists(newer.path));
+  ASSERT_NO_FATAL_FAILURE(StartLeader());
+  ASSERT_NO_FATAL_FAILURE(ExpectFullState());
+  Close();
 }
 #endif  // RAFTKV_HAVE_ROCKSDB
 

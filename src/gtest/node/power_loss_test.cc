@@ -145,12 +145,13 @@ class LocalNet {
   }
 
   static bool CopySnapshot(RaftNode* src, RaftNode* dest, const raft::Message& m) {
-    std::unique_ptr<SnapshotFileSource> source;
+    std::unique_ptr<SnapshotSource> source;
     if (!src->OpenSnapshotSource(m.snapshot.last_index(), m.snapshot.last_term(), &source).ok()) {
       return false;
     }
-    std::unique_ptr<SnapshotReceiver> receiver;
-    if (!dest->BeginReceiveSnapshot(m.snapshot.last_index(), m.snapshot.last_term(), &receiver).ok()) {
+    std::unique_ptr<SnapshotSink> receiver;
+    if (!dest->BeginReceiveSnapshot(m.snapshot.last_index(), m.snapshot.last_term(), source->format(),
+                                    &receiver).ok()) {
       return false;
     }
     uint64_t offset = 0;

@@ -28,6 +28,7 @@
 #include "storage/hard_state_file.h"
 #include "kv/kv_state_machine.h"
 #include "storage/snapshot_format.h"
+#include "storage/checkpoint_store.h"
 #include "storage/snapshot_store.h"
 
 namespace raftkv {
@@ -488,6 +489,51 @@ TEST_F(SnapshotSaveTest, StreamsAFreshVerifiedSnapshot) {
   EXPECT_EQ(summary.keys, static_cast<uint64_t>(kKeys + 1));
   EXPECT_EQ(summary.revision, kKeys + 1);
 }
+
+#ifdef RAFTKV_HAVE_ROCKSDB
+// The on-disk engine's snapshots are checkpoints: a backup writes the one
+// taken for it out as a snapshot file, which reads like any other.
+TEST_F(SnapshotSaveTest, AnOnDiskMemberStreamsItsCheckpointAsASnapshotFile) {
+  Setup setup;
+  setup.storage_engine = NodeOptions::StorageEngine::kRocksDb;
+  StartSingleLeader(setup);
+  StartAdmin();
+  const std::string value(1000, 'v');
+  constexpr int kKeys = 1100;
+  for (int i = 0; i < kKeys; ++i) {
+    grpc::Status s = Put("key" + std::to_string(i), value);
+    ASSERT_TRUE(s.ok()) << StatusText(s);
+  }
+  DeleteResponse deleted;
+  ASSERT_TRUE(Delete("key7", &deleted).ok());
+  SnapshotFileSummary summary;
+  SnapshotSaveInfo info;
+  int messages = 0;
+  const std::string path = dir_.Join("backup.snap");
+  Status s = Save(path, &summary, &info, &messages);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(summary.keys, static_cast<uint64_t>(kKeys - 1));
+  EXPECT_EQ(summary.revision, kKeys + 1);
+  EXPECT_EQ(info.last_index(), node_->GetStatus().applied_index);
+  EXPECT_TRUE(std::filesystem::is_directory(
+      dir_.Join("snap/" + CheckpointStore::DirName(info.last_index(), info.last_term()))));
+  EXPECT_FALSE(std::filesystem::exists(
+      dir_.Join("snap/" + SnapshotStore::FileName(info.last_index(), info.last_term()))))
+      << "the member itself keeps checkpoints only";
+  EXPECT_EQ(ReadFileBytes(path),
+            ReadFileBytes(dir_.Join("snap/export/" + SnapshotStore::FileName(info.last_index(), info.last_term()))));
+
+  // The next backup replaces the export.
+  ASSERT_TRUE(Put("later", "x").ok());
+  SnapshotSaveInfo next;
+  s = Save(path, &summary, &next, &messages);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(summary.keys, static_cast<uint64_t>(kKeys));
+  size_t exports = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_.Join("snap/export"))) exports += e.is_regular_file();
+  EXPECT_EQ(exports, 1u);
+}
+#endif
 
 }  // namespace
 

@@ -28,6 +28,8 @@
 #include "node/node.h"
 #include "server/peer/peer_client.h"
 #include "storage/bootstrap_file.h"
+#include "storage/checkpoint_store.h"
+#include "storage/snapshot_store.h"
 #include "gtest/common/full_disk.h"
 #include "gtest/common/service_test_util.h"
 
@@ -126,7 +128,7 @@ class InProcessClusterTest : public ::testing::Test {
     m.peers = std::make_unique<PeerClient>(
         cluster_, no.id, po, [raw](const raft::Message& msg) { raw->StepResponse(msg); },
         [raw](uint64_t peer) { raw->ReportUnreachable(peer); },
-        [raw](uint64_t index, uint64_t term, std::unique_ptr<SnapshotFileSource>* out) {
+        [raw](uint64_t index, uint64_t term, std::unique_ptr<SnapshotSource>* out) {
           return raw->OpenSnapshotSource(index, term, out);
         });
     ServerOptions so;
@@ -348,10 +350,11 @@ TEST_F(SnapshotClusterTest, RestartedFollowerCatchesUpThroughInstallSnapshot) {
 }
 
 #ifdef RAFTKV_HAVE_ROCKSDB
-// The same on the on-disk engine: the follower restores the leader's
-// snapshot into a new store, makes it current, and resumes from it.
-TEST_F(SnapshotClusterTest, ARocksDbFollowerCatchesUpThroughInstallSnapshot) {
-  storage_engine_ = NodeOptions::StorageEngine::kRocksDb;
+// A follower restarted on the on-disk engine, in a cluster of the memory
+// engine: it imports its own snapshot file once, then restores the leader's
+// snapshot files into a new store, makes it current, and resumes from it.
+TEST_F(SnapshotClusterTest, AFollowerRestartedOnRocksDbCatchesUpFromAMemoryLeader) {
+  storage_engine_ = NodeOptions::StorageEngine::kRocksDb;  // for the restart only
   ASSERT_NO_FATAL_FAILURE(CatchUpThroughInstallSnapshot());
   const std::string dir = members_[follower_]->dir.path();
   std::string current = testing_util::ReadFileBytes(dir + "/KV_CURRENT");
@@ -362,6 +365,49 @@ TEST_F(SnapshotClusterTest, ARocksDbFollowerCatchesUpThroughInstallSnapshot) {
     stores += e.path().filename().string().rfind("kv-", 0) == 0;
   }
   EXPECT_EQ(stores, 1u) << "the replaced store was not removed";
+}
+
+class RocksDbSnapshotClusterTest : public SnapshotClusterTest {
+ protected:
+  RocksDbSnapshotClusterTest() { storage_engine_ = NodeOptions::StorageEngine::kRocksDb; }
+
+  // The snapshots in `dir`: checkpoint directories and snapshot files.
+  static void CountSnapshots(const std::string& dir, size_t* checkpoints, size_t* files) {
+    *checkpoints = *files = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      uint64_t index = 0, term = 0;
+      const std::string name = e.path().filename().string();
+      *checkpoints += CheckpointStore::ParseDirName(name, &index, &term);
+      *files += SnapshotStore::ParseFileName(name, &index, &term);
+    }
+  }
+};
+
+// On the on-disk engine every snapshot is a checkpoint of the store, sent
+// file by file; the follower makes a new store of the one it receives (its
+// SST files linked), makes it current, and resumes from it.
+TEST_F(RocksDbSnapshotClusterTest, AFollowerCatchesUpThroughACheckpoint) {
+  ASSERT_NO_FATAL_FAILURE(CatchUpThroughInstallSnapshot());
+  for (const int m : {leader_, follower_}) {
+    size_t checkpoints = 0, files = 0;
+    CountSnapshots(members_[m]->dir.path() + "/snap", &checkpoints, &files);
+    EXPECT_GE(checkpoints, 1u) << "member " << m;
+    EXPECT_EQ(files, 0u) << "member " << m << ": a checkpoint engine writes no snapshot file";
+  }
+  const std::string dir = members_[follower_]->dir.path();
+  const std::string current = testing_util::ReadFileBytes(dir + "/KV_CURRENT");
+  EXPECT_EQ(current.find("kv-0-0"), std::string::npos) << "the follower's store was never replaced";
+  size_t stores = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    stores += e.path().filename().string().rfind("kv-", 0) == 0;
+  }
+  EXPECT_EQ(stores, 1u) << "the replaced store was not removed";
+}
+
+// A full disk refuses every file of the transfer: the partial directory
+// goes, and the next transfer is installed once there is room.
+TEST_F(RocksDbSnapshotClusterTest, AFollowerWithAFullDiskTakesTheCheckpointOnceThereIsRoom) {
+  ASSERT_NO_FATAL_FAILURE(CatchUpOnAFullDisk("snap", false));
 }
 #endif
 

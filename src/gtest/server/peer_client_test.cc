@@ -50,7 +50,7 @@ class PeerSnapshotTransferTest : public ::testing::Test {
           std::lock_guard<std::mutex> lock(mu_);
           cv_.notify_all();
         },
-        [this](uint64_t index, uint64_t, std::unique_ptr<SnapshotFileSource>*) {
+        [this](uint64_t index, uint64_t, std::unique_ptr<SnapshotSource>*) {
           std::lock_guard<std::mutex> lock(mu_);
           opened_.push_back(index);
           return Status::IOError("no snapshot files in this test");

@@ -70,6 +70,7 @@ class ServerTest : public ::testing::Test {
     int watch_progress_notify_interval_ms = 600000;  // WatchOptions
     bool count_unary_calls = true;  // ServerOptions::count_unary_calls
     int64_t quota_backend_bytes = int64_t{2} << 30;  // NodeOptions::quota_backend_bytes
+    NodeOptions::StorageEngine storage_engine = NodeOptions::StorageEngine::kMemory;
   };
 
   // 2000 asynchronous Puts at once, then reads them all back.
@@ -89,6 +90,7 @@ class ServerTest : public ::testing::Test {
     no.core.heartbeat_ticks = 1;
     no.history_revisions = setup.history_revisions;
     no.quota_backend_bytes = setup.quota_backend_bytes;
+    no.storage_engine = setup.storage_engine;
     Status s = RaftNode::Open(no, &node_);
     ASSERT_TRUE(s.ok()) << s.ToString();
 

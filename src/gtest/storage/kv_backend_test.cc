@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "gtest/common/engines.h"
 #include "gtest/common/temp_dir.h"
 #include "storage/file_util.h"
 #include "storage/kv_backend.h"
@@ -344,15 +345,7 @@ TEST(OverlayViewTest, ARangeDeletionIsToBeWrittenNotLaidOver) {
   EXPECT_TRUE(OverlayView::HasDeleteRange(batch));
 }
 
-std::vector<std::string> Engines() {
-  std::vector<std::string> engines = {"memory"};
-#ifdef RAFTKV_HAVE_ROCKSDB
-  engines.push_back("rocksdb");
-#endif
-  return engines;
-}
-
-INSTANTIATE_TEST_SUITE_P(Engines, KvBackendTest, testing::ValuesIn(Engines()),
+INSTANTIATE_TEST_SUITE_P(Engines, KvBackendTest, testing::ValuesIn(testing_util::BackendEngines()),
                          [](const testing::TestParamInfo<std::string>& info) { return info.param; });
 
 TEST(MemoryBackendTest, DamagedDumpIsRefused) {

@@ -29,7 +29,9 @@
 #include "storage/snapshot_format.h"
 #include "storage/snapshot_store.h"
 #ifdef RAFTKV_HAVE_ROCKSDB
+#include "storage/checkpoint_store.h"
 #include "storage/rocksdb_backend.h"
+#include "storage/rocksdb_store_dir.h"
 #endif
 
 namespace raftkv {
@@ -703,6 +705,129 @@ TEST(PowerLossRocksDb, FlushAtEveryStep) {
         more.Put("after", "the cut");
         ASSERT_TRUE(db->Write(more).ok());
         ASSERT_TRUE(db->Flush().ok());
+      });
+}
+
+// A leader's checkpoint (outside the power-cut directory) at index 40,
+// term 3, holding `*rows`; *dir is where it is.
+void LeaderCheckpoint(const TempDir& leader, std::map<std::string, std::string>* rows, std::string* dir) {
+  std::unique_ptr<RocksDbBackend> db;
+  ASSERT_TRUE(RocksDbBackend::Open(leader.Join("db"), RocksDbBackend::Options(), &db).ok());
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(db->Write(ScenarioBatch(i, rows)).ok());
+    if (i % 3 == 2) {
+      ASSERT_TRUE(db->Flush().ok());  // several SST files
+    }
+  }
+  std::unique_ptr<CheckpointStore> store;
+  ASSERT_TRUE(CheckpointStore::Open(leader.Join("snap"), &store).ok());
+  CheckpointInfo info;
+  const Status s = store->Create(db.get(), "rocksdb",
+                                 [](const std::string&, SnapshotMeta* meta) {
+                                   meta->last_index = 40;
+                                   meta->last_term = 3;
+                                   return Status::OK();
+                                 },
+                                 &info);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  *dir = info.path;
+}
+
+// A follower receives the leader's checkpoint as one stream: after a cut
+// it has either no checkpoint or the whole of it, sound; once Finish()
+// returned, the whole of it.
+TEST(PowerLossCheckpoint, ReceiveAtEveryStep) {
+  TempDir leader("ckpt_leader");
+  std::map<std::string, std::string> rows;
+  std::string leader_dir;
+  ASSERT_NO_FATAL_FAILURE(LeaderCheckpoint(leader, &rows, &leader_dir));
+  std::unique_ptr<CheckpointStore> leader_store;
+  ASSERT_TRUE(CheckpointStore::Open(leader.Join("snap"), &leader_store).ok());
+  std::unique_ptr<CheckpointSource> source;
+  ASSERT_TRUE(leader_store->OpenSource(40, 3, &source).ok());
+  AtEveryStep(
+      [](const std::string&) {},
+      [&](const std::string& dir, const std::function<void()>& ack) {
+        std::unique_ptr<CheckpointStore> store;
+        ASSERT_TRUE(CheckpointStore::Open(dir + "/snap", &store).ok());
+        std::unique_ptr<SnapshotSink> sink = store->BeginReceiveStream(40, 3, RocksDbBackend::VerifyDirectory);
+        for (uint64_t offset = 0;;) {
+          std::string chunk;
+          bool last = false;
+          ASSERT_TRUE(source->ReadChunk(offset, 3000, &chunk, &last).ok());
+          ASSERT_TRUE(sink->Append(offset, chunk).ok());
+          offset += chunk.size();
+          if (last) break;
+        }
+        SnapshotFileInfo installed;
+        const Status s = sink->Finish(&installed);
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        ack();
+      },
+      [&](const std::string& dir, const PowerRun& run) {
+        std::unique_ptr<CheckpointStore> store;
+        ASSERT_TRUE(CheckpointStore::Open(dir + "/snap", &store).ok());
+        std::vector<CheckpointInfo> kept;
+        ASSERT_TRUE(store->List(&kept).ok());
+        if (run.Acked(0)) {
+          ASSERT_EQ(kept.size(), 1u) << "the received checkpoint was lost after Finish returned";
+        }
+        ASSERT_LE(kept.size(), 1u);
+        if (kept.empty()) return;
+        CheckpointContents contents;
+        Status s = checkpoint::ReadManifest(kept[0].path, &contents);
+        if (s.ok()) s = checkpoint::VerifyFiles(kept[0].path, contents);
+        if (s.ok()) s = RocksDbBackend::VerifyDirectory(kept[0].path);
+        ASSERT_TRUE(s.ok()) << "a checkpoint that is not whole survived the cut: " << s.ToString();
+        std::unique_ptr<RocksDbBackend> db;
+        RocksDbBackend::Options read_only;
+        read_only.read_only = true;
+        read_only.create_if_missing = false;
+        ASSERT_TRUE(RocksDbBackend::Open(kept[0].path, read_only, &db).ok());
+        EXPECT_EQ(Contents(*db), rows);
+      });
+}
+
+// A follower makes a new store of a received checkpoint and commits it
+// (KV_CURRENT): after a cut the data directory opens on the old store or on
+// the whole new one; once the commit returned, on the new one.
+TEST(PowerLossCheckpoint, InstallAtEveryStep) {
+  TempDir leader("ckpt_leader");
+  std::map<std::string, std::string> rows;
+  std::string leader_dir;
+  ASSERT_NO_FATAL_FAILURE(LeaderCheckpoint(leader, &rows, &leader_dir));
+  const std::string name = CheckpointStore::DirName(40, 3);
+  AtEveryStep(
+      [&](const std::string& dir) {
+        std::unique_ptr<RocksDbStoreDir> stores;
+        std::unique_ptr<KvBackend> current;
+        ASSERT_TRUE(RocksDbStoreDir::Open(dir, &stores, &current).ok());
+        std::filesystem::create_directories(dir + "/snap");
+        std::filesystem::copy(leader_dir, dir + "/snap/" + name);
+      },
+      [&](const std::string& dir, const std::function<void()>& ack) {
+        std::unique_ptr<RocksDbStoreDir> stores;
+        std::unique_ptr<KvBackend> current;
+        ASSERT_TRUE(RocksDbStoreDir::Open(dir, &stores, &current).ok());
+        std::unique_ptr<KvBackend> fresh;
+        Status s = stores->CreateFromCheckpoint(dir + "/snap/" + name, 40, 3, &fresh);
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        s = stores->Commit(40, 3);
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        ack();
+      },
+      [&](const std::string& dir, const PowerRun& run) {
+        std::unique_ptr<RocksDbStoreDir> stores;
+        std::unique_ptr<KvBackend> current;
+        const Status s = RocksDbStoreDir::Open(dir, &stores, &current);
+        ASSERT_TRUE(s.ok()) << "the data directory does not open after the cut: " << s.ToString();
+        if (stores->current() == RocksDbStoreDir::StoreName(40, 3)) {
+          EXPECT_EQ(Contents(*current), rows) << "the new store is not whole";
+        } else {
+          EXPECT_FALSE(run.Acked(0)) << "the committed store was lost";
+          EXPECT_EQ(stores->current(), "kv-0-0");
+          EXPECT_TRUE(Contents(*current).empty());
+        }
       });
 }
 #endif  // RAFTKV_HAVE_ROCKSDB

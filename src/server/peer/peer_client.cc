@@ -291,7 +291,7 @@ void PeerClient::RunSnapshotTransfer(Transfer* transfer, const raft::Message& m,
   std::string failure;  // empty: success
   uint64_t total = 0;
   auto blocked = [&] { return options_.faults != nullptr && options_.faults->IsBlocked(peer); };
-  std::unique_ptr<SnapshotFileSource> source;
+  std::unique_ptr<SnapshotSource> source;
   if (blocked()) {
     failure = "link cut by test fault injection";
   } else {
@@ -314,6 +314,7 @@ void PeerClient::RunSnapshotTransfer(Transfer* transfer, const raft::Message& m,
         stub->InstallSnapshot(context, &resp);
     InstallSnapshotRequest req = m.snapshot;  // the metadata, repeated in every chunk
     req.set_total_bytes(total);
+    req.set_format(static_cast<uint32_t>(source->format()));
     uint64_t offset = 0;
     bool last = false;
     bool stream_ok = true;

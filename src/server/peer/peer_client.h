@@ -69,10 +69,10 @@ class PeerClient : public PeerSender {
  public:
   using ResponseHandler = std::function<void(const raft::Message&)>;
   using UnreachableHandler = std::function<void(uint64_t peer)>;
-  // Opens snapshot file (last_index, last_term) for sending
+  // Opens the snapshot (last_index, last_term) for sending
   // (RaftNode::OpenSnapshotSource).
   using SnapshotOpener = std::function<Status(uint64_t last_index, uint64_t last_term,
-                                              std::unique_ptr<SnapshotFileSource>* out)>;
+                                              std::unique_ptr<SnapshotSource>* out)>;
 
   // `cluster`: the members dialed from the start (the cluster file).
   // `open_snapshot` may be null: snapshot transfers then fail (the core

@@ -21,7 +21,7 @@ bool SameSnapshot(const InstallSnapshotRequest& a, const InstallSnapshotRequest&
   return a.term() == b.term() && a.leader_id() == b.leader_id() &&
          a.last_index() == b.last_index() && a.last_term() == b.last_term() &&
          a.to() == b.to() && a.total_bytes() == b.total_bytes() &&
-         a.cluster_id() == b.cluster_id();
+         a.cluster_id() == b.cluster_id() && a.format() == b.format();
 }
 
 }  // namespace
@@ -215,15 +215,15 @@ grpc::Status PeerService::ServeTimeoutNow(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-// Reads the whole stream into a SnapshotReceiver and installs the file.
-// Any error drops the receiver, which removes its temporary file.
+// Reads the whole stream into a SnapshotSink and installs the snapshot.
+// Any error drops the sink, which removes what it wrote.
 grpc::Status PeerService::Receive(grpc::ServerContext* context,
                                   grpc::ServerReader<InstallSnapshotRequest>* reader,
                                   InstallSnapshotRequest* first) {
   auto invalid = [](const std::string& what) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, what);
   };
-  std::unique_ptr<SnapshotReceiver> receiver;
+  std::unique_ptr<SnapshotSink> receiver;
   InstallSnapshotRequest req;
   std::string name;  // "snapshot <index>/<term> from member <id>", for messages
   const Clock::time_point start = Clock::now();
@@ -239,7 +239,12 @@ grpc::Status PeerService::Receive(grpc::ServerContext* context,
       name = "snapshot " + std::to_string(req.last_index()) + "/" +
              std::to_string(req.last_term()) + " from member " + std::to_string(req.leader_id());
       if (req.total_bytes() == 0) return invalid(name + ": total_bytes is 0");
-      Status s = node_->BeginReceiveSnapshot(req.last_index(), req.last_term(), &receiver);
+      Status s = node_->BeginReceiveSnapshot(req.last_index(), req.last_term(),
+                                             static_cast<SnapshotFormat>(req.format()), &receiver);
+      if (s.code() == Status::Code::kInvalidArgument) return invalid(name + ": " + s.message());
+      if (s.code() == Status::Code::kFailedPrecondition) {
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, name + ": " + s.message());
+      }
       if (!s.ok()) {
         return grpc::Status(grpc::StatusCode::INTERNAL,
                             name + ": cannot start receiving: " + s.ToString());

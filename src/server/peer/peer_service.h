@@ -55,7 +55,7 @@ class PeerService final : public PeerHybridService {
                                     InstallSnapshotResponse* response);
   grpc::Status ServeTimeoutNow(grpc::ServerContext* context, const TimeoutNowRequest* request,
                                TimeoutNowResponse* response);
-  // Reads the whole stream into a SnapshotReceiver and installs the file.
+  // Reads the whole stream into a SnapshotSink and installs the snapshot.
   grpc::Status Receive(grpc::ServerContext* context, grpc::ServerReader<InstallSnapshotRequest>* reader,
                        InstallSnapshotRequest* first);
 
