@@ -100,8 +100,8 @@ for ((c = 1; c <= CHUNKS; c++)); do
   n=$per_chunk
   [[ $c -eq $CHUNKS ]] && n=$((KEYS - loaded))
   # A request that fails without an answer (an election under the load
-  # answers UNAVAILABLE) is not counted; a wrong answer or a lost write ends
-  # the run.
+  # answers UNAVAILABLE) is not counted, up to 5% of a chunk; a wrong answer
+  # or a lost write ends the run.
   "$BIN/raftkv-bench" --target="$endpoints" --gtest_filter=Benchmark.Write --requests="$n" \
     --value_len="$VALUE_LEN" --verify_sample=200 --write_timeout_ms=30000 \
     --json_out="$OUT/chunk-$c.json" >"$OUT/chunk-$c.log" 2>&1 || true
@@ -110,7 +110,7 @@ import json, sys
 r = json.load(open(sys.argv[1]))[0]
 v = r.get('verified') or {}
 ok = r['wrong_answer'] == 0 and v.get('wrong', 0) == 0 and v.get('missing', 0) == 0
-print(r['acknowledged'] if ok and r['acknowledged'] >= 0.99 * r['requests'] else -1)" \
+print(r['acknowledged'] if ok and r['acknowledged'] >= 0.95 * r['requests'] else -1)" \
     "$OUT/chunk-$c.json" 2>/dev/null || echo -1)
   if [[ $acked -lt 0 ]]; then
     KEEP=1

@@ -174,14 +174,19 @@ ApplyResult KvStateMachine::Apply(const Entry& entry) {
   ApplyResult result;
   Command command;
   const bool have_command = Decode(entry, &command, &result);
-  BackendBatch batch;
   WriterLock lock(&mu_);
   BeginPassLocked();
-  if (apply_hook_) apply_hook_(entry);
-  ApplyLocked(entry, command, have_command, &result, &batch);
-  AddToPassLocked(std::move(batch));
+  ApplyInPassLocked(entry, command, have_command, &result);
   EndPassLocked();
   return result;
+}
+
+void KvStateMachine::ApplyInPassLocked(const Entry& entry, Command& command, bool have_command,
+                                       ApplyResult* result) {
+  if (apply_hook_) apply_hook_(entry);
+  BackendBatch batch;
+  ApplyLocked(entry, command, have_command, result, &batch);
+  AddToPassLocked(std::move(batch));
 }
 
 void KvStateMachine::ApplyAll(const std::deque<Entry>& entries, std::vector<ApplyResult>* results) {
@@ -199,10 +204,7 @@ void KvStateMachine::ApplyAll(const std::deque<Entry>& entries, std::vector<Appl
     BeginPassLocked();
     const size_t first = next;
     do {
-      if (apply_hook_) apply_hook_(entries[next]);
-      BackendBatch batch;
-      ApplyLocked(entries[next], commands[next], have_command[next], &(*results)[next], &batch);
-      AddToPassLocked(std::move(batch));
+      ApplyInPassLocked(entries[next], commands[next], have_command[next], &(*results)[next]);
       ++next;
     } while (next < entries.size() && next - first < kMaxPassEntries &&
              pass_->bytes() < kMaxPassBytes);

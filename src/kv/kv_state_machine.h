@@ -391,6 +391,9 @@ class KvStateMachine : public SnapshotTarget {
   // deletion, writes the pass so far and them); End writes what is left,
   // with the state rows, and publishes.
   void BeginPassLocked() REQUIRES(mu_);
+  // One entry of the pass: the apply hook, ApplyLocked, its batch added.
+  void ApplyInPassLocked(const Entry& entry, Command& command, bool have_command, ApplyResult* result)
+      REQUIRES(mu_);
   void AddToPassLocked(BackendBatch&& batch) REQUIRES(mu_);
   void EndPassLocked() REQUIRES(mu_);
   // Writes the pass's rows and `extra` after them, and the state rows.

@@ -229,6 +229,16 @@ void SnapshotManager::TakeCheckpoint(const raft::SnapshotRef& have, Result* resu
   // The same position as the newest: nothing applied since.
   result->written = s.ok() && taken.last_index >= have.index &&
                     !(taken.last_index == have.index && taken.last_term == have.term);
+  if (result->written) {
+    // The checkpoints beyond --snapshots_kept go now, on this thread (the
+    // I/O loop then finds nothing to remove): removing one frees the SST
+    // files only it still links, hundreds of megabytes, which on the I/O
+    // loop held heartbeats past an election timeout.
+    std::vector<CheckpointInfo> kept;
+    const Status pruned = PruneCheckpointsLocked(&kept);
+    LOG_IF(WARNING, !pruned.ok()) << "member " << options_.id << ": cannot prune the checkpoints in " << dir_
+                                  << ": " << pruned.ToString();
+  }
 }
 
 // A snapshot file: an image of the state (copy-on-write: the apply thread

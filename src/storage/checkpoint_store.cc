@@ -561,12 +561,14 @@ Status CheckpointStore::Prune(size_t keep) {
 }
 
 Status CheckpointStore::ComputeCrcs(const std::string& dir, const CheckpointContents& previous,
-                                    CheckpointContents* contents, uint64_t* bytes_read) const {
+                                    const std::set<std::string>& known_crcs, CheckpointContents* contents,
+                                    uint64_t* bytes_read) const {
   std::map<std::string, const CheckpointContents::File*> known;
   for (const CheckpointContents::File& f : previous.files) {
     if (EndsWith(f.name, ".sst")) known[f.name] = &f;
   }
   for (CheckpointContents::File& f : contents->files) {
+    if (known_crcs.count(f.name) != 0) continue;
     const auto it = known.find(f.name);
     if (it != known.end() && it->second->size == f.size) {
       f.crc32c = it->second->crc32c;
@@ -605,8 +607,11 @@ Status CheckpointStore::Create(KvBackend* backend, const std::string& engine, co
                           existing.total_bytes(), existing.files.size(), 0};
     return Status::OK();
   }
+  std::set<std::string> engine_crcs;  // files whose CRC the engine gave
   for (const CheckpointManifest::FileInfo& f : listed.files) {
-    if (f.name != checkpoint::kManifestName) contents.files.push_back(CheckpointContents::File{f.name, f.size, 0});
+    if (f.name == checkpoint::kManifestName) continue;
+    contents.files.push_back(CheckpointContents::File{f.name, f.size, f.crc32c});
+    if (f.has_crc32c) engine_crcs.insert(f.name);
   }
   // The newest checkpoint's CRCs for the SST files both hold.
   CheckpointContents previous;
@@ -616,7 +621,7 @@ Status CheckpointStore::Create(KvBackend* backend, const std::string& engine, co
     previous = CheckpointContents();  // unreadable: every CRC is computed
   }
   uint64_t read = 0;
-  if (s.ok()) s = ComputeCrcs(tmp, previous, &contents, &read);
+  if (s.ok()) s = ComputeCrcs(tmp, previous, engine_crcs, &contents, &read);
   if (s.ok()) s = Publish(tmp, final_dir, checkpoint::EncodeManifest(contents));
   if (!s.ok()) {
     const Status removed = RemoveTree(tmp);

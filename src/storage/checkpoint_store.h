@@ -9,8 +9,9 @@
 // Taking one (Create): the backend writes its checkpoint into
 // ckpt-new.tmp; the caller's `describe` reads the position from it (the
 // apply thread went on meanwhile, so only the checkpoint can say); the CRCs
-// are computed, except for an SST file the newest checkpoint already lists
-// with the same size (SST files never change under their name). Then it is
+// are the engine's (RocksDB computes each SST file's as it writes it) or
+// computed, except for an SST file the newest checkpoint already lists with
+// the same size (SST files never change under their name). Then it is
 // published: its files are linked into ckpt-<index>-<term> (created
 // durably) and MANIFEST.raftkv is written there last (a temporary name,
 // fsync, rename, fsync of the directory). The manifest is the commit point:
@@ -40,6 +41,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -198,10 +200,11 @@ class CheckpointStore {
 
  private:
   explicit CheckpointStore(std::string dir) : dir_(std::move(dir)) {}
-  // The files' CRCs into *contents, reusing `previous`'s for SST files of
-  // the same name and size.
+  // The files' CRCs into *contents, but for the `known_crcs` (the engine
+  // gave them), reusing `previous`'s for SST files of the same name and size.
   Status ComputeCrcs(const std::string& dir, const CheckpointContents& previous,
-                     CheckpointContents* contents, uint64_t* bytes_read) const;
+                     const std::set<std::string>& known_crcs, CheckpointContents* contents,
+                     uint64_t* bytes_read) const;
   std::string dir_;
 };
 

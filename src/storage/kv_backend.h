@@ -116,6 +116,10 @@ struct CheckpointManifest {
   struct FileInfo {
     std::string name;  // in `dir`
     uint64_t size = 0;
+    // The file's CRC-32C when the engine keeps it (RocksDB, for the SST
+    // files it wrote with checksums on), so nobody reads the file for it.
+    bool has_crc32c = false;
+    uint32_t crc32c = 0;
   };
   std::string dir;
   std::vector<FileInfo> files;  // sorted by name

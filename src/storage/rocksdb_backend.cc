@@ -1,9 +1,14 @@
 #include "storage/rocksdb_backend.h"
 
+#include <cinttypes>
 #include <cstdarg>
+#include <cstdio>
+#include <map>
+#include <vector>
 #include <utility>
 
 #include <rocksdb/db.h>
+#include <rocksdb/file_checksum.h>
 #include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/utilities/checkpoint.h>
@@ -159,6 +164,9 @@ Status RocksDbBackend::Open(const std::string& dir, const Options& options,
   db_options.avoid_flush_during_shutdown = !options.flush_on_close || options.read_only;
   db_options.listeners.push_back(errors);
   db_options.env = InterposedEnv();
+  // Every SST file's CRC-32C, computed as it is written: a checkpoint's
+  // manifest takes them from here instead of reading the files.
+  db_options.file_checksum_gen_factory = rocksdb::GetFileChecksumGenCrc32cFactory();
   if (options.read_only) db_options.info_log = std::make_shared<DiscardingLogger>();
   rocksdb::DB* raw = nullptr;
   const rocksdb::Status s = options.read_only ? rocksdb::DB::OpenForReadOnly(db_options, dir, &raw)
@@ -223,7 +231,33 @@ Status RocksDbBackend::Checkpoint(const std::string& dir, CheckpointManifest* ou
   // log_size_for_flush 0: always flush, the memtables have no WAL to copy.
   s = checkpoint->CreateCheckpoint(dir, /*log_size_for_flush=*/0);
   if (!s.ok()) return FromRocksDb(s, "checkpoint into " + dir);
-  return ListCheckpointFiles(dir, out);
+  Status listed = ListCheckpointFiles(dir, out);
+  if (!listed.ok()) return listed;
+  // The CRCs RocksDB keeps for the live SST files; a file compacted away
+  // since the checkpoint (or written without checksums) has none here.
+  std::unique_ptr<rocksdb::FileChecksumList> sums(rocksdb::NewFileChecksumList());
+  std::vector<uint64_t> numbers;
+  std::vector<std::string> checksums;
+  std::vector<std::string> functions;
+  if (!db_->GetLiveFilesChecksumInfo(sums.get()).ok() ||
+      !sums->GetAllFileChecksums(&numbers, &checksums, &functions).ok()) {
+    return Status::OK();
+  }
+  std::map<std::string, uint32_t> by_name;
+  for (size_t i = 0; i < numbers.size(); ++i) {
+    if (functions[i] != rocksdb::kStandardDbFileChecksumFuncName || checksums[i].size() != 4) continue;
+    char name[32];
+    std::snprintf(name, sizeof(name), "%06" PRIu64 ".sst", numbers[i]);
+    const auto* b = reinterpret_cast<const unsigned char*>(checksums[i].data());  // big-endian
+    by_name[name] = (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | uint32_t{b[3]};
+  }
+  for (CheckpointManifest::FileInfo& f : out->files) {
+    const auto it = by_name.find(f.name);
+    if (it == by_name.end()) continue;
+    f.has_crc32c = true;
+    f.crc32c = it->second;
+  }
+  return Status::OK();
 }
 
 BackendStats RocksDbBackend::Stats() const {
