@@ -442,10 +442,13 @@ namespace raftkv {
 
 namespace {
 
-// The `m state` of the checkpoint in `dir`, opened read-only.
-Status ReadCheckpointState(KvBackendFactory* factory, const std::string& dir, state_rows::Loaded* out) {
+// The `m state` of the checkpoint in `dir`, opened read-only; with
+// `verify`, after every block's checksum has been checked.
+Status ReadCheckpointState(KvBackendFactory* factory, const std::string& dir, bool verify,
+                           state_rows::Loaded* out) {
   std::unique_ptr<KvBackend> opened;
   Status s = factory->OpenCheckpoint(dir, &opened);
+  if (s.ok() && verify) s = opened->VerifyChecksums();
   if (s.ok()) s = state_rows::LoadMetaOnly(*opened->View(), out);
   if (s.ok() && !out->found) s = Status::Corruption(dir + ": the checkpoint's store holds no applied entry");
   return s;
@@ -468,7 +471,7 @@ Status KvStateMachine::TakeCheckpoint(CheckpointStore* store, const std::string&
   }
   const auto describe = [&](const std::string& dir, SnapshotMeta* meta) {
     state_rows::Loaded loaded;
-    Status s = ReadCheckpointState(factory, dir, &loaded);
+    Status s = ReadCheckpointState(factory, dir, /*verify=*/false, &loaded);
     if (!s.ok()) return s;
     meta->last_index = loaded.meta.applied_index();
     meta->last_term = loaded.meta.applied_term();
@@ -489,9 +492,8 @@ Status KvStateMachine::VerifyCheckpoint(const std::string& dir, uint64_t index, 
     factory = factory_;
   }
   if (factory == nullptr) return Status::FailedPrecondition("this key-value store keeps no checkpoint snapshots");
-  Status s = factory->VerifyCheckpoint(dir);
   state_rows::Loaded loaded;
-  if (s.ok()) s = ReadCheckpointState(factory, dir, &loaded);
+  Status s = ReadCheckpointState(factory, dir, /*verify=*/true, &loaded);
   if (s.ok() && (loaded.meta.applied_index() != index || loaded.meta.applied_term() != term)) {
     s = Status::Corruption(dir + ": the store is at index " + std::to_string(loaded.meta.applied_index()) +
                            ", term " + std::to_string(loaded.meta.applied_term()) + ", not the manifest's " +

@@ -111,11 +111,15 @@ Status SnapshotManager::BeginReceive(uint64_t last_index, uint64_t last_term, Sn
   return Status::OK();
 }
 
+bool SnapshotManager::IsCheckpoint(uint64_t last_index, uint64_t last_term) const {
+  std::error_code ec;
+  return keeps_checkpoints_ &&
+         std::filesystem::is_directory(file::JoinPath(dir_, CheckpointStore::DirName(last_index, last_term)), ec);
+}
+
 Status SnapshotManager::OpenSource(uint64_t last_index, uint64_t last_term, std::unique_ptr<SnapshotSource>* out) {
   MutexLock lock(&store_mu_);
-  std::error_code ec;
-  if (checkpoints_ &&
-      std::filesystem::is_directory(file::JoinPath(dir_, CheckpointStore::DirName(last_index, last_term)), ec)) {
+  if (IsCheckpoint(last_index, last_term)) {
     std::unique_ptr<CheckpointSource> source;
     Status s = checkpoints_->OpenSource(last_index, last_term, &source);
     if (s.ok()) *out = std::move(source);
@@ -132,26 +136,40 @@ Status SnapshotManager::OpenSource(uint64_t last_index, uint64_t last_term, std:
 }
 
 Status SnapshotManager::OpenFile(uint64_t last_index, uint64_t last_term, std::unique_ptr<SnapshotFileSource>* out) {
-  MutexLock lock(&store_mu_);
+  MutexLock export_lock(&export_mu_);
   SnapshotFileInfo info;
   info.last_index = last_index;
   info.last_term = last_term;
   info.path = file::JoinPath(dir_, SnapshotStore::FileName(last_index, last_term));
-  const std::string checkpoint = file::JoinPath(dir_, CheckpointStore::DirName(last_index, last_term));
-  std::error_code ec;
-  if (checkpoints_ && std::filesystem::is_directory(checkpoint, ec)) {
-    // Written out as a file; the one written before goes (a backup still
-    // streaming it reads on from its open file, on POSIX).
-    CheckpointContents contents;
-    std::unique_ptr<SnapshotStore> exports;
-    Status s = checkpoint::ReadManifest(checkpoint, &contents);
-    if (s.ok()) s = SnapshotStore::Open(file::JoinPath(dir_, "export"), &exports);
-    if (s.ok()) s = state_machine_->ExportCheckpoint(checkpoint, contents.meta, exports.get(), &info);
+  // A checkpoint is linked aside under store_mu_ and written out as a file
+  // without it: taking and installing snapshots go on meanwhile.
+  const std::string pinned = file::JoinPath(dir_, "ckpt-export.tmp");
+  {
+    MutexLock lock(&store_mu_);
+    if (!IsCheckpoint(last_index, last_term)) return store_->OpenSource(info, out);
+    Status s = checkpoints_->Pin(last_index, last_term, pinned);
     if (!s.ok()) return s;
-    const Status pruned = exports->Prune(1);
-    LOG_IF(WARNING, !pruned.ok()) << "cannot remove an older snapshot export: " << pruned.ToString();
   }
-  return store_->OpenSource(info, out);
+  std::unique_ptr<SnapshotStore> exports;
+  Status s = SnapshotStore::Open(file::JoinPath(dir_, "export"), &exports);
+  std::vector<SnapshotFileInfo> exported;
+  if (s.ok()) s = exports->List(&exported);
+  if (s.ok() && !exported.empty() && exported.back().last_index == last_index &&
+      exported.back().last_term == last_term) {
+    info = exported.back();  // written out already
+  } else if (s.ok()) {
+    CheckpointContents contents;
+    s = checkpoint::ReadManifest(pinned, &contents);
+    if (s.ok()) s = state_machine_->ExportCheckpoint(pinned, contents.meta, exports.get(), &info);
+  }
+  const Status unpinned = CheckpointStore::Unpin(pinned);
+  LOG_IF(WARNING, !unpinned.ok()) << unpinned.ToString();
+  if (!s.ok()) return s;
+  // The one written before goes (a backup still streaming it reads on from
+  // its open file, on POSIX).
+  const Status pruned = exports->Prune(1);
+  LOG_IF(WARNING, !pruned.ok()) << "cannot remove an older snapshot export: " << pruned.ToString();
+  return exports->OpenSource(info, out);
 }
 
 void SnapshotManager::MaybeStart(uint64_t applied_index) {
@@ -338,9 +356,8 @@ void SnapshotManager::Finish(const Result& result) {
 void SnapshotManager::Install(const raft::SnapshotRef& snap) {
   const SteadyClock::time_point start = SteadyClock::now();
   std::string path = file::JoinPath(dir_, CheckpointStore::DirName(snap.index, snap.term));
-  std::error_code ec;
   Status s;
-  if (keeps_checkpoints_ && std::filesystem::is_directory(path, ec)) {
+  if (IsCheckpoint(snap.index, snap.term)) {
     // A checkpoint: its files become the new store (linked, not copied).
     s = state_machine_->InstallCheckpoint(path, snap.index, snap.term);
   } else {

@@ -136,6 +136,9 @@ class SnapshotManager {
   // Removes the checkpoints beyond snapshots_kept and the snapshot files
   // the newest kept one supersedes; *kept lists the checkpoints left.
   Status PruneCheckpointsLocked(std::vector<CheckpointInfo>* kept) REQUIRES(store_mu_);
+  // Whether the snapshot (last_index, last_term) is a checkpoint (else a
+  // file, or none).
+  bool IsCheckpoint(uint64_t last_index, uint64_t last_term) const;
 
   const NodeOptions& options_;
   KvStateMachine* const state_machine_;
@@ -145,6 +148,7 @@ class SnapshotManager {
   const std::string dir_;
   const bool keeps_checkpoints_;  // checkpoints_ is set
 
+  Mutex export_mu_ ACQUIRED_BEFORE(store_mu_);  // one OpenFile export at a time
   Mutex store_mu_;
   std::unique_ptr<SnapshotStore> store_ GUARDED_BY(store_mu_);
   std::unique_ptr<CheckpointStore> checkpoints_ GUARDED_BY(store_mu_);

@@ -3,8 +3,6 @@
 #include <glog/logging.h>
 
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -14,6 +12,7 @@
 #include "proto/internal.h"
 #include "storage/coding.h"
 #include "storage/crc32c.h"
+#include "storage/position_name.h"
 
 namespace raftkv {
 
@@ -23,7 +22,6 @@ namespace {
 
 constexpr char kDirPrefix[] = "ckpt-";
 constexpr size_t kDirPrefixLength = sizeof(kDirPrefix) - 1;
-constexpr size_t kDigits = 20;
 constexpr char kTmpSuffix[] = ".tmp";
 constexpr char kCreateTmp[] = "ckpt-new.tmp";
 constexpr char kRecvPrefix[] = "recv-";
@@ -34,22 +32,6 @@ constexpr size_t kMagicLength = sizeof(kMagic) - 1;
 constexpr size_t kHeaderLength = kMagicLength + 8;
 // Reads for CRCs and sends go in pieces of this size.
 constexpr size_t kReadPiece = 1 << 20;
-
-bool EndsWith(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-bool ParseDigits(const std::string& s, size_t pos, uint64_t* out) {
-  uint64_t v = 0;
-  for (size_t i = pos; i < pos + kDigits; ++i) {
-    if (s[i] < '0' || s[i] > '9') return false;
-    const uint64_t digit = static_cast<uint64_t>(s[i] - '0');
-    if (v > (UINT64_MAX - digit) / 10) return false;
-    v = v * 10 + digit;
-  }
-  *out = v;
-  return true;
-}
 
 // A name a peer may give a file: plain, printable, not the manifest's.
 bool ValidFileName(const std::string& name, std::string* why) {
@@ -98,15 +80,6 @@ Status CrcOfFile(const std::string& path, uint32_t* crc, uint64_t* size) {
   return Status::OK();
 }
 
-Status WriteFileSynced(const std::string& path, const std::string& data) {
-  file::File f;
-  Status s = file::File::Open(path, file::OpenMode::kCreateTruncate, &f);
-  if (s.ok()) s = f.WriteAt(data.data(), data.size(), 0);
-  if (s.ok()) s = f.Sync();
-  if (s.ok()) s = f.Close();
-  return s;
-}
-
 bool HasManifest(const std::string& dir) {
   return Exists(file::JoinPath(dir, checkpoint::kManifestName));
 }
@@ -128,9 +101,7 @@ Status Publish(const std::string& from, const std::string& to, const std::string
   }
   if (s.ok()) s = file::SyncDir(to);
   const std::string path = file::JoinPath(to, checkpoint::kManifestName);
-  if (s.ok()) s = WriteFileSynced(path + kTmpSuffix, manifest);
-  if (s.ok()) s = file::Rename(path + kTmpSuffix, path);
-  if (s.ok()) s = file::SyncDir(to);
+  if (s.ok()) s = file::ReplaceFileDurably(path, manifest.data(), manifest.size());
   if (!s.ok()) {
     const Status removed = RemoveTree(to);
     LOG_IF(WARNING, !removed.ok()) << removed.ToString();
@@ -489,17 +460,11 @@ Status CheckpointReceiver::Finish(const std::function<Status(const std::string& 
 // ---- CheckpointStore ----
 
 std::string CheckpointStore::DirName(uint64_t last_index, uint64_t last_term) {
-  char buf[kDirPrefixLength + 2 * kDigits + 2];
-  std::snprintf(buf, sizeof(buf), "%s%020" PRIu64 "-%020" PRIu64, kDirPrefix, last_index, last_term);
-  return buf;
+  return position_name::Format(kDirPrefix, last_index, last_term);
 }
 
 bool CheckpointStore::ParseDirName(const std::string& name, uint64_t* last_index, uint64_t* last_term) {
-  if (name.size() != kDirPrefixLength + 2 * kDigits + 1) return false;
-  if (name.compare(0, kDirPrefixLength, kDirPrefix) != 0) return false;
-  if (name[kDirPrefixLength + kDigits] != '-') return false;
-  return ParseDigits(name, kDirPrefixLength, last_index) &&
-         ParseDigits(name, kDirPrefixLength + kDigits + 1, last_term);
+  return position_name::Parse(name, kDirPrefix, {}, last_index, last_term);
 }
 
 Status CheckpointStore::Open(const std::string& dir, std::unique_ptr<CheckpointStore>* out) {
@@ -512,7 +477,7 @@ Status CheckpointStore::Open(const std::string& dir, std::unique_ptr<CheckpointS
     const bool ours = name.compare(0, kDirPrefixLength, kDirPrefix) == 0 ||
                       name.compare(0, sizeof(kRecvPrefix) - 1, kRecvPrefix) == 0;
     uint64_t index = 0, term = 0;
-    const bool unfinished = (ours && EndsWith(name, kTmpSuffix)) ||
+    const bool unfinished = (ours && position_name::EndsWith(name, kTmpSuffix)) ||
                             (ParseDirName(name, &index, &term) && !HasManifest(file::JoinPath(dir, name)));
     if (unfinished && e.is_directory(ec)) stale.push_back(name);
   }
@@ -565,7 +530,7 @@ Status CheckpointStore::ComputeCrcs(const std::string& dir, const CheckpointCont
                                     uint64_t* bytes_read) const {
   std::map<std::string, const CheckpointContents::File*> known;
   for (const CheckpointContents::File& f : previous.files) {
-    if (EndsWith(f.name, ".sst")) known[f.name] = &f;
+    if (position_name::IsTableFile(f.name)) known[f.name] = &f;
   }
   for (CheckpointContents::File& f : contents->files) {
     if (known_crcs.count(f.name) != 0) continue;
@@ -632,6 +597,24 @@ Status CheckpointStore::Create(KvBackend* backend, const std::string& engine, co
                         contents.total_bytes(), contents.files.size(), read};
   return Status::OK();
 }
+
+Status CheckpointStore::Pin(uint64_t last_index, uint64_t last_term, const std::string& to) const {
+  const std::string from = file::JoinPath(dir_, DirName(last_index, last_term));
+  std::vector<std::string> names;
+  Status s = Exists(to) ? RemoveTree(to) : Status::OK();
+  if (s.ok()) s = file::CreateDirs(to);
+  if (s.ok()) s = file::ListFiles(from, &names);
+  for (size_t i = 0; s.ok() && i < names.size(); ++i) {
+    s = file::Link(file::JoinPath(from, names[i]), file::JoinPath(to, names[i]));
+  }
+  if (!s.ok()) {
+    const Status removed = RemoveTree(to);
+    LOG_IF(WARNING, !removed.ok()) << removed.ToString();
+  }
+  return s;
+}
+
+Status CheckpointStore::Unpin(const std::string& pinned) { return RemoveTree(pinned); }
 
 Status CheckpointStore::OpenSource(uint64_t last_index, uint64_t last_term,
                                    std::unique_ptr<CheckpointSource>* out) const {

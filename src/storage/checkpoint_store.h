@@ -184,6 +184,12 @@ class CheckpointStore {
 
   Status OpenSource(uint64_t last_index, uint64_t last_term,
                     std::unique_ptr<CheckpointSource>* out) const;
+  // Links the files of the checkpoint (last_index, last_term) into the
+  // directory `to` (replaced if it exists): a copy that Prune leaves alone,
+  // to read at leisure. Under dir() and named ckpt-*.tmp, Open removes it
+  // after a crash; Unpin removes it.
+  Status Pin(uint64_t last_index, uint64_t last_term, const std::string& to) const;
+  static Status Unpin(const std::string& pinned);
   // Starts receiving the checkpoint (last_index, last_term) whose manifest
   // is `manifest`: InvalidArgument when it does not decode or names another
   // position.

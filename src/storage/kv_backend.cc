@@ -34,8 +34,6 @@ Status KvBackendFactory::OpenCheckpoint(const std::string&, std::unique_ptr<KvBa
   return NoCheckpoints();
 }
 
-Status KvBackendFactory::VerifyCheckpoint(const std::string&) { return NoCheckpoints(); }
-
 Status KvBackendFactory::CreateFromCheckpoint(const std::string&, uint64_t, uint64_t,
                                               std::unique_ptr<KvBackend>*) {
   return NoCheckpoints();

@@ -186,8 +186,11 @@ Status RocksDbBackend::VerifyDirectory(const std::string& dir) {
   options.read_only = true;
   std::unique_ptr<RocksDbBackend> db;
   Status s = Open(dir, options, &db);
-  if (!s.ok()) return s;
-  return FromRocksDb(db->db_->VerifyChecksum(), "verifying the checksums of " + dir);
+  return s.ok() ? db->VerifyChecksums() : s;
+}
+
+Status RocksDbBackend::VerifyChecksums() const {
+  return FromRocksDb(db_->VerifyChecksum(), "verifying the checksums of " + db_->GetName());
 }
 
 RocksDbBackend::RocksDbBackend(std::shared_ptr<rocksdb::DB> db,

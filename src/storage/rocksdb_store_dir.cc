@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "storage/file_util.h"
+#include "storage/position_name.h"
 #include "storage/rocksdb_backend.h"
 
 namespace raftkv {
@@ -150,8 +151,6 @@ Status RocksDbStoreDir::OpenCheckpoint(const std::string& dir, std::unique_ptr<K
   return s;
 }
 
-Status RocksDbStoreDir::VerifyCheckpoint(const std::string& dir) { return RocksDbBackend::VerifyDirectory(dir); }
-
 namespace {
 
 // `from` copied to `to`, synced.
@@ -182,7 +181,7 @@ Status FillFromCheckpoint(const std::string& dir, const std::string& path) {
   for (const std::string& name : names) {
     if (!s.ok()) break;
     if (name == "MANIFEST.raftkv") continue;
-    const bool immutable = name.size() > 4 && name.compare(name.size() - 4, 4, ".sst") == 0;
+    const bool immutable = position_name::IsTableFile(name);
     s = immutable ? file::Link(file::JoinPath(dir, name), file::JoinPath(path, name))
                   : CopyFileSynced(file::JoinPath(dir, name), file::JoinPath(path, name));
   }

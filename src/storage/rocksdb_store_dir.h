@@ -34,7 +34,6 @@ class RocksDbStoreDir final : public KvBackendFactory {
   Status Commit(uint64_t index, uint64_t term) override;
   void RemoveStale() override;
   Status OpenCheckpoint(const std::string& dir, std::unique_ptr<KvBackend>* out) override;
-  Status VerifyCheckpoint(const std::string& dir) override;
   // SST files are linked; the others (CURRENT, MANIFEST-*, OPTIONS-*),
   // which RocksDB may write again, are copied.
   Status CreateFromCheckpoint(const std::string& dir, uint64_t index, uint64_t term,

@@ -1,14 +1,13 @@
 #include "storage/snapshot_store.h"
 
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
 #include <iterator>
 #include <tuple>
 #include <utility>
 
 #include <glog/logging.h>
 
+#include "storage/position_name.h"
 
 namespace raftkv {
 namespace {
@@ -16,27 +15,8 @@ namespace {
 constexpr char kPrefix[] = "snap-";
 constexpr size_t kPrefixLength = sizeof(kPrefix) - 1;
 constexpr char kSuffix[] = ".snap";
-constexpr size_t kSuffixLength = sizeof(kSuffix) - 1;
-constexpr size_t kDigits = 20;
 constexpr char kTmpSuffix[] = ".tmp";            // written locally
 constexpr char kRecvTmpSuffix[] = ".recv.tmp";   // received from a peer
-
-bool ParseDigits(const std::string& s, size_t from, uint64_t* out) {
-  uint64_t value = 0;
-  for (size_t i = from; i < from + kDigits; ++i) {
-    const char c = s[i];
-    if (c < '0' || c > '9') return false;
-    const uint64_t digit = static_cast<uint64_t>(c - '0');
-    if (value > (UINT64_MAX - digit) / 10) return false;
-    value = value * 10 + digit;
-  }
-  *out = value;
-  return true;
-}
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // A snapshot file being written front to back, durably. Frame headers are
 // tiny: they are gathered with the following payload into one buffer of up
@@ -134,20 +114,12 @@ Status WriteStreamedImage(const std::string& path, const SnapshotMeta& meta,
 // ---- names ----
 
 std::string SnapshotStore::FileName(uint64_t last_index, uint64_t last_term) {
-  char buf[kPrefixLength + 2 * kDigits + 1 + kSuffixLength + 1];
-  std::snprintf(buf, sizeof(buf), "%s%020" PRIu64 "-%020" PRIu64 "%s", kPrefix, last_index,
-                last_term, kSuffix);
-  return buf;
+  return position_name::Format(kPrefix, last_index, last_term, kSuffix);
 }
 
 bool SnapshotStore::ParseFileName(const std::string& name, uint64_t* last_index,
                                   uint64_t* last_term) {
-  if (name.size() != kPrefixLength + 2 * kDigits + 1 + kSuffixLength) return false;
-  if (name.compare(0, kPrefixLength, kPrefix) != 0) return false;
-  if (name[kPrefixLength + kDigits] != '-') return false;
-  if (!EndsWith(name, kSuffix)) return false;
-  return ParseDigits(name, kPrefixLength, last_index) &&
-         ParseDigits(name, kPrefixLength + kDigits + 1, last_term);
+  return position_name::Parse(name, kPrefix, kSuffix, last_index, last_term);
 }
 
 // ---- SnapshotStore ----
@@ -160,7 +132,7 @@ Status SnapshotStore::Open(const std::string& dir, std::unique_ptr<SnapshotStore
   if (!s.ok()) return s;
   bool removed = false;
   for (const std::string& name : names) {
-    if (name.compare(0, kPrefixLength, kPrefix) == 0 && EndsWith(name, kTmpSuffix)) {
+    if (name.compare(0, kPrefixLength, kPrefix) == 0 && position_name::EndsWith(name, kTmpSuffix)) {
       LOG(INFO) << "removing unfinished snapshot file " << file::JoinPath(dir, name);
       s = file::Remove(file::JoinPath(dir, name));
       if (!s.ok()) return s;

@@ -523,6 +523,18 @@ TEST_F(SnapshotSaveTest, AnOnDiskMemberStreamsItsCheckpointAsASnapshotFile) {
   EXPECT_EQ(ReadFileBytes(path),
             ReadFileBytes(dir_.Join("snap/export/" + SnapshotStore::FileName(info.last_index(), info.last_term()))));
 
+  // Another backup of the same state streams the same export, not a new
+  // one; the checkpoint's pinned copy is gone.
+  const std::string exported =
+      dir_.Join("snap/export/" + SnapshotStore::FileName(info.last_index(), info.last_term()));
+  const auto written = std::filesystem::last_write_time(exported);
+  SnapshotSaveInfo again;
+  s = Save(path, &summary, &again, &messages);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(again.last_index(), info.last_index());
+  EXPECT_EQ(std::filesystem::last_write_time(exported), written) << "the export was written again";
+  EXPECT_FALSE(std::filesystem::exists(dir_.Join("snap/ckpt-export.tmp")));
+
   // The next backup replaces the export.
   ASSERT_TRUE(Put("later", "x").ok());
   SnapshotSaveInfo next;
