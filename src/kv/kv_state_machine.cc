@@ -831,6 +831,15 @@ Status KvStateMachine::FlushStore() {
   return s;
 }
 
+Status KvStateMachine::CompactStore() const {
+  std::shared_ptr<KvBackend> backend;
+  {
+    ReaderLock lock(&mu_);
+    backend = backend_;
+  }
+  return backend->CompactAll();
+}
+
 size_t KvStateMachine::StoredBytes() const {
   ReaderLock lock(&mu_);
   const BackendStats stats = backend_->Stats();

@@ -285,6 +285,12 @@ class KvStateMachine : public SnapshotTarget {
   // What the store's engine holds, in bytes: every version and history row
   // kept (BackendStats: live and memtable bytes).
   size_t StoredBytes() const EXCLUDES(mu_);
+  // Whether the store is on disk (RocksDB), not in memory.
+  bool persistent() const { return persistent_; }
+  // etcd's Defragment: the store rewritten so that what deletions and
+  // compactions removed frees its space (KvBackend::CompactAll), while
+  // entries go on being applied. Minutes on a large RocksDB store.
+  Status CompactStore() const EXCLUDES(mu_);
 
   // Alarms (etcd's Maintenance.Alarm), raised and cleared by ALARM entries:
   // replicated, so every member refuses the same writes. While a NOSPACE

@@ -155,6 +155,10 @@ class KvBackend {
   // Reads every stored block, checking its checksum (RocksDB); an engine
   // with nothing on disk has nothing to check.
   virtual Status VerifyChecksums() const { return Status::OK(); }
+  // Rewrites the whole store so that deleted rows free their space
+  // (RocksDB: the memtables flushed, then every level compacted down); an
+  // engine that frees space at once has nothing to do.
+  virtual Status CompactAll() { return Status::OK(); }
 };
 
 // Where a persistent engine keeps its stores (storage/rocksdb_store_dir.h):

@@ -226,6 +226,15 @@ Status RocksDbBackend::Flush() {
   return FromRocksDb(db_->Flush(options), "Flush");
 }
 
+Status RocksDbBackend::CompactAll() {
+  rocksdb::CompactRangeOptions options;
+  // The last level too, where deletions are finally dropped with what they
+  // delete (kForceOptimized: not the files the compaction just wrote).
+  options.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForceOptimized;
+  options.exclusive_manual_compaction = false;  // background compactions go on
+  return FromRocksDb(db_->CompactRange(options, nullptr, nullptr), "compacting the whole store");
+}
+
 Status RocksDbBackend::Checkpoint(const std::string& dir, CheckpointManifest* out) {
   rocksdb::Checkpoint* raw = nullptr;
   rocksdb::Status s = rocksdb::Checkpoint::Create(db_.get(), &raw);

@@ -73,6 +73,7 @@ class RocksDbBackend final : public KvBackend {
   static constexpr int kIteratorRenewSteps = 4096;
   Status BackgroundError() const override;
   Status VerifyChecksums() const override;
+  Status CompactAll() override;
   // Expires once the database is closed: the backend and every view of it
   // are gone (RocksDbStoreDir removes a replaced store only then).
   std::weak_ptr<const void> Liveness() const { return db_; }

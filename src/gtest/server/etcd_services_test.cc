@@ -54,6 +54,14 @@ class EtcdServicesTest : public ServerTest {
     EXPECT_TRUE(kv_etcd_->DeleteRange(&ctx, req, &resp).ok());
     return resp.header().revision();
   }
+  grpc::Status Compact(int64_t revision) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    pb::CompactionRequest req;
+    req.set_revision(revision);
+    pb::CompactionResponse resp;
+    return kv_etcd_->Compact(&ctx, req, &resp);
+  }
   static void Create(WatchStream* stream, const std::string& key, const std::string& end, int64_t start,
                      int64_t watch_id = 0, bool no_put = false) {
     pb::WatchRequest req;
@@ -459,13 +467,7 @@ TEST_F(EtcdServicesTest, CompactDropsTheHistoryAsEtcdDoes) {
   const int64_t r1 = Put("c", "1");
   const int64_t r2 = Put("c", "2");
   const int64_t r3 = Put("c", "3");
-  auto compact = [&](int64_t revision) {
-    grpc::ClientContext ctx;
-    pb::CompactionRequest req;
-    req.set_revision(revision);
-    pb::CompactionResponse resp;
-    return kv_etcd_->Compact(&ctx, req, &resp);
-  };
+  auto compact = [&](int64_t revision) { return Compact(revision); };
   auto read_at = [&](int64_t revision, std::string* value) {
     grpc::ClientContext ctx;
     pb::RangeRequest req;
@@ -584,13 +586,7 @@ TEST_F(EtcdServicesTest, TheQuotaRaisesANoSpaceAlarmThatOnlyAnOperatorClears) {
   }
   // Deletes and compaction go on; writes stay refused while the alarm is raised.
   for (int i = 0; i < written; ++i) Delete("k" + std::to_string(i));
-  {
-    grpc::ClientContext ctx;
-    pb::CompactionRequest req;
-    req.set_revision(Delete("k0"));
-    pb::CompactionResponse resp;
-    ASSERT_TRUE(kv_etcd_->Compact(&ctx, req, &resp).ok());
-  }
+  ASSERT_TRUE(Compact(Delete("k0")).ok());
   EXPECT_LT(node_->state_machine().StateBytes(), size_t{16} << 10);
   grpc::Status still = put("after-delete");
   EXPECT_EQ(still.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
@@ -611,6 +607,63 @@ TEST_F(EtcdServicesTest, TheQuotaRaisesANoSpaceAlarmThatOnlyAnOperatorClears) {
   EXPECT_EQ(resp.alarms_size(), 0);  // nothing left to clear
   EXPECT_TRUE(put("after-disarm").ok());
 }
+
+// etcd's Defragment answers on every engine; in memory nothing holds dead
+// space, and Status reports one size for the database and its part in use.
+TEST_F(EtcdServicesTest, DefragmentAnswersAsEtcdsDoes) {
+  Start();
+  Put("k", std::string(1000, 'v'));
+  grpc::ClientContext ctx;
+  pb::DefragmentResponse resp;
+  grpc::Status s = maintenance_->Defragment(&ctx, pb::DefragmentRequest(), &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.header().member_id(), 1u);
+  grpc::ClientContext status_ctx;
+  pb::StatusResponse st;
+  ASSERT_TRUE(maintenance_->Status(&status_ctx, pb::StatusRequest(), &st).ok());
+  EXPECT_EQ(st.dbsize(), st.dbsizeinuse());
+  EXPECT_GT(st.dbsize(), 1000);
+}
+
+#ifdef RAFTKV_HAVE_ROCKSDB
+// On RocksDB, deleted keys and compacted revisions hold their space until
+// the store is compacted: Status' dbSize shows it, and Defragment frees it.
+TEST_F(EtcdServicesTest, DefragmentFreesTheSpaceOfDeletedRowsOnRocksDb) {
+  Setup setup;
+  setup.storage_engine = NodeOptions::StorageEngine::kRocksDb;
+  Start(setup);
+  auto status = [&] {
+    grpc::ClientContext ctx;
+    pb::StatusResponse st;
+    EXPECT_TRUE(maintenance_->Status(&ctx, pb::StatusRequest(), &st).ok());
+    return st;
+  };
+  constexpr int kKeys = 2000;
+  constexpr int kValueBytes = 500;  // under the test server's request bound
+  for (int i = 0; i < kKeys; ++i) Put("k" + std::to_string(i), std::string(kValueBytes, 'v'));
+  const int64_t written = status().dbsize();
+  EXPECT_GT(written, kKeys * kValueBytes);
+  for (int i = 0; i < kKeys; ++i) Delete("k" + std::to_string(i));
+  ASSERT_TRUE(Compact(Delete("k0")).ok());
+  const pb::StatusResponse compacted = status();
+  EXPECT_LT(compacted.dbsizeinuse(), 64 << 10) << "what the quota counts falls at once";
+  EXPECT_GE(compacted.dbsize(), written) << "the rows deleted still hold their space";
+  grpc::ClientContext ctx;
+  pb::DefragmentResponse resp;
+  grpc::Status s = maintenance_->Defragment(&ctx, pb::DefragmentRequest(), &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_LT(status().dbsize(), written / 4) << "the store was not compacted";
+  // It goes on working.
+  Put("after", "x");
+  grpc::ClientContext get_ctx;
+  pb::RangeRequest get;
+  get.set_key("after");
+  pb::RangeResponse got;
+  ASSERT_TRUE(kv_etcd_->Range(&get_ctx, get, &got).ok());
+  ASSERT_EQ(got.kvs_size(), 1);
+  EXPECT_EQ(got.kvs(0).value(), "x");
+}
+#endif
 
 }  // namespace
 }  // namespace raftkv

@@ -90,11 +90,15 @@ void EtcdMaintenance::HandleStatus(StatusCall* call) {
   bool learner = true;
   for (uint64_t v : st.voters) learner = learner && v != st.id;
   resp.set_islearner(learner);
-  // etcd's sizes are its database file's; here the state's (StateBytes:
-  // keys, values, history, saved answers), which has no free pages.
+  // etcd's sizes are its database file's and the part of it in use. Here
+  // in use is the state's size (StateBytes: keys, values, history, saved
+  // answers; what the quota counts), and the size is what the RocksDB
+  // engine holds for it, dead rows until compacted away included (the
+  // memory engine has no free pages: the same).
   const KvStateMachine& sm = node_->state_machine();
-  resp.set_dbsize(static_cast<int64_t>(sm.StateBytes()));
-  resp.set_dbsizeinuse(static_cast<int64_t>(sm.StateBytes()));
+  const size_t in_use = sm.StateBytes();
+  resp.set_dbsize(static_cast<int64_t>(sm.persistent() ? sm.StoredBytes() : in_use));
+  resp.set_dbsizeinuse(static_cast<int64_t>(in_use));
   if (st.leader_id == 0) resp.add_errors("etcdserver: no leader");
   for (const KvStateMachine::Alarm& a : sm.Alarms()) {
     resp.add_errors("memberID:" + std::to_string(a.member) + " alarm:" + pb::AlarmType_Name(a.type) + " ");
@@ -155,9 +159,18 @@ void EtcdMaintenance::HandleAlarm(AlarmCall* call) {
                  });
 }
 
+// As etcd's: this member's store is rewritten so that deleted keys and
+// compacted revisions free their space (RocksDB: a full compaction; the
+// memory engine frees it at once, and the log's segments go whole), and the
+// call waits for it, as etcd's does. An administrator's call, one at a time.
 void EtcdMaintenance::HandleDefragment(DefragmentCall* call) {
-  // The state is in memory and the log is in segments removed whole by
-  // compaction: there is no file to defragment.
+  if (defragmenting_.exchange(true)) {
+    return call->FinishWithError(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                              "a defragmentation is already running on this member"));
+  }
+  const Status s = node_->state_machine().CompactStore();
+  defragmenting_.store(false);
+  if (!s.ok()) return call->FinishWithError(ToGrpcStatus(s));
   pb::DefragmentResponse resp;
   FillHeader(resp.mutable_header());
   call->Finish(resp);

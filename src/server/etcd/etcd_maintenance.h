@@ -18,6 +18,8 @@
 // UNIMPLEMENTED.
 #pragma once
 
+#include <atomic>
+
 #include "node/node.h"
 #include "proto/etcd.h"
 #include "server/api/forwarder.h"
@@ -91,6 +93,7 @@ class EtcdMaintenance {
   const ServerOptions options_;
   RaftNode* const node_;
   Forwarder* const forwarder_;
+  std::atomic<bool> defragmenting_{false};  // one Defragment at a time
 };
 
 }  // namespace raftkv
