@@ -8,6 +8,7 @@
 #include <system_error>
 #include <vector>
 
+#include "storage/checkpoint_store.h"
 #include "storage/file_util.h"
 #include "storage/position_name.h"
 #include "storage/rocksdb_backend.h"
@@ -180,7 +181,7 @@ Status FillFromCheckpoint(const std::string& dir, const std::string& path) {
   if (s.ok()) s = file::ListFiles(dir, &names);
   for (const std::string& name : names) {
     if (!s.ok()) break;
-    if (name == "MANIFEST.raftkv") continue;
+    if (name == checkpoint::kManifestName) continue;
     const bool immutable = position_name::IsTableFile(name);
     s = immutable ? file::Link(file::JoinPath(dir, name), file::JoinPath(path, name))
                   : CopyFileSynced(file::JoinPath(dir, name), file::JoinPath(path, name));
