@@ -141,27 +141,31 @@ Status SnapshotManager::OpenFile(uint64_t last_index, uint64_t last_term, std::u
   info.last_index = last_index;
   info.last_term = last_term;
   info.path = file::JoinPath(dir_, SnapshotStore::FileName(last_index, last_term));
-  // A checkpoint is linked aside under store_mu_ and written out as a file
-  // without it: taking and installing snapshots go on meanwhile.
-  const std::string pinned = file::JoinPath(dir_, "ckpt-export.tmp");
   {
     MutexLock lock(&store_mu_);
     if (!IsCheckpoint(last_index, last_term)) return store_->OpenSource(info, out);
-    Status s = checkpoints_->Pin(last_index, last_term, pinned);
-    if (!s.ok()) return s;
   }
   std::unique_ptr<SnapshotStore> exports;
   Status s = SnapshotStore::Open(file::JoinPath(dir_, "export"), &exports);
   std::vector<SnapshotFileInfo> exported;
   if (s.ok()) s = exports->List(&exported);
-  if (s.ok() && !exported.empty() && exported.back().last_index == last_index &&
+  if (!s.ok()) return s;
+  if (!exported.empty() && exported.back().last_index == last_index &&
       exported.back().last_term == last_term) {
-    info = exported.back();  // written out already
-  } else if (s.ok()) {
-    CheckpointContents contents;
-    s = checkpoint::ReadManifest(pinned, &contents);
-    if (s.ok()) s = state_machine_->ExportCheckpoint(pinned, contents.meta, exports.get(), &info);
+    return exports->OpenSource(exported.back(), out);  // written out already
   }
+  // The checkpoint is linked aside under store_mu_ (it fails if the
+  // checkpoint was pruned meanwhile) and written out as a file without it:
+  // taking and installing snapshots go on meanwhile.
+  const std::string pinned = file::JoinPath(dir_, "ckpt-export.tmp");
+  {
+    MutexLock lock(&store_mu_);
+    s = checkpoints_->Pin(last_index, last_term, pinned);
+    if (!s.ok()) return s;
+  }
+  CheckpointContents contents;
+  s = checkpoint::ReadManifest(pinned, &contents);
+  if (s.ok()) s = state_machine_->ExportCheckpoint(pinned, contents.meta, exports.get(), &info);
   const Status unpinned = CheckpointStore::Unpin(pinned);
   LOG_IF(WARNING, !unpinned.ok()) << unpinned.ToString();
   if (!s.ok()) return s;
