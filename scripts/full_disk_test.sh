@@ -31,7 +31,9 @@ stop_cluster_at_exit "$RAFTKV_DATA"
 RAFTKV_BASE_PORT=${RAFTKV_BASE_PORT:-$(free_base_port 14)}
 RAFTKV_METRICS_BASE_PORT=$((RAFTKV_BASE_PORT + 10))
 export RAFTKV_BASE_PORT RAFTKV_METRICS_BASE_PORT
-export RAFTKV_SERVER_FLAGS="--snapshot_entries=0 --snapshot_log_bytes=0"
+# RAFTKV_FULL_DISK_FLAGS: more server flags (ctest full_disk_rocksdb: the
+# on-disk engine, taking checkpoints, so that RocksDB flushes onto the full disk).
+export RAFTKV_SERVER_FLAGS="--snapshot_entries=0 --snapshot_log_bytes=0 ${RAFTKV_FULL_DISK_FLAGS:-}"
 
 step "a cluster of 3 (ports $((RAFTKV_BASE_PORT + 1))-$((RAFTKV_BASE_PORT + 3))), member 3's data on a 16 MiB tmpfs"
 ENDPOINTS=$(bash "$CLUSTER" start 3 | sed -n 's/^ENDPOINTS=//p')

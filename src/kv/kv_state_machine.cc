@@ -175,6 +175,11 @@ ApplyResult KvStateMachine::Apply(const Entry& entry) {
   Command command;
   const bool have_command = Decode(entry, &command, &result);
   WriterLock lock(&mu_);
+  if (abandoned_) {
+    result.ok = false;
+    result.error = "the state machine stopped waiting for its store";
+    return result;
+  }
   BeginPassLocked();
   ApplyInPassLocked(entry, command, have_command, &result);
   EndPassLocked();
@@ -189,7 +194,7 @@ void KvStateMachine::ApplyInPassLocked(const Entry& entry, Command& command, boo
   AddToPassLocked(std::move(batch));
 }
 
-void KvStateMachine::ApplyAll(const std::deque<Entry>& entries, std::vector<ApplyResult>* results) {
+bool KvStateMachine::ApplyAll(const std::deque<Entry>& entries, std::vector<ApplyResult>* results) {
   results->clear();
   results->resize(entries.size());
   // Decoded outside the lock: readers are only blocked for the store update.
@@ -201,6 +206,7 @@ void KvStateMachine::ApplyAll(const std::deque<Entry>& entries, std::vector<Appl
   size_t next = 0;
   while (next < entries.size()) {
     WriterLock lock(&mu_);
+    if (abandoned_) return false;
     BeginPassLocked();
     const size_t first = next;
     do {
@@ -209,7 +215,9 @@ void KvStateMachine::ApplyAll(const std::deque<Entry>& entries, std::vector<Appl
     } while (next < entries.size() && next - first < kMaxPassEntries &&
              pass_->bytes() < kMaxPassBytes);
     EndPassLocked();
+    if (abandoned_) return false;
   }
+  return true;
 }
 
 void KvStateMachine::BeginPassLocked() {
@@ -477,9 +485,55 @@ void KvStateMachine::CollectLocked(Changes* changes, int64_t compacted_before,
 }
 
 void KvStateMachine::WriteLocked(const BackendBatch& batch) {
-  if (batch.empty() || read_only_) return;
-  const Status written = backend_->Write(batch);
-  LOG_IF(FATAL, !written.ok()) << "writing the key-value store failed: " << written.ToString();
+  if (batch.empty() || read_only_ || abandoned_) return;
+  Status written = backend_->Write(batch);
+  if (!written.ok()) UntilWrittenLocked(batch, std::move(written));
+}
+
+void KvStateMachine::UntilWrittenLocked(const BackendBatch& batch, Status error) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point first = Clock::now();
+  uint64_t failures = 0;
+  std::chrono::milliseconds backoff(10);
+  while (!error.ok()) {
+    // IOError: refused (a full disk); Unavailable: the store is resuming.
+    LOG_IF(FATAL, error.code() != Status::Code::kIOError && error.code() != Status::Code::kUnavailable)
+        << "writing the key-value store failed: " << error.ToString();
+    store_write_errors_.fetch_add(1, std::memory_order_relaxed);
+    if (failures++ == 0) {
+      store_stalled_.store(true, std::memory_order_relaxed);
+      LOG(ERROR) << "the key-value store refused a write: " << error.ToString()
+                 << "; this member applies (and acknowledges) nothing and retries until it takes it";
+    }
+    if (!WaitUnlessStopping(backoff)) {
+      abandoned_ = true;
+      store_stalled_.store(false, std::memory_order_relaxed);
+      LOG(WARNING) << "stopping with applied entries the key-value store did not take; the next "
+                      "start applies them again from the log";
+      return;
+    }
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+    error = backend_->Resume();
+    if (error.ok()) error = backend_->Write(batch);
+  }
+  store_stalled_.store(false, std::memory_order_relaxed);
+  LOG(WARNING) << "the key-value store took writes again after " << failures << " refused in "
+               << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - first).count()
+               << " ms";
+}
+
+bool KvStateMachine::WaitUnlessStopping(std::chrono::milliseconds d) {
+  MutexLock lock(&stop_mu_);
+  if (!stop_retrying_) stop_signal_.WaitFor(&stop_mu_, d);
+  return !stop_retrying_;
+}
+
+void KvStateMachine::StopRetrying() {
+  {
+    MutexLock lock(&stop_mu_);
+    stop_retrying_ = true;
+  }
+  stop_signal_.SignalAll();
 }
 
 void KvStateMachine::DropTrimmedLocked(int64_t compacted_before, bool all_rows) {

@@ -51,6 +51,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -122,8 +123,23 @@ class KvStateMachine : public SnapshotTarget {
   // entry). Consecutive entries share an apply pass: their rows are gathered
   // and written with one store Write() (kMaxPassEntries, kMaxPassBytes), the
   // lock held over the pass, so a reader sees the state before or after it.
-  void ApplyAll(const std::deque<Entry>& entries, std::vector<ApplyResult>* results)
+  //
+  // A store that refuses a write (IOError: RocksDB after a flush failed on
+  // a full disk) holds the pass, and the lock, until it takes it: the
+  // write is retried every 10 ms to 1 s, the store resumed first
+  // (KvBackend::Resume); StoreStalled() is true meanwhile. Returns false,
+  // the remaining entries unapplied, only when StopRetrying() ended such a
+  // wait: the state in memory is then ahead of the store, so the state
+  // machine applies and writes nothing more (a restart applies those
+  // entries again from the log). Any other error of the store is fatal.
+  bool ApplyAll(const std::deque<Entry>& entries, std::vector<ApplyResult>* results)
       EXCLUDES(mu_);
+  // Ends a wait for the store (above) and every later one; for shutdown.
+  void StopRetrying() EXCLUDES(stop_mu_);
+  // True while an apply waits for the store to take its write.
+  bool StoreStalled() const { return store_stalled_.load(std::memory_order_relaxed); }
+  // Writes the store refused (each retried).
+  uint64_t StoreWriteErrors() const { return store_write_errors_.load(std::memory_order_relaxed); }
   static constexpr size_t kMaxPassEntries = 64;
   static constexpr size_t kMaxPassBytes = 1 << 20;
 
@@ -371,9 +387,13 @@ class KvStateMachine : public SnapshotTarget {
   // `compacted_before`, planned on `before`, the state before the entry.
   void CollectLocked(Changes* changes, int64_t compacted_before, const BackendView& before,
                      BackendBatch* batch) REQUIRES(mu_);
-  // Writes `batch`; fatal when the store refuses it (the memory engine
-  // cannot), as a state that cannot be written cannot be applied alike.
+  // Writes `batch`, waiting while the store refuses it with an IOError
+  // (ApplyAll); fatal on any other error, as a state that cannot be written
+  // cannot be applied alike. Nothing once abandoned_.
   void WriteLocked(const BackendBatch& batch) REQUIRES(mu_);
+  void UntilWrittenLocked(const BackendBatch& batch, Status error) REQUIRES(mu_);
+  // Waits `d`; false when StopRetrying() was called.
+  bool WaitUnlessStopping(std::chrono::milliseconds d) EXCLUDES(stop_mu_);
   // Deletes the revisions the window dropped since `compacted_before`;
   // with `all_rows`, a persistent store also gets every state row.
   void DropTrimmedLocked(int64_t compacted_before, bool all_rows = false) REQUIRES(mu_);
@@ -444,6 +464,14 @@ class KvStateMachine : public SnapshotTarget {
   bool config_changed_ GUARDED_BY(mu_) = false;
   std::set<std::pair<uint64_t, uint32_t>> alarms_ GUARDED_BY(mu_);  // (member, type)
   std::function<void(const Entry&)> apply_hook_ GUARDED_BY(mu_);  // tests only
+  // A wait for the store was stopped with a pass unwritten: the state in
+  // memory is ahead of the store; nothing is applied or written any more.
+  bool abandoned_ GUARDED_BY(mu_) = false;
+  Mutex stop_mu_ ACQUIRED_AFTER(mu_);
+  CondVar stop_signal_;
+  bool stop_retrying_ GUARDED_BY(stop_mu_) = false;
+  std::atomic<bool> store_stalled_{false};
+  std::atomic<uint64_t> store_write_errors_{0};
   // During an apply pass: the rows of its entries so far, over the store
   // (what the next entry reads). Null between passes.
   std::shared_ptr<OverlayView> pass_ GUARDED_BY(mu_);

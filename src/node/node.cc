@@ -137,6 +137,7 @@ void RaftNode::Stop() {
   }
   wake_.SignalAll();
   stop_signal_.SignalAll();
+  state_machine_->StopRetrying();  // an apply waiting for its store gives up
   if (io_thread_.joinable()) io_thread_.join();
   if (tick_thread_.joinable()) tick_thread_.join();
   // After the I/O loop (which may be waiting for it to drain): completions
@@ -600,7 +601,9 @@ bool RaftNode::InstallSnapshot(const raft::SnapshotRef& snap, Completions* compl
 
 void RaftNode::ApplyEntries(const std::deque<Entry>& committed, Completions* completions) {
   std::vector<ApplyResult> results;
-  state_machine_->ApplyAll(committed, &results);
+  // False only when Stop() ended a wait for the store: the entries are not
+  // applied, and Stop() fails their calls.
+  if (!state_machine_->ApplyAll(committed, &results)) return;
   metrics_.applied_entries.fetch_add(results.size(), std::memory_order_relaxed);
   if (apply_observer_) apply_observer_();
   MutexLock lock(&mu_);

@@ -161,7 +161,8 @@ void RenderReplication(ExpositionWriter& w, const NodeStatus& st) {
 }
 
 // The node's counters and its proposal rate.
-void RenderCounters(ExpositionWriter& w, const NodeMetrics& m, double proposals_per_second) {
+void RenderCounters(ExpositionWriter& w, const NodeMetrics& m, double proposals_per_second,
+                    const ScrapeExtras& x) {
   w.Single("raftkv_proposals_total", "counter",
            "Client commands this member accepted into its log as leader.",
            Load(m.proposals));
@@ -194,13 +195,14 @@ void RenderCounters(ExpositionWriter& w, const NodeMetrics& m, double proposals_
            "Snapshots this member failed to write (its log is kept and grows meanwhile).",
            Load(m.snapshot_failures));
   w.Single("raftkv_storage_errors_total", "counter",
-           "Writes of the hard state or the log the disk refused (full, or an I/O error); each "
-           "is retried.",
-           Load(m.storage_errors));
+           "Writes of the hard state, the log or the key-value store the disk refused (full, or "
+           "an I/O error); each is retried.",
+           Load(m.storage_errors) + D(x.store_write_errors));
   w.Single("raftkv_storage_stalled", "gauge",
            "1 while this member waits to retry a write the disk refused: it acknowledges "
-           "nothing, answers no peer and, as leader, sends no heartbeat meanwhile.",
-           Load(m.storage_stalled));
+           "nothing meanwhile; while the log or hard state waits it also answers no peer and, as "
+           "leader, sends no heartbeat.",
+           (Load(m.storage_stalled) != 0 || x.store_stalled) ? 1 : 0);
   w.Single("raftkv_snapshots_sent_total", "counter",
            "InstallSnapshot sends this member decided on as leader (a follower needed compacted "
            "entries; a repeat while the transfer to that peer still runs counts again).",
@@ -256,7 +258,7 @@ std::string RenderNodeMetrics(const NodeStatus& st, const NodeMetrics& m,
   RenderRaftState(w, st);
   RenderStoreState(w, st, m, x);
   RenderReplication(w, st);
-  RenderCounters(w, m, proposals_per_second);
+  RenderCounters(w, m, proposals_per_second, x);
   RenderHistograms(w, m);
   if (x.server != nullptr) x.server->Render(&w);  // the gRPC server
   if (x.process) RenderProcess(w, *x.process);
@@ -281,6 +283,8 @@ MetricsEndpoint::MetricsEndpoint(RaftNode* node, const ServerMetrics* rpc,
     x.backend_bytes = node_->state_machine().StateBytes();
     x.quota_backend_bytes = node_->quota_backend_bytes();
     x.nospace_alarm = node_->state_machine().NoSpaceAlarm();
+    x.store_write_errors = node_->state_machine().StoreWriteErrors();
+    x.store_stalled = node_->state_machine().StoreStalled();
     x.watchers = rpc_ != nullptr ? rpc_->Watchers() : 0;
     x.snapshot_bytes = DirectoryBytes(node_->snapshot_dir());
     x.server = rpc_;

@@ -30,6 +30,8 @@ struct ScrapeExtras {
   uint64_t backend_bytes = 0;       // KvStateMachine::StateBytes
   int64_t quota_backend_bytes = 0;  // <= 0: no quota
   bool nospace_alarm = false;       // a NOSPACE alarm is raised (on any member)
+  uint64_t store_write_errors = 0;  // KvStateMachine::StoreWriteErrors
+  bool store_stalled = false;       // KvStateMachine::StoreStalled
   uint64_t watchers = 0;        // of the running gRPC server
   uint64_t snapshot_bytes = 0;  // the files in the snapshot directory
   const ServerMetrics* server = nullptr;  // null: no raftkv_grpc_* families

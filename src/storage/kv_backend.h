@@ -152,6 +152,13 @@ class KvBackend {
   // The error that stopped background work (RocksDB: a failed flush or
   // compaction; writes then fail too), or OK.
   virtual Status BackgroundError() const = 0;
+  // Clears the background error once what caused it is gone (RocksDB:
+  // DB::Resume, which retries the failed flush), so that writes are taken
+  // again; OK when there was none, IOError while the cause remains,
+  // Unavailable while the engine resumes on its own, FailedPrecondition when
+  // it never will (RocksDB after an I/O error it cannot retry). An engine
+  // without background work has nothing to resume.
+  virtual Status Resume() { return Status::OK(); }
   // Reads every stored block, checking its checksum (RocksDB); an engine
   // with nothing on disk has nothing to check.
   virtual Status VerifyChecksums() const { return Status::OK(); }

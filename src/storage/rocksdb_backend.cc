@@ -1,9 +1,11 @@
 #include "storage/rocksdb_backend.h"
 
+#include <chrono>
 #include <cinttypes>
 #include <cstdarg>
 #include <cstdio>
 #include <map>
+#include <thread>
 #include <vector>
 #include <utility>
 
@@ -143,6 +145,10 @@ class RocksDbBackend::ErrorListener final : public rocksdb::EventListener {
     MutexLock lock(&mu_);
     return error_;
   }
+  void Clear() {
+    MutexLock lock(&mu_);
+    error_ = Status::OK();
+  }
 
  private:
   mutable Mutex mu_;
@@ -223,7 +229,22 @@ std::shared_ptr<const BackendView> RocksDbBackend::View() const {
 Status RocksDbBackend::Flush() {
   rocksdb::FlushOptions options;
   options.wait = true;
-  return FromRocksDb(db_->Flush(options), "Flush");
+  Status s = FromRocksDb(db_->Flush(options), "Flush");
+  // Once RocksDB before 8.8 has resumed after a background error, a waiting
+  // flush returns as soon as it is scheduled (ErrorHandler::ClearBGError
+  // leaves the database marked stopped, and WaitForFlushMemTables then does
+  // not wait): the memtables are waited for here, until none is left to
+  // write (StoreStallRocksDbTest).
+  uint64_t unflushed = 0;
+  while (s.ok()) {
+    if (!db_->GetIntProperty(rocksdb::DB::Properties::kNumImmutableMemTable, &unflushed)) {
+      return Status::Internal("Flush: RocksDB does not report its unflushed memtables");
+    }
+    if (unflushed == 0) break;
+    s = errors_->error();
+    if (s.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return s;
 }
 
 Status RocksDbBackend::CompactAll() {
@@ -286,5 +307,18 @@ BackendStats RocksDbBackend::Stats() const {
 }
 
 Status RocksDbBackend::BackgroundError() const { return errors_->error(); }
+
+Status RocksDbBackend::Resume() {
+  const rocksdb::Status s = db_->Resume();
+  if (!s.ok() && s.severity() > rocksdb::Status::Severity::kHardError) {
+    // RocksDB resumes after a full disk (NoSpace: a hard error), never after
+    // a failed write it cannot retry (EIO): what is on disk is all there is.
+    return Status::FailedPrecondition("the key-value store cannot resume after " + s.ToString() +
+                                      "; restart the member to recover from its disk");
+  }
+  if (!s.ok()) return FromRocksDb(s, "resuming after a background error");
+  errors_->Clear();  // a resume we asked for need not tell the listener
+  return Status::OK();
+}
 
 }  // namespace raftkv

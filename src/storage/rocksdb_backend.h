@@ -72,6 +72,7 @@ class RocksDbBackend final : public KvBackend {
   // it lets go of the memtables flushed since (rocksdb_backend.cc).
   static constexpr int kIteratorRenewSteps = 4096;
   Status BackgroundError() const override;
+  Status Resume() override;
   Status VerifyChecksums() const override;
   Status CompactAll() override;
   // Expires once the database is closed: the backend and every view of it

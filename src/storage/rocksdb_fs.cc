@@ -14,8 +14,12 @@ using rocksdb::IOOptions;
 using rocksdb::IOStatus;
 using rocksdb::Slice;
 
+// A failure the interposer made up that names ENOSPC is NoSpace, as RocksDB's
+// own file system reports a full disk (RocksDB can resume after that one).
 IOStatus ToIOStatus(const Status& s) {
-  return s.ok() ? IOStatus::OK() : IOStatus::IOError(s.ToString());
+  if (s.ok()) return IOStatus::OK();
+  if (s.ToString().find("No space left on device") != std::string::npos) return IOStatus::NoSpace(s.ToString());
+  return IOStatus::IOError(s.ToString());
 }
 
 // Runs `real` (RocksDB's own call) as the op of the interposed `call`.

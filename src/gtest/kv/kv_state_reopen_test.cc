@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "gtest/common/temp_dir.h"
+#include "gtest/kv/kept_store.h"
 #include "gtest/kv/txn_ops.h"
 #include "kv/kv_state_machine.h"
 #include "storage/memory_backend.h"
@@ -32,25 +33,7 @@ namespace {
 using testing_txn::Cmp;
 using testing_txn::DelOp;
 using testing_txn::PutOp;
-
-// The memory engine behind a persistent() front: the store outlives the
-// state machine, and every write is kept, as if flushed.
-class KeptMemoryStore final : public KvBackend {
- public:
-  explicit KeptMemoryStore(std::shared_ptr<MemoryBackend> mem) : mem_(std::move(mem)) {}
-  Status Write(const BackendBatch& batch) override { return mem_->Write(batch); }
-  std::shared_ptr<const BackendView> View() const override { return mem_->View(); }
-  Status Flush() override { return Status::OK(); }
-  bool persistent() const override { return true; }
-  Status Checkpoint(const std::string& dir, CheckpointManifest* out) override {
-    return mem_->Checkpoint(dir, out);
-  }
-  BackendStats Stats() const override { return mem_->Stats(); }
-  Status BackgroundError() const override { return Status::OK(); }
-
- private:
-  const std::shared_ptr<MemoryBackend> mem_;
-};
+using testing_kv::KeptMemoryStore;
 
 std::string Describe(const ApplyResult& r) {
   std::string out = "ok=" + std::to_string(r.ok) + " err=" + r.error + " existed=" + std::to_string(r.existed) +

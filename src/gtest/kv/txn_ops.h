@@ -18,14 +18,19 @@
 namespace raftkv {
 namespace testing_txn {
 
-// Applies `c` to `sm` as the next committed entry (*index: the last one).
-inline ApplyResult ApplyNext(KvStateMachine* sm, uint64_t* index, const Command& c) {
+// `c` as the committed entry at `index` (term 1).
+inline Entry CommandAt(uint64_t index, const Command& c) {
   Entry e;
   e.set_term(1);
-  e.set_index(++*index);
+  e.set_index(index);
   e.set_type(ENTRY_COMMAND);
   e.set_data(c.SerializeAsString());
-  return sm->Apply(e);
+  return e;
+}
+
+// Applies `c` to `sm` as the next committed entry (*index: the last one).
+inline ApplyResult ApplyNext(KvStateMachine* sm, uint64_t* index, const Command& c) {
+  return sm->Apply(CommandAt(++*index, c));
 }
 
 // Restores `copy` from a snapshot file of `from`, after checking the whole
