@@ -230,7 +230,7 @@ Status RocksDbBackend::Flush() {
   rocksdb::FlushOptions options;
   options.wait = true;
   Status s = FromRocksDb(db_->Flush(options), "Flush");
-  // Once RocksDB before 8.8 has resumed after a background error, a waiting
+  // Once RocksDB before 8.9 has resumed after a background error, a waiting
   // flush returns as soon as it is scheduled (ErrorHandler::ClearBGError
   // leaves the database marked stopped, and WaitForFlushMemTables then does
   // not wait): the memtables are waited for here, until none is left to
