@@ -31,9 +31,9 @@ stop_cluster_at_exit "$RAFTKV_DATA"
 RAFTKV_BASE_PORT=${RAFTKV_BASE_PORT:-$(free_base_port 14)}
 RAFTKV_METRICS_BASE_PORT=$((RAFTKV_BASE_PORT + 10))
 export RAFTKV_BASE_PORT RAFTKV_METRICS_BASE_PORT
-# RAFTKV_FULL_DISK_FLAGS: more server flags (e.g. "--storage_engine=rocksdb
-# --snapshot_entries=8": checkpoints flushed onto the full disk; not in CI,
-# RocksDB 7.8 can abort there, doc/on-disk-store.md section 4).
+# RAFTKV_FULL_DISK_FLAGS: more server flags (ctest full_disk passes
+# "--storage_engine=rocksdb --snapshot_entries=8" when RocksDB is built:
+# checkpoints flushed onto the full disk).
 export RAFTKV_SERVER_FLAGS="--snapshot_entries=0 --snapshot_log_bytes=0 ${RAFTKV_FULL_DISK_FLAGS:-}"
 
 step "a cluster of 3 (ports $((RAFTKV_BASE_PORT + 1))-$((RAFTKV_BASE_PORT + 3))), member 3's data on a 16 MiB tmpfs"

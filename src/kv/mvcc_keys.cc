@@ -187,6 +187,19 @@ std::string ResultKey(uint64_t client_id, uint64_t sequence) {
   return out;
 }
 
+size_t InsertGroupPrefix(std::string_view encoded) {
+  if (encoded.empty()) return 0;
+  switch (encoded[0]) {
+    case kHistoryPrefix:
+    case kMetaPrefix:
+    case kSessionPrefix:
+    case kResultPrefix:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 std::string MetaKey(std::string_view name) {
   std::string out = WithPrefix(kMetaPrefix);
   out.append(name);

@@ -74,5 +74,14 @@ std::string SessionKey(uint64_t client_id);
 std::string ResultKey(uint64_t client_id, uint64_t sequence);
 std::string MetaKey(std::string_view name);
 
+// How the rows are written, for a store that can keep an insert position per
+// group of keys (RocksDB's memtable hints): the length of the prefix of
+// `encoded` that names its group, or 0 for a key written at no predictable
+// place. History rows are written in revision order, metadata rows over and
+// over, session rows and saved answers near the last ones written (the
+// clients' are few and close together): one group each, by the first byte.
+// Versions are not grouped: they go where the client's keys put them.
+size_t InsertGroupPrefix(std::string_view encoded);
+
 }  // namespace mvcc
 }  // namespace raftkv

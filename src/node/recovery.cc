@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "common/elapsed.h"
+#include "kv/mvcc_keys.h"
 #include "raft/core/membership.h"
 #include "storage/bootstrap_file.h"
 #ifdef RAFTKV_HAVE_ROCKSDB
@@ -165,7 +166,9 @@ Status OpenStateMachine(const NodeOptions& options, RecoveredState* r) {
 #ifdef RAFTKV_HAVE_ROCKSDB
     std::unique_ptr<RocksDbStoreDir> dir;
     std::unique_ptr<KvBackend> current;
-    Status s = RocksDbStoreDir::Open(options.data_dir, &dir, &current);
+    RocksDbBackend::Options store_options;
+    store_options.insert_group_prefix = mvcc::InsertGroupPrefix;
+    Status s = RocksDbStoreDir::Open(options.data_dir, &dir, &current, store_options);
     if (s.ok()) s = KvStateMachine::Open(std::move(current), &r->state_machine);
     if (!s.ok()) return Status(s.code(), "key-value store in " + options.data_dir + ": " + s.message());
     r->state_machine->SetBackendFactory(dir.get());

@@ -1,24 +1,30 @@
 #include "storage/rocksdb_backend.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cinttypes>
 #include <cstdarg>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <thread>
-#include <vector>
 #include <utility>
+#include <vector>
 
+#include <glog/logging.h>
 #include <rocksdb/db.h>
 #include <rocksdb/file_checksum.h>
 #include <rocksdb/listener.h>
 #include <rocksdb/options.h>
+#include <rocksdb/slice_transform.h>
 #include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
 
 #include "common/mutex.h"
 #include "storage/file_util.h"
 #include "storage/rocksdb_fs.h"
+#include "storage/rocksdb_info_log.h"
 
 namespace raftkv {
 namespace {
@@ -128,6 +134,7 @@ class DiscardingLogger final : public rocksdb::Logger {
   void Logv(const char*, va_list) override {}
 };
 
+
 }  // namespace
 
 // Keeps the last background error RocksDB reported, until it recovers.
@@ -155,6 +162,62 @@ class RocksDbBackend::ErrorListener final : public rocksdb::EventListener {
   Status error_ GUARDED_BY(mu_);
 };
 
+// The prefix a memtable insert hint is kept for (Options::insert_group_prefix).
+//
+// RocksDB before 9.2.1 keeps one map of hints for the two lists of a
+// memtable, the point writes' and the range deletions': a DeleteRange whose
+// start key is in a group is inserted at a position taken from the other
+// list (an assertion in builds with them, a broken memtable without; fixed
+// upstream by #12558). While a write with range deletions runs, their start
+// keys are in no group (RangeDeletes), so they go in without a hint.
+class RocksDbBackend::GroupPrefix final : public rocksdb::SliceTransform {
+ public:
+  explicit GroupPrefix(std::function<size_t(std::string_view)> prefix)
+      : prefix_(std::move(prefix)) {}
+  const char* Name() const override { return "raftkv.InsertGroupPrefix"; }
+  rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
+    return rocksdb::Slice(key.data(), std::min(key.size(), prefix_(Of(key))));
+  }
+  bool InDomain(const rocksdb::Slice& key) const override {
+    if (range_writes_.load(std::memory_order_acquire) > 0) {
+      MutexLock lock(&mu_);
+      if (range_starts_.count(std::string(Of(key))) > 0) return false;
+    }
+    return prefix_(Of(key)) > 0;
+  }
+
+  // Keeps `starts` out of every group while it lives.
+  class RangeDeletes {
+   public:
+    RangeDeletes(GroupPrefix* groups, std::vector<std::string> starts)
+        : groups_(groups), starts_(std::move(starts)) {
+      if (groups_ == nullptr || starts_.empty()) return;
+      MutexLock lock(&groups_->mu_);
+      for (const std::string& k : starts_) groups_->range_starts_.insert(k);
+      groups_->range_writes_.fetch_add(1, std::memory_order_release);
+    }
+    ~RangeDeletes() {
+      if (groups_ == nullptr || starts_.empty()) return;
+      MutexLock lock(&groups_->mu_);
+      for (const std::string& k : starts_) groups_->range_starts_.erase(groups_->range_starts_.find(k));
+      groups_->range_writes_.fetch_sub(1, std::memory_order_release);
+    }
+    RangeDeletes(const RangeDeletes&) = delete;
+    RangeDeletes& operator=(const RangeDeletes&) = delete;
+
+   private:
+    GroupPrefix* const groups_;
+    const std::vector<std::string> starts_;
+  };
+
+ private:
+  static std::string_view Of(const rocksdb::Slice& key) { return {key.data(), key.size()}; }
+  const std::function<size_t(std::string_view)> prefix_;
+  std::atomic<int> range_writes_{0};
+  mutable Mutex mu_;
+  std::multiset<std::string> range_starts_ GUARDED_BY(mu_);
+};
+
 Status RocksDbBackend::Open(const std::string& dir, const Options& options,
                             std::unique_ptr<RocksDbBackend>* out) {
   if (options.create_if_missing && !options.read_only) {
@@ -169,11 +232,32 @@ Status RocksDbBackend::Open(const std::string& dir, const Options& options,
   db_options.create_if_missing = options.create_if_missing && !options.read_only;
   db_options.avoid_flush_during_shutdown = !options.flush_on_close || options.read_only;
   db_options.listeners.push_back(errors);
+  std::shared_ptr<GroupPrefix> groups;
+  if (options.insert_group_prefix && !options.read_only) {
+    groups = std::make_shared<GroupPrefix>(options.insert_group_prefix);
+    // The memtable ignores hints in concurrent inserts, which gain nothing
+    // with one writer (the apply thread).
+    db_options.allow_concurrent_memtable_write = false;
+    db_options.memtable_insert_with_hint_prefix_extractor = groups;
+  }
   db_options.env = InterposedEnv();
   // Every SST file's CRC-32C, computed as it is written: a checkpoint's
   // manifest takes them from here instead of reading the files.
   db_options.file_checksum_gen_factory = rocksdb::GetFileChecksumGenCrc32cFactory();
-  if (options.read_only) db_options.info_log = std::make_shared<DiscardingLogger>();
+  if (options.read_only) {
+    db_options.info_log = std::make_shared<DiscardingLogger>();
+  } else {
+    // Not RocksDB's own info log: on a full disk its next line after a
+    // failed write aborts the process (storage/rocksdb_info_log.h).
+    std::shared_ptr<RocksDbInfoLog> log;
+    Status opened = RocksDbInfoLog::Open(dir, RocksDbInfoLog::kDefaultMaxBytes, &log);
+    if (opened.ok()) {
+      db_options.info_log = std::move(log);
+    } else {
+      LOG(WARNING) << "RocksDB's informational log in " << dir << " is off: " << opened;
+      db_options.info_log = std::make_shared<DiscardingLogger>();
+    }
+  }
   rocksdb::DB* raw = nullptr;
   const rocksdb::Status s = options.read_only ? rocksdb::DB::OpenForReadOnly(db_options, dir, &raw)
                                              : rocksdb::DB::Open(db_options, dir, &raw);
@@ -182,7 +266,7 @@ Status RocksDbBackend::Open(const std::string& dir, const Options& options,
     d->Close();  // flushes unless avoid_flush_during_shutdown; its error is the next open's
     delete d;
   });
-  out->reset(new RocksDbBackend(std::move(db), std::move(errors)));
+  out->reset(new RocksDbBackend(std::move(db), std::move(errors), std::move(groups)));
   return Status::OK();
 }
 
@@ -200,25 +284,31 @@ Status RocksDbBackend::VerifyChecksums() const {
 }
 
 RocksDbBackend::RocksDbBackend(std::shared_ptr<rocksdb::DB> db,
-                               std::shared_ptr<ErrorListener> errors)
-    : db_(std::move(db)), errors_(std::move(errors)) {}
+                               std::shared_ptr<ErrorListener> errors,
+                               std::shared_ptr<GroupPrefix> groups)
+    : db_(std::move(db)), errors_(std::move(errors)), groups_(std::move(groups)) {}
 
 RocksDbBackend::~RocksDbBackend() = default;
 
 Status RocksDbBackend::Write(const BackendBatch& batch) {
   rocksdb::WriteBatch wb;
   rocksdb::Status s;
+  std::vector<std::string> range_starts;
   for (const BackendBatch::Op& op : batch.ops()) {
     switch (op.type) {
       case BackendBatch::OpType::kPut: s = wb.Put(op.key, op.value); break;
       case BackendBatch::OpType::kDelete: s = wb.Delete(op.key); break;
-      case BackendBatch::OpType::kDeleteRange: s = wb.DeleteRange(op.key, op.value); break;
+      case BackendBatch::OpType::kDeleteRange:
+        s = wb.DeleteRange(op.key, op.value);
+        if (groups_ != nullptr) range_starts.push_back(op.key);
+        break;
     }
     if (!s.ok()) return FromRocksDb(s, "building a write batch");
   }
   rocksdb::WriteOptions options;
   options.disableWAL = true;  // the Raft log is the WAL
   options.sync = false;
+  const GroupPrefix::RangeDeletes ungrouped(groups_.get(), std::move(range_starts));
   return FromRocksDb(db_->Write(options, &wb), "Write");
 }
 

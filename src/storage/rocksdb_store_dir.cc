@@ -56,8 +56,9 @@ std::string RocksDbStoreDir::current() const {
 }
 
 Status RocksDbStoreDir::Open(const std::string& data_dir, std::unique_ptr<RocksDbStoreDir>* dir,
-                             std::unique_ptr<KvBackend>* current) {
-  std::unique_ptr<RocksDbStoreDir> d(new RocksDbStoreDir(data_dir));
+                             std::unique_ptr<KvBackend>* current,
+                             const RocksDbBackend::Options& options) {
+  std::unique_ptr<RocksDbStoreDir> d(new RocksDbStoreDir(data_dir, options));
   const std::string path = file::JoinPath(data_dir, kCurrentFile);
   file::File f;
   bool missing = false;
@@ -99,7 +100,7 @@ Status RocksDbStoreDir::Open(const std::string& data_dir, std::unique_ptr<RocksD
 
 Status RocksDbStoreDir::OpenStore(const std::string& name, std::unique_ptr<KvBackend>* out) {
   std::unique_ptr<RocksDbBackend> db;
-  Status s = RocksDbBackend::Open(file::JoinPath(data_dir_, name), RocksDbBackend::Options(), &db);
+  Status s = RocksDbBackend::Open(file::JoinPath(data_dir_, name), options_, &db);
   if (!s.ok()) return s;
   {
     MutexLock lock(&mu_);

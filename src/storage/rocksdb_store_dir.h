@@ -18,6 +18,7 @@
 
 #include "common/mutex.h"
 #include "storage/kv_backend.h"
+#include "storage/rocksdb_backend.h"
 
 namespace raftkv {
 
@@ -27,8 +28,10 @@ class RocksDbStoreDir final : public KvBackendFactory {
   // an empty one (and KV_CURRENT) when there is none, and removes the other
   // kv-* directories. Corruption, naming the file, when KV_CURRENT names no
   // store.
+  // `options` are those every store of the directory is opened with.
   static Status Open(const std::string& data_dir, std::unique_ptr<RocksDbStoreDir>* dir,
-                     std::unique_ptr<KvBackend>* current);
+                     std::unique_ptr<KvBackend>* current,
+                     const RocksDbBackend::Options& options = RocksDbBackend::Options());
 
   Status Create(uint64_t index, uint64_t term, std::unique_ptr<KvBackend>* out) override;
   Status Commit(uint64_t index, uint64_t term) override;
@@ -44,7 +47,8 @@ class RocksDbStoreDir final : public KvBackendFactory {
   static std::string StoreName(uint64_t index, uint64_t term);
 
  private:
-  explicit RocksDbStoreDir(std::string data_dir) : data_dir_(std::move(data_dir)) {}
+  RocksDbStoreDir(std::string data_dir, const RocksDbBackend::Options& options)
+      : data_dir_(std::move(data_dir)), options_(options) {}
   Status OpenStore(const std::string& name, std::unique_ptr<KvBackend>* out);
   // Reserves the name of a store being created (Create, CreateFromCheckpoint).
   Status BeginCreate(const std::string& name, uint64_t index, uint64_t term);
@@ -54,6 +58,7 @@ class RocksDbStoreDir final : public KvBackendFactory {
                     std::unique_ptr<KvBackend>* out);
 
   const std::string data_dir_;
+  const RocksDbBackend::Options options_;
   mutable Mutex mu_;
   std::string current_ GUARDED_BY(mu_);
   // The stores opened by this process, by name: a replaced one is removed

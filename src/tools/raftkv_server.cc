@@ -737,6 +737,10 @@ static int Serve(int argc, char** argv) {
     std::filesystem::create_directories(FLAGS_log_dir, ec);
   }
   google::InitGoogleLogging(argv[0]);
+  // A crash (SIGSEGV, SIGABRT from a failed assertion in a library...) prints
+  // its stack to stderr. It also catches SIGTERM, but the signal_set below
+  // takes SIGTERM and SIGINT back for the graceful stop.
+  google::InstallFailureSignalHandler();
   RaiseOpenFileLimit();
   raftkv::InitGrpcRuntime();
   if (argc > 1) return Fail(std::string("unexpected argument '") + argv[1] + "'");

@@ -20,6 +20,7 @@
 
 #include "gtest/common/temp_dir.h"
 #include "gtest/kv/kept_store.h"
+#include "gtest/kv/store_options.h"
 #include "gtest/kv/txn_ops.h"
 #include "kv/kv_state_machine.h"
 #include "storage/memory_backend.h"
@@ -207,7 +208,7 @@ class KvStateReopenTest : public testing::TestWithParam<std::string> {
       }
 #ifdef RAFTKV_HAVE_ROCKSDB
       std::unique_ptr<RocksDbBackend> db;
-      Status s = RocksDbBackend::Open(test_->dir_.path() + "/" + Name(index, term), RocksDbBackend::Options(), &db);
+      Status s = RocksDbBackend::Open(test_->dir_.path() + "/" + Name(index, term), testing_kv::StoreOptions(), &db);
       if (s.ok()) *out = std::move(db);
       return s;
 #else
@@ -243,8 +244,7 @@ class KvStateReopenTest : public testing::TestWithParam<std::string> {
       store = std::make_unique<KeptMemoryStore>(mem_);
     } else {
 #ifdef RAFTKV_HAVE_ROCKSDB
-      RocksDbBackend::Options options;
-      options.flush_on_close = !crash_loses_unflushed;
+      const RocksDbBackend::Options options = testing_kv::StoreOptions(!crash_loses_unflushed);
       std::unique_ptr<RocksDbBackend> db;
       const Status s = RocksDbBackend::Open(dir_.path() + "/" + db_name_, options, &db);
       ASSERT_TRUE(s.ok()) << s.ToString();

@@ -165,6 +165,19 @@ TEST(MvccKeysTest, MalformedVersionKeysAreRefused) {
   }
 }
 
+// History, metadata, session and answer rows are grouped by their first
+// byte; versions, leases and their keys are in no group.
+TEST(MvccKeysTest, InsertGroupsAreTheRowsWrittenInOrderOrOverAgain) {
+  EXPECT_EQ(InsertGroupPrefix(HistoryKey(12, 0)), 1u);
+  EXPECT_EQ(InsertGroupPrefix(MetaKey("state")), 1u);
+  EXPECT_EQ(InsertGroupPrefix(SessionKey(3)), 1u);
+  EXPECT_EQ(InsertGroupPrefix(ResultKey(3, 9)), 1u);
+  EXPECT_EQ(InsertGroupPrefix(VersionKey("k", 5, 0)), 0u);
+  EXPECT_EQ(InsertGroupPrefix(LeaseKey(4)), 0u);
+  EXPECT_EQ(InsertGroupPrefix(LeaseAttachKey(4, "k")), 0u);
+  EXPECT_EQ(InsertGroupPrefix(""), 0u);
+}
+
 }  // namespace
 }  // namespace mvcc
 }  // namespace raftkv

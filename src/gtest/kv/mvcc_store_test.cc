@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "gtest/common/temp_dir.h"
+#include "gtest/kv/store_options.h"
 #include "kv/mvcc_keys.h"
 #include "storage/memory_backend.h"
 #ifdef RAFTKV_HAVE_ROCKSDB
@@ -87,7 +88,7 @@ class MvccStoreTest : public testing::TestWithParam<std::string> {
     }
 #ifdef RAFTKV_HAVE_ROCKSDB
     std::unique_ptr<RocksDbBackend> db;
-    const Status s = RocksDbBackend::Open(dir_.path() + "/db" + std::to_string(opens_++), RocksDbBackend::Options(), &db);
+    const Status s = RocksDbBackend::Open(dir_.path() + "/db" + std::to_string(opens_++), testing_kv::StoreOptions(), &db);
     ASSERT_TRUE(s.ok()) << s.ToString();
     backend_ = std::move(db);
 #endif
