@@ -645,6 +645,7 @@ void RaftNode::TickLoop() {
       if (raft_.HasReady()) wake_.Signal();
     }
     RunAll(&completions);
+    MaybeHandOverStalledLeadership(Clock::now());
     if (leaderless_changed) {
       if (leaderless_) {
         LOG(WARNING) << "member " << options_.id << " has heard from no leader for "
@@ -658,6 +659,63 @@ void RaftNode::TickLoop() {
     const auto now = Clock::now();
     if (next < now) next = now + period;  // we fell behind (e.g. SIGSTOP): don't burst
   }
+}
+
+void RaftNode::MaybeHandOverStalledLeadership(Clock::time_point now) {
+  if (!state_machine_->StoreStalled()) {
+    store_stalled_since_ = Clock::time_point();
+    stall_handovers_ = 0;
+    return;
+  }
+  if (store_stalled_since_ == Clock::time_point()) store_stalled_since_ = now;
+  const auto election_timeout =
+      std::chrono::milliseconds(int64_t{options_.core.tick_ms} * options_.core.election_ticks);
+  if (now - store_stalled_since_ < election_timeout) return;
+  // Again after 4 election timeouts, then 8, ... up to 64, while it lasts.
+  if (stall_handovers_ > 0 &&
+      now - last_stall_handover_ < (4 << std::min(stall_handovers_ - 1, 4)) * election_timeout) {
+    return;
+  }
+  uint64_t target = 0;
+  {
+    MutexLock lock(&mu_);
+    if (stopping_ || raft_.role() != raft::Role::kLeader) return;
+    target = MostUpToDateVoterLocked();
+  }
+  last_stall_handover_ = now;
+  ++stall_handovers_;
+  const uint64_t id = options_.id;
+  if (target == 0) {
+    LOG(WARNING) << "member " << id << " leads, but its key-value store refuses writes and no "
+                 << "voter is replicating to take over: it keeps leading and acknowledges nothing";
+    return;
+  }
+  // It commits but cannot apply, so it acknowledges nothing: another voter
+  // can serve while this one waits for room.
+  LOG(WARNING) << "member " << id << " leads, but its key-value store refuses writes: it hands "
+               << "leadership to member " << target;
+  TransferLeadership(target, now + election_timeout, [id, target](Outcome out) {
+    if (!out.status.ok()) {
+      LOG(WARNING) << "member " << id << " could not hand leadership to member " << target
+                   << ": " << out.status.message();
+    }
+  });
+}
+
+uint64_t RaftNode::MostUpToDateVoterLocked() const {
+  if (raft_.role() != raft::Role::kLeader) return 0;
+  uint64_t best = 0;
+  uint64_t best_match = 0;
+  for (const MemberConfig& m : raft_.membership().members()) {
+    if (m.id() == options_.id || !m.voter()) continue;
+    const raft::Progress* pr = raft_.ProgressOf(m.id());
+    if (pr == nullptr || pr->state() != raft::Progress::State::kReplicate) continue;
+    if (best == 0 || pr->match() > best_match) {
+      best = m.id();
+      best_match = pr->match();
+    }
+  }
+  return best;
 }
 
 }  // namespace raftkv

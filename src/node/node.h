@@ -225,6 +225,13 @@ class RaftNode {
   RaftNode(const NodeOptions& options, RecoveredState recovered);
   void IoLoop() EXCLUDES(mu_);
   void TickLoop() EXCLUDES(mu_);
+  // On the ticker: a leader whose key-value store has refused writes for an
+  // election timeout hands leadership to its most up-to-date replicating
+  // voter, and tries again less and less often while the stall lasts.
+  void MaybeHandOverStalledLeadership(Clock::time_point now) EXCLUDES(mu_);
+  // The voter other than this one, replicating, with the highest match
+  // index; 0 when there is none (or this member does not lead).
+  uint64_t MostUpToDateVoterLocked() const REQUIRES(mu_);
   // The I/O loop's handling of one Ready (everything but taking it).
   void ProcessReady(raft::Ready& rd, Completions* completions) EXCLUDES(mu_);
   // Ready::snapshot: the state machine and the log restart from the
@@ -290,6 +297,9 @@ class RaftNode {
   std::function<void()> apply_observer_;
   std::function<void(bool, int64_t)> leaderless_observer_;
   bool leaderless_ = false;  // ticker only
+  Clock::time_point store_stalled_since_{};  // ticker only; epoch: not stalled
+  Clock::time_point last_stall_handover_{};  // ticker only
+  int stall_handovers_ = 0;  // ticker only: tried since the store stalled
   ApplyThread apply_;
   std::thread io_thread_;
   std::thread tick_thread_;

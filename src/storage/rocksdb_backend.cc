@@ -407,7 +407,10 @@ Status RocksDbBackend::Resume() {
                                       "; restart the member to recover from its disk");
   }
   if (!s.ok()) return FromRocksDb(s, "resuming after a background error");
-  errors_->Clear();  // a resume we asked for need not tell the listener
+  // RocksDB 7.8 reports the recovery to the listener (OnErrorRecoveryEnd)
+  // before Resume returns; cleared here too, so that a Flush right after
+  // this does not depend on a listener call for the error it waits on.
+  errors_->Clear();
   return Status::OK();
 }
 

@@ -672,6 +672,53 @@ TEST_F(ThreeMemberTest, LeaderWithoutQuorumStepsDown) {
   ASSERT_TRUE(WaitFor([&] { return !IsLeader(*node_); }, 5s)) << "check-quorum never stepped down";
 }
 
+#ifdef RAFTKV_HAVE_ROCKSDB
+// A leader whose key-value store refuses writes (a flush failed on a full
+// disk) while its log still takes them commits but cannot apply: it hands
+// leadership to a caught-up voter (TimeoutNow) instead of leading a cluster
+// that acknowledges nothing. Once there is room, it applies what it held.
+TEST_F(ThreeMemberTest, ALeaderWhoseStoreStallsHandsOverLeadership) {
+  testing_util::FullDisk disk;
+  disk.only_under = dir_.path() + "/kv-";  // the store's files, not the log's
+  testing_util::ScopedInterposer installed(&disk);
+  peers_.set_grant_votes(true);
+  peers_.set_ack_appends(true);
+  NodeOptions options = Options(dir_.path(), 3);
+  options.storage_engine = NodeOptions::StorageEngine::kRocksDb;
+  ASSERT_TRUE(RaftNode::Open(options, &node_).ok());
+  peers_.set_node(node_.get());
+  node_->Start(&peers_);
+  AwaitLeader();
+  ASSERT_TRUE(ProposeSync(node_.get(), PutCommand("before", "1")).status.ok());
+  const auto timeouts_now = [&] {
+    int n = 0;
+    for (const raft::Message& m : peers_.sent()) n += m.type == raft::MessageType::kTimeoutNow;
+    return n;
+  };
+  EXPECT_EQ(timeouts_now(), 0);
+
+  disk.full = true;
+  disk.refuse_creates = true;
+  std::promise<Status> flushed;
+  node_->TakeSnapshot([&](Status s, SnapshotInfo) { flushed.set_value(s); });
+  EXPECT_FALSE(flushed.get_future().get().ok()) << "a snapshot flushed onto a full disk";
+  OutcomeWaiter held;
+  node_->Propose(PutCommand("during", "2"), Clock::now() + 10s, held.Callback());
+  ASSERT_TRUE(WaitFor([&] { return node_->state_machine().StoreStalled(); }, 5s));
+  ASSERT_TRUE(WaitFor([&] { return timeouts_now() > 0; }, 5s)) << "no leadership transfer";
+  for (const raft::Message& m : peers_.sent()) {
+    if (m.type == raft::MessageType::kTimeoutNow) {
+      EXPECT_TRUE(m.to == 2 || m.to == 3) << m.to;
+    }
+  }
+  EXPECT_FALSE(held.ready()) << "acknowledged a write its store did not take";
+
+  disk.full = false;
+  ASSERT_TRUE(WaitFor([&] { return node_->state_machine().Get("during").has_value(); }, 5s));
+  EXPECT_FALSE(node_->state_machine().StoreStalled());
+}
+#endif
+
 TEST_F(ThreeMemberTest, StopFailsWaitingCallsUnavailable) {
   peers_.set_grant_votes(true);
   OpenAndStart();
