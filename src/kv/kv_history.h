@@ -24,6 +24,9 @@ struct KvRecord {
   int64_t mod_revision = 0;
   int64_t version = 0;
   int64_t lease = 0;
+  // The change's place within mod_revision (etcd's sub-revision), where the
+  // store keeps this version (kv/mvcc_keys.h); 0 when it does not say.
+  uint32_t mod_sub = 0;
 };
 
 struct KvEvent {

@@ -361,13 +361,20 @@ Status KvStateMachine::RestoreHistory(std::string_view msg, RestoreState* st) {
   // The first change of a key in the history: the record before it (from
   // before the history) is a version a read at the history's start sees.
   const auto [change, first] = st->last_change.emplace(e.key, std::make_pair(rev, st->sub));
+  // Where the version this change replaced is kept: the key's last change
+  // here, or the one written below for the first.
+  mvcc::PrevVersion prev;
+  prev.known = true;
+  prev.exists = e.has_prev;
+  prev.revision = first ? e.prev.mod_revision : change->second.first;
+  prev.sub = first ? 0 : change->second.second;
   if (!first) change->second = {rev, st->sub};
   Status s;
   if (first && e.has_prev && e.prev.mod_revision <= st->history_compacted) {
     s = st->Put(mvcc::VersionKey(e.key, e.prev.mod_revision, 0), mvcc::EncodeVersion(e.prev, false));
   }
   if (s.ok()) s = st->Put(mvcc::VersionKey(e.key, rev, st->sub), mvcc::EncodeVersion(e.kv, e.is_delete));
-  if (s.ok()) s = st->Put(mvcc::HistoryKey(rev, st->sub), mvcc::EncodeEvent(e.key, e.is_delete));
+  if (s.ok()) s = st->Put(mvcc::HistoryKey(rev, st->sub), mvcc::EncodeEvent(e.key, e.is_delete, prev));
   ++st->sub;
   return s;
 }
@@ -432,7 +439,8 @@ void KvStateMachine::SwapInRestored(const SnapshotMeta& meta, RestoreState* st) 
   // What this member's window does not keep; a new persistent store gets
   // every row of the state besides the keys (`m state` at the new index).
   alarms_changed_ = config_changed_ = persistent_;
-  DropTrimmedLocked(start, /*all_rows=*/persistent_);
+  swept_ = start;  // the new store holds no history at or below it
+  DropTrimmedLocked(/*all_rows=*/persistent_);
   PublishLocked();
 }
 

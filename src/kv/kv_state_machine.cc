@@ -163,7 +163,8 @@ Status KvStateMachine::Resume(const std::shared_ptr<const BackendView>& view, st
   for (const auto& [revision, bytes] : window) history_.AppendRevision(revision, bytes);
   sessions_.TrackChanges();
   leases_.TrackChanges();
-  DropTrimmedLocked(meta.history_compacted());
+  swept_ = -1;  // the last run's sweep may have lagged behind the window
+  DropTrimmedLocked();
   PublishLocked();
   return Status::OK();
 }
@@ -360,13 +361,12 @@ void KvStateMachine::ApplyLocked(const Entry& entry, Command& command, bool have
 }
 
 void KvStateMachine::ApplyToMap(Command& command, ApplyResult* result, BackendBatch* batch) {
-  const int64_t compacted_before = history_.compacted();
   {
     const MvccReader before(pass_);
     MvccWriter writer(&before, revision_ + 1);
     Changes changes{&writer};
     ApplyOps(command, result, &changes);
-    CollectLocked(&changes, compacted_before, *before.view(), batch);
+    CollectLocked(&changes, *before.view(), batch);
   }
   result->answer.set_revision(revision_);
 }
@@ -469,18 +469,21 @@ void KvStateMachine::ApplyOps(Command& command, ApplyResult* result, Changes* ch
   }
 }
 
-void KvStateMachine::CollectLocked(Changes* changes, int64_t compacted_before,
-                                   const BackendView& before, BackendBatch* batch) {
+void KvStateMachine::CollectLocked(Changes* changes, const BackendView& before, BackendBatch* batch,
+                                   bool sweep_now) {
   if (changes != nullptr && changes->writer->changes() > 0) {
     revision_ = changes->writer->revision();
     changes->writer->Finish(batch);
     history_.AppendRevision(revision_, changes->bytes);
   }
-  if (history_.compacted() > compacted_before) {
+  const int64_t compacted = history_.compacted();
+  if (compacted > swept_ && (sweep_now || sweep_now_ || compacted - swept_ >= kSweepRevisions)) {
     // Planned on the state before the entry: its own writes are newer than
     // anything the plan deletes.
     int64_t done = 0;
-    CheckRead(PlanCompaction(before, compacted_before + 1, history_.compacted() + 1, 0, batch, &done));
+    CheckRead(PlanCompaction(before, swept_ + 1, compacted + 1, 0, batch, &done));
+    swept_ = compacted;
+    sweep_now_ = false;
   }
 }
 
@@ -536,9 +539,9 @@ void KvStateMachine::StopRetrying() {
   stop_signal_.SignalAll();
 }
 
-void KvStateMachine::DropTrimmedLocked(int64_t compacted_before, bool all_rows) {
+void KvStateMachine::DropTrimmedLocked(bool all_rows) {
   BackendBatch batch;
-  CollectLocked(nullptr, compacted_before, *backend_->View(), &batch);
+  CollectLocked(nullptr, *backend_->View(), &batch, /*sweep_now=*/true);
   if (persistent_ && (all_rows || !batch.empty())) AddStateRowsLocked(&batch);
   WriteLocked(batch);
 }
@@ -559,6 +562,7 @@ void KvStateMachine::ApplyCompact(int64_t revision, ApplyResult* result) {
                        .WithReason(Status::Reason::kCompacted));
   } else {
     history_.CompactThrough(revision);
+    sweep_now_ = true;  // an operator compacts to free space: now, not in a while
   }
 }
 
@@ -621,7 +625,7 @@ bool KvStateMachine::PutKey(std::string key, std::string value, int64_t lease, C
   r.value = std::move(value);
   data_bytes_ += r.value.size();
   changes->bytes += EventBytes(key, r.value.size(), old);
-  changes->writer->Put(key, std::move(r));
+  changes->writer->Put(key, std::move(r), old ? &*old : nullptr);
   return old.has_value();
 }
 
@@ -634,7 +638,7 @@ bool KvStateMachine::DeleteKey(const std::string& key, Changes* changes, KeyValu
   data_bytes_ -= key.size() + kKeyOverhead + old->value.size();
   --live_keys_;
   changes->bytes += EventBytes(key, 0, old);
-  changes->writer->Delete(key);
+  changes->writer->Delete(key, *old);
   return true;
 }
 
@@ -800,9 +804,8 @@ int64_t KvStateMachine::CompactRevision() const {
 
 void KvStateMachine::SetHistoryLimits(size_t max_revisions, size_t max_bytes) {
   WriterLock lock(&mu_);
-  const int64_t compacted_before = history_.compacted();
   history_.SetLimits(max_revisions, max_bytes);
-  DropTrimmedLocked(compacted_before);
+  DropTrimmedLocked();
   PublishLocked();
 }
 

@@ -301,6 +301,10 @@ class KvStateMachine : public SnapshotTarget {
   // What the store's engine holds, in bytes: every version and history row
   // kept (BackendStats: live and memtable bytes).
   size_t StoredBytes() const EXCLUDES(mu_);
+
+  // The store deletes what the history window drops once it has dropped this
+  // many revisions more (or at once, after an explicit compaction).
+  static constexpr int64_t kSweepRevisions = 64;
   // Whether the store is on disk (RocksDB), not in memory.
   bool persistent() const { return persistent_; }
   // etcd's Defragment: the store rewritten so that what deletions and
@@ -382,11 +386,12 @@ class KvStateMachine : public SnapshotTarget {
   // or the key whose value or lease it keeps does not.
   Status CheckPutLocked(const KvSource& src, const std::string& key, int64_t lease,
                         bool ignore_value, bool ignore_lease) const REQUIRES_SHARED(mu_);
-  // Adds to *batch the entry's rows (changes: null for none) and the
-  // deletions of the revisions the history window dropped since it was at
-  // `compacted_before`, planned on `before`, the state before the entry.
-  void CollectLocked(Changes* changes, int64_t compacted_before, const BackendView& before,
-                     BackendBatch* batch) REQUIRES(mu_);
+  // Adds to *batch the entry's rows (changes: null for none) and, once the
+  // history window has dropped kSweepRevisions revisions past swept_ (at
+  // once with `sweep_now` or after an explicit compaction), the deletions
+  // those revisions allow, planned on `before`, the state before the entry.
+  void CollectLocked(Changes* changes, const BackendView& before, BackendBatch* batch,
+                     bool sweep_now = false) REQUIRES(mu_);
   // Writes `batch`, waiting while the store refuses it with an IOError
   // (ApplyAll); fatal on any other error, as a state that cannot be written
   // cannot be applied alike. Nothing once abandoned_.
@@ -394,9 +399,9 @@ class KvStateMachine : public SnapshotTarget {
   void UntilWrittenLocked(const BackendBatch& batch, Status error) REQUIRES(mu_);
   // Waits `d`; false when StopRetrying() was called.
   bool WaitUnlessStopping(std::chrono::milliseconds d) EXCLUDES(stop_mu_);
-  // Deletes the revisions the window dropped since `compacted_before`;
-  // with `all_rows`, a persistent store also gets every state row.
-  void DropTrimmedLocked(int64_t compacted_before, bool all_rows = false) REQUIRES(mu_);
+  // Deletes every revision the window dropped that is still stored; with
+  // `all_rows`, a persistent store also gets every state row.
+  void DropTrimmedLocked(bool all_rows = false) REQUIRES(mu_);
   // Publishes the counters read without the lock.
   void PublishLocked() REQUIRES(mu_);
   void ApplyLeaseRevoke(int64_t id, ApplyResult* result, Changes* changes) REQUIRES(mu_);
@@ -449,6 +454,13 @@ class KvStateMachine : public SnapshotTarget {
   KvBackendFactory* factory_ GUARDED_BY(mu_) = nullptr;  // persistent stores only
   size_t live_keys_ GUARDED_BY(mu_) = 0;
   int64_t revision_ GUARDED_BY(mu_) = 0;
+  // The store holds no history row (nor a version only those rows' changes
+  // replaced) at or below swept_; -1: not known, every row is looked at.
+  // The window's compaction lags by up to kSweepRevisions revisions: one
+  // look into the history per sweep, not per entry. Reads never see the
+  // difference, as they stop at the window's floor.
+  int64_t swept_ GUARDED_BY(mu_) = -1;
+  bool sweep_now_ GUARDED_BY(mu_) = false;  // an explicit compaction: sweep it at once
   KvHistory history_ GUARDED_BY(mu_) = KvHistory(kDefaultHistoryRevisions, kDefaultHistoryBytes);
   size_t snapshot_history_revisions_ GUARDED_BY(mu_) = kDefaultSnapshotHistoryRevisions;
   LeaseTable leases_ GUARDED_BY(mu_);

@@ -126,9 +126,9 @@ Status LoadMeta(const BackendView& view, Loaded* out) {
   Status s = view.Get(state_key, &value, &out->found);
   if (!s.ok() || !out->found) return s;
   if (!out->meta.ParseFromString(value)) return Bad("bad state row", state_key);
-  if (out->meta.format() != kFormat) {
+  if (out->meta.format() < kOldestFormat || out->meta.format() > kFormat) {
     return Bad("layout " + std::to_string(out->meta.format()) + ", this version reads " +
-                   std::to_string(kFormat),
+                   std::to_string(kOldestFormat) + " to " + std::to_string(kFormat),
                state_key);
   }
   bool found = false;

@@ -22,8 +22,11 @@
 namespace raftkv {
 namespace state_rows {
 
-// The layout version in KvMeta.format.
-constexpr uint32_t kFormat = 1;
+// The layout version in KvMeta.format: the one written, and the oldest one
+// read. Layout 2 history rows name the version each change replaced
+// (kv/mvcc_store.h); a layout 1 store's rows are read as they are.
+constexpr uint32_t kFormat = 2;
+constexpr uint32_t kOldestFormat = 1;
 
 // A saved answer as the snapshot file and the 'r' rows keep it.
 void EncodeResult(uint64_t client_id, uint64_t sequence, const ApplyResult& r,

@@ -14,6 +14,10 @@ namespace mvcc {
 namespace {
 
 constexpr uint8_t kDeletedFlag = 1;
+// History rows: where the replaced version is follows, or there was none.
+constexpr uint8_t kPrevAtFlag = 2;
+constexpr uint8_t kNoPrevFlag = 4;
+constexpr size_t kPrevBytes = 8 + 4;
 constexpr size_t kVersionHeader = 1 + 3 * 8;
 
 std::string HistoryLimit() { return std::string(1, static_cast<char>(kHistoryPrefix + 1)); }
@@ -30,13 +34,14 @@ Status ReadVersion(const BackendIterator& it, std::string* key, int64_t* revisio
   if (!ParseVersionKey(it.key(), key, revision, &sub)) return BadRow("version key", it.key());
   if (!DecodeVersion(it.value(), r, deleted)) return BadRow("version", it.key());
   r->mod_revision = *revision;
+  r->mod_sub = sub;
   return Status::OK();
 }
 
 // The history row the iterator is at.
 Status ReadHistoryRow(const BackendIterator& it, int64_t* revision, uint32_t* sub, std::string* key,
-                      bool* deleted) {
-  if (!ParseHistoryKey(it.key(), revision, sub) || !DecodeEvent(it.value(), key, deleted)) {
+                      bool* deleted, PrevVersion* prev = nullptr) {
+  if (!ParseHistoryKey(it.key(), revision, sub) || !DecodeEvent(it.value(), key, deleted, prev)) {
     return BadRow("history row", it.key());
   }
   return Status::OK();
@@ -76,16 +81,50 @@ bool DecodeVersion(std::string_view in, KvRecord* r, bool* deleted) {
   return true;
 }
 
-std::string EncodeEvent(std::string_view key, bool deleted) {
-  std::string out(1, static_cast<char>(deleted ? kDeletedFlag : 0));
+PrevVersion PrevVersion::Of(const KvRecord* record) {
+  PrevVersion prev;
+  prev.known = true;
+  if (record != nullptr) {
+    prev.exists = true;
+    prev.revision = record->mod_revision;
+    prev.sub = record->mod_sub;
+  }
+  return prev;
+}
+
+std::string EncodeEvent(std::string_view key, bool deleted, const PrevVersion& prev) {
+  uint8_t flags = deleted ? kDeletedFlag : 0;
+  if (prev.known) flags |= prev.exists ? kPrevAtFlag : kNoPrevFlag;
+  std::string out;
+  out.reserve(1 + kPrevBytes + key.size());
+  out.push_back(static_cast<char>(flags));
+  if (prev.known && prev.exists) {
+    coding::PutFixed64(&out, static_cast<uint64_t>(prev.revision));
+    coding::PutFixed32(&out, prev.sub);
+  }
   out.append(key);
   return out;
 }
 
-bool DecodeEvent(std::string_view in, std::string* key, bool* deleted) {
-  if (in.empty() || (static_cast<uint8_t>(in[0]) & ~kDeletedFlag) != 0) return false;
-  *deleted = (static_cast<uint8_t>(in[0]) & kDeletedFlag) != 0;
-  key->assign(in.substr(1));
+bool DecodeEvent(std::string_view in, std::string* key, bool* deleted, PrevVersion* prev) {
+  if (in.empty()) return false;
+  const uint8_t flags = static_cast<uint8_t>(in[0]);
+  if ((flags & ~(kDeletedFlag | kPrevAtFlag | kNoPrevFlag)) != 0) return false;
+  if ((flags & kPrevAtFlag) != 0 && (flags & kNoPrevFlag) != 0) return false;
+  PrevVersion p;
+  p.known = (flags & (kPrevAtFlag | kNoPrevFlag)) != 0;
+  in.remove_prefix(1);
+  if ((flags & kPrevAtFlag) != 0) {
+    if (in.size() < kPrevBytes) return false;
+    p.exists = true;
+    p.revision = static_cast<int64_t>(coding::DecodeFixed64(in.data()));
+    p.sub = coding::DecodeFixed32(in.data() + 8);
+    if (p.revision < 0) return false;
+    in.remove_prefix(kPrevBytes);
+  }
+  *deleted = (flags & kDeletedFlag) != 0;
+  key->assign(in);
+  if (prev != nullptr) *prev = p;
   return true;
 }
 
@@ -233,17 +272,18 @@ Status MvccWriter::Scan(const std::string& key, const std::string& end, const Kv
   return s;
 }
 
-void MvccWriter::Put(const std::string& key, KvRecord record) {
+void MvccWriter::Put(const std::string& key, KvRecord record, const KvRecord* prev) {
   record.mod_revision = revision_;
+  record.mod_sub = sub_;
   rows_.Put(mvcc::VersionKey(key, revision_, sub_), mvcc::EncodeVersion(record, false));
-  rows_.Put(mvcc::HistoryKey(revision_, sub_), mvcc::EncodeEvent(key, false));
+  rows_.Put(mvcc::HistoryKey(revision_, sub_), mvcc::EncodeEvent(key, false, mvcc::PrevVersion::Of(prev)));
   ++sub_;
   overlay_[key] = std::move(record);
 }
 
-void MvccWriter::Delete(const std::string& key) {
+void MvccWriter::Delete(const std::string& key, const KvRecord& prev) {
   rows_.Put(mvcc::VersionKey(key, revision_, sub_), mvcc::EncodeVersion(KvRecord(), true));
-  rows_.Put(mvcc::HistoryKey(revision_, sub_), mvcc::EncodeEvent(key, true));
+  rows_.Put(mvcc::HistoryKey(revision_, sub_), mvcc::EncodeEvent(key, true, mvcc::PrevVersion::Of(&prev)));
   ++sub_;
   overlay_[key] = std::nullopt;
 }
@@ -265,6 +305,9 @@ namespace {
 // range deletion in RocksDB's memtable is fragmented again by each iterator
 // opened on it (until a flush), which made every later read slower.
 constexpr size_t kMaxPointDeletes = 32;
+// History rows: the window's compaction sweeps many revisions at a time
+// (a few rows each), still row by row.
+constexpr size_t kMaxHistoryPointDeletes = 2048;
 
 // Deletes [first, end) of `it`'s rows, `it` positioned at `first`: the rows
 // one by one while there are few, else one range.
@@ -282,36 +325,12 @@ Status DeleteRows(BackendIterator* it, std::string first, const std::string& end
   return Status::OK();
 }
 
-}  // namespace
-
-Status PlanCompaction(const BackendView& view, int64_t from, int64_t revision, size_t max_keys,
-                      BackendBatch* batch, int64_t* done) {
-  from = std::max<int64_t>(from, 0);
-  *done = std::max(from, revision);
-  if (revision <= from) return Status::OK();
-  const std::string lower = mvcc::HistoryKey(from, 0);
-  auto history = view.NewIterator(lower, mvcc::HistoryKey(revision, 0));
-  std::set<std::string> keys;
-  std::vector<std::string> history_rows;  // while few (kMaxPointDeletes)
-  int64_t current = -1;
-  std::string changed;
-  for (history->Seek(lower); history->Valid(); history->Next()) {
-    int64_t rev = 0;
-    uint32_t sub = 0;
-    bool deleted = false;
-    Status s = mvcc::ReadHistoryRow(*history, &rev, &sub, &changed, &deleted);
-    if (!s.ok()) return s;
-    if (rev != current) {
-      if (max_keys > 0 && keys.size() >= max_keys) {
-        *done = rev;
-        break;
-      }
-      current = rev;
-    }
-    keys.insert(changed);
-    if (history_rows.size() <= kMaxPointDeletes) history_rows.emplace_back(history->key());
-  }
-  if (!history->status().ok()) return history->status();
+// The compaction of keys whose history rows do not say which version each
+// change replaced (layout 1): each key's versions are read from the newest
+// one below `revision`.
+Status PlanUnplaced(const BackendView& view, const std::set<std::string>& keys, int64_t revision,
+                    BackendBatch* batch) {
+  if (keys.empty()) return Status::OK();
   auto versions = view.NewIterator(std::string(1, mvcc::kVersionPrefix), mvcc::VersionsLimit());
   for (const std::string& key : keys) {
     // The newest version below `revision` is what a read at `revision` sees
@@ -334,8 +353,51 @@ Status PlanCompaction(const BackendView& view, int64_t from, int64_t revision, s
     s = DeleteRows(versions.get(), std::move(first_dead), mvcc::VersionsEnd(key), batch);
     if (!s.ok()) return s;
   }
-  if (!versions->status().ok()) return versions->status();
-  if (history_rows.size() <= kMaxPointDeletes) {
+  return versions->status();
+}
+
+}  // namespace
+
+Status PlanCompaction(const BackendView& view, int64_t from, int64_t revision, size_t max_keys,
+                      BackendBatch* batch, int64_t* done) {
+  from = std::max<int64_t>(from, 0);
+  *done = std::max(from, revision);
+  if (revision <= from) return Status::OK();
+  const std::string lower = mvcc::HistoryKey(from, 0);
+  auto history = view.NewIterator(lower, mvcc::HistoryKey(revision, 0));
+  std::set<std::string> unplaced;  // keys of layout 1 rows
+  size_t planned = 0;
+  std::vector<std::string> history_rows;  // while few (kMaxHistoryPointDeletes)
+  int64_t current = -1;
+  std::string changed;
+  for (history->Seek(lower); history->Valid(); history->Next()) {
+    int64_t rev = 0;
+    uint32_t sub = 0;
+    bool deleted = false;
+    mvcc::PrevVersion prev;
+    Status s = mvcc::ReadHistoryRow(*history, &rev, &sub, &changed, &deleted, &prev);
+    if (!s.ok()) return s;
+    if (rev != current) {
+      if (max_keys > 0 && planned + unplaced.size() >= max_keys) {
+        *done = rev;
+        break;
+      }
+      current = rev;
+    }
+    if (!prev.known) {
+      unplaced.insert(changed);
+    } else {
+      // This change replaced `prev`: no read at or after `revision` sees it.
+      if (prev.exists) batch->Delete(mvcc::VersionKey(changed, prev.revision, prev.sub));
+      // A deletion below `revision` is gone for every read from there.
+      if (deleted) batch->Delete(mvcc::VersionKey(changed, rev, sub));
+      ++planned;
+    }
+    if (history_rows.size() <= kMaxHistoryPointDeletes) history_rows.emplace_back(history->key());
+  }
+  if (!history->status().ok()) return history->status();
+  if (Status s = PlanUnplaced(view, unplaced, revision, batch); !s.ok()) return s;
+  if (history_rows.size() <= kMaxHistoryPointDeletes) {
     // Only the rows below where the plan stopped.
     const std::string end = mvcc::HistoryKey(*done, 0);
     for (std::string& row : history_rows) {

@@ -21,7 +21,11 @@
 //                                     lease(8) value
 // (fixed64 little-endian, storage/coding.h; flags bit 0: a deletion, whose
 // other fields are zero; mod_revision is the key's revision), and its event
-//   HistoryKey(revision, sub) -> flags(1) key.
+//   HistoryKey(revision, sub) -> flags(1) [prev_revision(8) prev_sub(4)] key
+// (flags bit 0: a deletion; bit 1: the version this change replaced is at
+// (prev_revision, prev_sub), which follow; bit 2: it replaced no live
+// version. Layout 1 rows have neither bit: compaction looks the old
+// versions up.)
 // The revisions and counters a state machine keeps beside (the current
 // revision, the compaction floor, the number of live keys) are the caller's:
 // a reader answers about whatever revision it is asked.
@@ -54,9 +58,19 @@ constexpr int64_t kLatest = std::numeric_limits<int64_t>::max();
 // wrong size or with unknown flags.
 std::string EncodeVersion(const KvRecord& r, bool deleted);
 bool DecodeVersion(std::string_view in, KvRecord* r, bool* deleted);
+// Where the live version that a change replaced is kept, as its history
+// row says.
+struct PrevVersion {
+  bool known = false;   // false: a layout 1 row, which does not say
+  bool exists = false;  // a live version was replaced (a put or a deletion of it)
+  int64_t revision = 0;
+  uint32_t sub = 0;
+  // The version `record` (of the key, as read) is: its row's place.
+  static PrevVersion Of(const KvRecord* record);
+};
 // The value of a history row.
-std::string EncodeEvent(std::string_view key, bool deleted);
-bool DecodeEvent(std::string_view in, std::string* key, bool* deleted);
+std::string EncodeEvent(std::string_view key, bool deleted, const PrevVersion& prev);
+bool DecodeEvent(std::string_view in, std::string* key, bool* deleted, PrevVersion* prev = nullptr);
 
 }  // namespace mvcc
 
@@ -133,10 +147,12 @@ class MvccWriter final : public KvSource {
   Status Scan(const std::string& key, const std::string& end, const KvVisitor& visit) const override;
 
   // Writes `record` as the key's new version (its mod_revision is set to
-  // revision()).
-  void Put(const std::string& key, KvRecord record);
-  // Writes a deletion of `key` (which the caller found present).
-  void Delete(const std::string& key);
+  // revision()); `prev` is the key's current record as Find() gave it
+  // (null when there is none): its history row names that version, which a
+  // compaction past this change deletes without looking it up.
+  void Put(const std::string& key, KvRecord record, const KvRecord* prev);
+  // Writes a deletion of `key`, whose current record Find() gave as `prev`.
+  void Delete(const std::string& key, const KvRecord& prev);
 
   // Appends the rows of every change to `batch`.
   void Finish(BackendBatch* batch);
@@ -153,7 +169,10 @@ class MvccWriter final : public KvSource {
 // over the history rows of revisions [from, revision) (from: where an
 // earlier compaction stopped; 0 the first time): for each key changed
 // there, every version older than its newest one below `revision` (that one
-// too if it is a deletion), and then those history rows. Stops at a
+// too if it is a deletion), and then those history rows. A row that names
+// the version its change replaced deletes that one (and itself, a
+// deletion's) without a read: every older one went with an earlier row. A
+// layout 1 row's key is looked up. Stops at a
 // revision boundary once `max_keys` keys are planned (0: no bound) and sets
 // *done to the revision it stopped before (== `revision` when finished):
 // the next call starts there. Compacting twice is harmless.

@@ -702,6 +702,11 @@ void RaftNode::MaybeHandOverStalledLeadership(Clock::time_point now) {
   });
 }
 
+uint64_t RaftNode::MostUpToDateVoter() const {
+  MutexLock lock(&mu_);
+  return MostUpToDateVoterLocked();
+}
+
 uint64_t RaftNode::MostUpToDateVoterLocked() const {
   if (raft_.role() != raft::Role::kLeader) return 0;
   uint64_t best = 0;

@@ -187,6 +187,10 @@ class RaftNode {
   uint64_t KnownTerm() const { return known_term_.load(std::memory_order_relaxed); }
 
   NodeStatus GetStatus() const EXCLUDES(mu_);
+  // The voter other than this one, replicating, with the highest match
+  // index: where this leader hands leadership over; 0 when there is none (or
+  // this member does not lead).
+  uint64_t MostUpToDateVoter() const EXCLUDES(mu_);
   // The configuration in effect (the newest one in the log, committed or not).
   MembershipConfig Membership() const EXCLUDES(mu_);
   // Counters and histograms (the /metrics endpoint); safe from any thread.
@@ -229,8 +233,6 @@ class RaftNode {
   // election timeout hands leadership to its most up-to-date replicating
   // voter, and tries again less and less often while the stall lasts.
   void MaybeHandOverStalledLeadership(Clock::time_point now) EXCLUDES(mu_);
-  // The voter other than this one, replicating, with the highest match
-  // index; 0 when there is none (or this member does not lead).
   uint64_t MostUpToDateVoterLocked() const REQUIRES(mu_);
   // The I/O loop's handling of one Ready (everything but taking it).
   void ProcessReady(raft::Ready& rd, Completions* completions) EXCLUDES(mu_);

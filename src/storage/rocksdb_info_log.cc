@@ -1,5 +1,6 @@
 #include "storage/rocksdb_info_log.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>

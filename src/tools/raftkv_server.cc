@@ -301,16 +301,8 @@ int Fail(std::string message) {
 // follower, a leader without such a voter, or a refused or failed transfer
 // shuts down at once (the others then elect a leader as after a crash).
 void HandOverLeadership(raftkv::RaftNode* node, int timeout_ms) {
-  const raftkv::NodeStatus st = node->GetStatus();
-  if (st.role != raftkv::raft::Role::kLeader) return;
-  uint64_t target = 0, best = 0;
-  for (const raftkv::MemberInfo& m : st.members) {
-    if (m.id == st.id || !m.voter || m.state != "replicate") continue;
-    if (target == 0 || m.match_index > best) {
-      target = m.id;
-      best = m.match_index;
-    }
-  }
+  if (node->GetStatus().role != raftkv::raft::Role::kLeader) return;
+  const uint64_t target = node->MostUpToDateVoter();
   if (target == 0) {
     LOG(INFO) << "leader shutting down: no reachable voter to hand leadership to";
     return;

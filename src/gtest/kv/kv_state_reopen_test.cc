@@ -23,6 +23,7 @@
 #include "gtest/kv/store_options.h"
 #include "gtest/kv/txn_ops.h"
 #include "kv/kv_state_machine.h"
+#include "kv/mvcc_keys.h"
 #include "storage/memory_backend.h"
 #ifdef RAFTKV_HAVE_ROCKSDB
 #include "storage/rocksdb_backend.h"
@@ -232,6 +233,7 @@ class KvStateReopenTest : public testing::TestWithParam<std::string> {
     std::shared_ptr<MemoryBackend> pending_;
   };
 
+  KvBackend* store_ = nullptr;  // sm_'s store, as opened
   static constexpr size_t kWindowRevisions = 25;
   static constexpr size_t kWindowBytes = 4000;
 
@@ -252,10 +254,21 @@ class KvStateReopenTest : public testing::TestWithParam<std::string> {
       store = std::move(db);
 #endif
     }
+    store_ = store.get();
     const Status s = KvStateMachine::Open(std::move(store), &sm_);
     ASSERT_TRUE(s.ok()) << s.ToString();
     sm_->SetHistoryLimits(kWindowRevisions, kWindowBytes);
     sm_->SetBackendFactory(&stores_);
+  }
+
+  // The history rows the store holds at or below `revision`.
+  size_t HistoryRowsThrough(int64_t revision) const {
+    const std::string lower(1, mvcc::kHistoryPrefix);
+    auto it = store_->View()->NewIterator(lower, mvcc::HistoryKey(revision + 1, 0));
+    size_t rows = 0;
+    for (it->Seek(lower); it->Valid(); it->Next()) ++rows;
+    EXPECT_TRUE(it->status().ok()) << it->status().ToString();
+    return rows;
   }
 
   // Applies the next random entry to both, comparing the answers.
@@ -362,11 +375,16 @@ class KvStateReopenTest : public testing::TestWithParam<std::string> {
 TEST_P(KvStateReopenTest, AReopenedStoreIsTheStateItWasClosedAt) {
   twin_.SetHistoryLimits(kWindowRevisions, kWindowBytes);
   ASSERT_NO_FATAL_FAILURE(Open());
+  int lagging = 0;  // rounds that closed with dropped revisions not yet swept
   for (int round = 0; round < 16; ++round) {
     for (int i = 0; i < 40; ++i) ASSERT_NO_FATAL_FAILURE(Step());
+    if (HistoryRowsThrough(sm_->CompactedRevision()) > 0) ++lagging;
     ASSERT_NO_FATAL_FAILURE(Open());
     ASSERT_NO_FATAL_FAILURE(ExpectSameState()) << "after round " << round;
+    // Opening sweeps what the window dropped.
+    EXPECT_EQ(HistoryRowsThrough(sm_->CompactedRevision()), 0u) << "after round " << round;
   }
+  EXPECT_GT(lagging, 0);
   // The checks compared every kind of state the rows keep.
   EXPECT_GT(seen_.sessions, 1u);
   EXPECT_GT(seen_.saved_bytes, 0u);

@@ -131,7 +131,7 @@ class MvccStoreTest : public testing::TestWithParam<std::string> {
       e.has_prev = current.has_value();
       if (current) e.prev = *current;
       if (current && (*rng)() % 3 == 0) {
-        writer.Delete(key);
+        writer.Delete(key, *current);
         now.erase(key);
         e.is_delete = true;
         e.kv.mod_revision = rev;
@@ -141,7 +141,7 @@ class MvccStoreTest : public testing::TestWithParam<std::string> {
         r.create_revision = current ? current->create_revision : rev;
         r.version = current ? current->version + 1 : 1;
         r.lease = static_cast<int64_t>((*rng)() % 2);
-        writer.Put(key, r);
+        writer.Put(key, r, current ? &*current : nullptr);
         r.mod_revision = rev;
         now[key] = r;
         e.kv = r;
@@ -159,9 +159,32 @@ class MvccStoreTest : public testing::TestWithParam<std::string> {
     EXPECT_EQ(writer.changes(), events.size());
     BackendBatch batch;
     writer.Finish(&batch);
+    if (layout1_) {
+      ASSERT_NO_FATAL_FAILURE(AsLayout1(&batch));
+    }
     ASSERT_TRUE(backend_->Write(batch).ok());
     states_.push_back(now);
     events_.insert(events_.end(), events.begin(), events.end());
+  }
+
+  // The history rows of `batch` as a layout 1 store has them: without the
+  // version each change replaced.
+  static void AsLayout1(BackendBatch* batch) {
+    BackendBatch out;
+    for (const BackendBatch::Op& op : batch->ops()) {
+      ASSERT_EQ(op.type, BackendBatch::OpType::kPut);
+      std::string value = op.value;
+      if (!op.key.empty() && op.key[0] == mvcc::kHistoryPrefix) {
+        std::string key;
+        bool deleted = false;
+        mvcc::PrevVersion prev;
+        ASSERT_TRUE(mvcc::DecodeEvent(op.value, &key, &deleted, &prev));
+        ASSERT_TRUE(prev.known);
+        value = mvcc::EncodeEvent(key, deleted, mvcc::PrevVersion());
+      }
+      out.Put(op.key, value);
+    }
+    *batch = std::move(out);
   }
 
   // Every read at every revision from `floor` on, and the events from
@@ -254,6 +277,7 @@ class MvccStoreTest : public testing::TestWithParam<std::string> {
   std::unique_ptr<KvBackend> backend_;
   std::vector<State> states_{State()};  // [revision]
   std::vector<KvEvent> events_;
+  bool layout1_ = false;  // RandomEntry writes history rows as layout 1 did
 };
 
 TEST_P(MvccStoreTest, ReadsAtEveryRevisionAndEventsMatchTheModel) {
@@ -282,29 +306,78 @@ TEST_P(MvccStoreTest, CompactionKeepsEveryReadAndEventFromItsRevision) {
   }
 }
 
-// A window that trims a revision or two per entry deletes row by row (a
-// range deletion costs RocksDB every iterator opened after it); a large
-// compaction uses ranges.
+// A store written as layout 1 (history rows that do not name the version
+// each change replaced), then on: its rows are compacted by looking the
+// versions up, the newer ones without, in one plan and apart.
+TEST_P(MvccStoreTest, CompactionOfLayout1RowsAndNewerOnes) {
+  for (const size_t max_keys : {size_t{0}, size_t{2}}) {
+    SCOPED_TRACE("max_keys " + std::to_string(max_keys));
+    SetUp();
+    states_.assign(1, State());
+    events_.clear();
+    std::mt19937 rng(23 + static_cast<unsigned>(max_keys));
+    layout1_ = true;
+    for (int i = 0; i < 25; ++i) ASSERT_NO_FATAL_FAILURE(RandomEntry(&rng));
+    layout1_ = false;
+    for (int i = 0; i < 25; ++i) ASSERT_NO_FATAL_FAILURE(RandomEntry(&rng));
+    Compact(0, 10, max_keys);
+    CheckCompactedAt(10);
+    CheckReadsFrom(10);
+    Compact(10, 40, max_keys);  // across both layouts
+    CheckCompactedAt(40);
+    CheckReadsFrom(40);
+    for (int i = 0; i < 15; ++i) ASSERT_NO_FATAL_FAILURE(RandomEntry(&rng));
+    Compact(40, 60, max_keys);
+    CheckCompactedAt(60);
+    CheckReadsFrom(60);
+  }
+}
+
+// A compaction deletes history rows one by one while there are up to 2,048
+// of them (a range deletion costs RocksDB every iterator opened after it),
+// more with one range; versions named by the rows always one by one.
 TEST_P(MvccStoreTest, ASmallCompactionDeletesRowByRow) {
   std::mt19937 rng(5);
   for (int i = 0; i < 40; ++i) ASSERT_NO_FATAL_FAILURE(RandomEntry(&rng));
-  const std::shared_ptr<const BackendView> view = backend_->View();
   auto ranges = [](const BackendBatch& batch) {
     return std::count_if(batch.ops().begin(), batch.ops().end(), [](const BackendBatch::Op& op) {
       return op.type == BackendBatch::OpType::kDeleteRange;
     });
   };
-  BackendBatch large;
-  int64_t done = 0;
-  ASSERT_TRUE(PlanCompaction(*view, 0, 40, 0, &large, &done).ok());
-  EXPECT_GT(ranges(large), 0);
   BackendBatch small;
-  ASSERT_TRUE(PlanCompaction(*view, 0, 4, 0, &small, &done).ok());
+  int64_t done = 0;
+  ASSERT_TRUE(PlanCompaction(*backend_->View(), 0, 30, 0, &small, &done).ok());
   EXPECT_FALSE(small.empty());
   EXPECT_EQ(ranges(small), 0);
   ASSERT_TRUE(backend_->Write(small).ok());
-  CheckCompactedAt(4);
-  CheckReadsFrom(4);
+  CheckCompactedAt(30);
+  CheckReadsFrom(30);
+  // 2,100 more revisions of two changes each.
+  for (int64_t rev = 40; rev < 2140; ++rev) {
+    const MvccReader base = Reader();
+    MvccWriter writer(&base, rev);
+    for (const char* key : {"a", "b"}) {
+      std::optional<KvRecord> current;
+      ASSERT_TRUE(writer.Find(key, &current).ok());
+      KvRecord r;
+      r.value = std::to_string(rev);
+      r.create_revision = current ? current->create_revision : rev;
+      r.version = current ? current->version + 1 : 1;
+      writer.Put(key, r, current ? &*current : nullptr);
+    }
+    BackendBatch batch;
+    writer.Finish(&batch);
+    ASSERT_TRUE(backend_->Write(batch).ok());
+  }
+  BackendBatch large;
+  ASSERT_TRUE(PlanCompaction(*backend_->View(), 30, 2139, 0, &large, &done).ok());
+  EXPECT_EQ(ranges(large), 1);
+  ASSERT_TRUE(backend_->Write(large).ok());
+  CheckCompactedAt(2139);
+  std::optional<KvRecord> a;
+  ASSERT_TRUE(Reader().Find("a", mvcc::kLatest, &a).ok());
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->value, "2139");
 }
 
 TEST_P(MvccStoreTest, AMalformedRowIsCorruptionNotACrash) {
@@ -325,7 +398,7 @@ TEST_P(MvccStoreTest, AMalformedRowIsCorruptionNotACrash) {
   EXPECT_TRUE(reader.ReadEvents("", std::string(1, '\0'), 6, SIZE_MAX, &events, &next).IsCorruption());
   // A history row whose version is missing.
   BackendBatch orphan;
-  orphan.Put(mvcc::HistoryKey(6, 0), mvcc::EncodeEvent("nowhere", false));
+  orphan.Put(mvcc::HistoryKey(6, 0), mvcc::EncodeEvent("nowhere", false, mvcc::PrevVersion::Of(nullptr)));
   ASSERT_TRUE(backend_->Write(orphan).ok());
   EXPECT_TRUE(Reader().ReadEvents("", std::string(1, '\0'), 6, SIZE_MAX, &events, &next).IsCorruption());
 }
@@ -350,9 +423,27 @@ TEST(MvccVersionTest, EncodingRoundTripsAndRefusesWhatItDoesNotWrite) {
   EXPECT_FALSE(mvcc::DecodeVersion(mvcc::EncodeVersion(r, true) + "x", &back, &deleted));  // deletion with a value
   std::string key;
   EXPECT_FALSE(mvcc::DecodeEvent("", &key, &deleted));
-  ASSERT_TRUE(mvcc::DecodeEvent(mvcc::EncodeEvent(std::string("\0k", 2), true), &key, &deleted));
+  KvRecord replaced;
+  replaced.mod_revision = 41;
+  replaced.mod_sub = 7;
+  mvcc::PrevVersion prev;
+  ASSERT_TRUE(mvcc::DecodeEvent(mvcc::EncodeEvent(std::string("\0k", 2), true, mvcc::PrevVersion::Of(&replaced)),
+                                &key, &deleted, &prev));
   EXPECT_TRUE(deleted);
   EXPECT_EQ(key, std::string("\0k", 2));
+  EXPECT_TRUE(prev.known && prev.exists);
+  EXPECT_EQ(prev.revision, 41);
+  EXPECT_EQ(prev.sub, 7u);
+  ASSERT_TRUE(mvcc::DecodeEvent(mvcc::EncodeEvent("k", false, mvcc::PrevVersion::Of(nullptr)), &key, &deleted, &prev));
+  EXPECT_TRUE(prev.known);
+  EXPECT_FALSE(prev.exists);
+  EXPECT_EQ(key, "k");
+  ASSERT_TRUE(mvcc::DecodeEvent(mvcc::EncodeEvent("k", false, mvcc::PrevVersion()), &key, &deleted, &prev));
+  EXPECT_FALSE(prev.known);  // a layout 1 row
+  EXPECT_EQ(key, "k");
+  EXPECT_FALSE(mvcc::DecodeEvent(std::string(1, '\x02') + "short", &key, &deleted));  // no room for the place
+  EXPECT_FALSE(mvcc::DecodeEvent(std::string(1, '\x06') + std::string(12, '\0') + "k", &key, &deleted));
+  EXPECT_FALSE(mvcc::DecodeEvent(std::string(1, '\x08') + "k", &key, &deleted));  // unknown flag
 }
 
 #ifdef RAFTKV_HAVE_ROCKSDB
