@@ -31,6 +31,7 @@ REQUIRED = [
     "raftkv_snapshot_bytes", "raftkv_snapshot_failures_total", "raftkv_proposals_total",
     "raftkv_storage_errors_total", "raftkv_storage_stalled",
     "raftkv_backend_bytes", "raftkv_quota_backend_bytes", "raftkv_alarm_active",
+    "raftkv_store_bytes", "raftkv_store_memtable_memory_bytes",
     "raftkv_leader_changes_total", "raftkv_grpc_requests_total",
     "raftkv_grpc_streams_started_total", "raftkv_grpc_request_duration_seconds",
     "raftkv_log_fsync_duration_seconds", "process_cpu_seconds_total",
@@ -103,6 +104,7 @@ def check_members(args):
         p.check(s.one("raftkv_leases") == opts["leases"],
                 f"{where}: raftkv_leases is {s.one('raftkv_leases')}, expected {opts['leases']}")
         p.check((s.one("raftkv_log_bytes") or 0) > 0, f"{where}: raftkv_log_bytes is not > 0")
+        p.check((s.one("raftkv_store_bytes") or 0) > 0, f"{where}: raftkv_store_bytes is not > 0")
         p.check((s.one("raftkv_revision") or 0) > 0, f"{where}: raftkv_revision is not > 0")
         fds = s.one("process_open_fds") or 0
         p.check(fds > 0, f"{where}: process_open_fds is not > 0")

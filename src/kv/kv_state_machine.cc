@@ -898,9 +898,13 @@ Status KvStateMachine::CompactStore() const {
 }
 
 size_t KvStateMachine::StoredBytes() const {
-  ReaderLock lock(&mu_);
-  const BackendStats stats = backend_->Stats();
+  const BackendStats stats = StoreStats();
   return static_cast<size_t>(stats.live_bytes + stats.memtable_bytes);
+}
+
+BackendStats KvStateMachine::StoreStats() const {
+  ReaderLock lock(&mu_);
+  return backend_->Stats();
 }
 
 bool KvStateMachine::NoSpaceAlarm() const { return published_nospace_.load(std::memory_order_acquire); }

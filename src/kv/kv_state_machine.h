@@ -301,6 +301,8 @@ class KvStateMachine : public SnapshotTarget {
   // What the store's engine holds, in bytes: every version and history row
   // kept (BackendStats: live and memtable bytes).
   size_t StoredBytes() const EXCLUDES(mu_);
+  // The store engine's own figures (KvBackend::Stats).
+  BackendStats StoreStats() const EXCLUDES(mu_);
 
   // The store deletes what the history window drops once it has dropped this
   // many revisions more (or at once, after an explicit compaction).

@@ -112,6 +112,14 @@ void RenderStoreState(ExpositionWriter& w, const NodeStatus& st, const NodeMetri
            "Bytes the key-value state holds, as the backend quota counts them (keys and values, "
            "the history kept, saved answers, leases).",
            D(x.backend_bytes));
+  w.Single("raftkv_store_bytes", "gauge",
+           "Bytes the key-value store's engine holds (RocksDB: live SST files and memtables not "
+           "yet flushed; memory engine: keys and values).",
+           D(x.store_bytes));
+  w.Single("raftkv_store_memtable_memory_bytes", "gauge",
+           "Memory the on-disk store's memtables take, flushed ones a reader still holds included "
+           "(0 on the memory engine).",
+           D(x.store_memtable_memory_bytes));
   w.Single("raftkv_quota_backend_bytes", "gauge",
            "The backend quota (--quota_backend_bytes; 0: none).",
            static_cast<double>(std::max<int64_t>(x.quota_backend_bytes, 0)));
@@ -285,6 +293,9 @@ MetricsEndpoint::MetricsEndpoint(RaftNode* node, const ServerMetrics* rpc,
     x.nospace_alarm = node_->state_machine().NoSpaceAlarm();
     x.store_write_errors = node_->state_machine().StoreWriteErrors();
     x.store_stalled = node_->state_machine().StoreStalled();
+    const BackendStats store = node_->state_machine().StoreStats();
+    x.store_bytes = store.live_bytes + store.memtable_bytes;
+    x.store_memtable_memory_bytes = store.memtable_memory_bytes;
     x.watchers = rpc_ != nullptr ? rpc_->Watchers() : 0;
     x.snapshot_bytes = DirectoryBytes(node_->snapshot_dir());
     x.server = rpc_;

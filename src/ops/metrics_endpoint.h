@@ -32,6 +32,8 @@ struct ScrapeExtras {
   bool nospace_alarm = false;       // a NOSPACE alarm is raised (on any member)
   uint64_t store_write_errors = 0;  // KvStateMachine::StoreWriteErrors
   bool store_stalled = false;       // KvStateMachine::StoreStalled
+  uint64_t store_bytes = 0;         // KvStateMachine::StoredBytes
+  uint64_t store_memtable_memory_bytes = 0;  // BackendStats::memtable_memory_bytes
   uint64_t watchers = 0;        // of the running gRPC server
   uint64_t snapshot_bytes = 0;  // the files in the snapshot directory
   const ServerMetrics* server = nullptr;  // null: no raftkv_grpc_* families

@@ -244,6 +244,8 @@ TEST(RenderNodeMetricsTest, BuildStoreDiskRpcAndProcess) {
   x.saved_answer_bytes = 2048;
   x.watchers = 1;
   x.snapshot_bytes = 4096;
+  x.store_bytes = 5 << 20;
+  x.store_memtable_memory_bytes = 3 << 20;
   x.server = &server;
   ProcessStats p;
   p.cpu_seconds = 1.25;
@@ -267,6 +269,8 @@ TEST(RenderNodeMetricsTest, BuildStoreDiskRpcAndProcess) {
   EXPECT_EQ(Value(e, "raftkv_watchers"), 1);
   EXPECT_EQ(Value(e, "raftkv_log_bytes"), 123456);
   EXPECT_EQ(Value(e, "raftkv_snapshot_bytes"), 4096);
+  EXPECT_EQ(Value(e, "raftkv_store_bytes"), 5 << 20);
+  EXPECT_EQ(Value(e, "raftkv_store_memtable_memory_bytes"), 3 << 20);
   EXPECT_EQ(Value(e, "raftkv_snapshot_failures_total"), 2);
   // Per method and code; the OK series exists for every method, the others
   // once they occurred.
