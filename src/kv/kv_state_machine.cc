@@ -898,8 +898,7 @@ Status KvStateMachine::CompactStore() const {
 }
 
 size_t KvStateMachine::StoredBytes() const {
-  const BackendStats stats = StoreStats();
-  return static_cast<size_t>(stats.live_bytes + stats.memtable_bytes);
+  return static_cast<size_t>(StoreStats().StoredBytes());
 }
 
 BackendStats KvStateMachine::StoreStats() const {

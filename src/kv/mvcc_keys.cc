@@ -200,6 +200,17 @@ size_t InsertGroupPrefix(std::string_view encoded) {
   }
 }
 
+size_t LookupPrefix(std::string_view encoded) {
+  if (encoded.empty() || encoded[0] != kVersionPrefix) return 0;
+  for (size_t i = 1; i + 1 < encoded.size(); ++i) {
+    if (encoded[i] != kEscape) continue;
+    if (encoded[i + 1] == kTerminator) return i + 2;
+    if (encoded[i + 1] != kEscapedZero) return 0;
+    ++i;
+  }
+  return 0;
+}
+
 std::string MetaKey(std::string_view name) {
   std::string out = WithPrefix(kMetaPrefix);
   out.append(name);

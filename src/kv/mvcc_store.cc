@@ -132,7 +132,7 @@ bool DecodeEvent(std::string_view in, std::string* key, bool* deleted, PrevVersi
 
 Status MvccReader::Find(std::string_view key, int64_t revision, std::optional<KvRecord>* out) const {
   out->reset();
-  auto it = view_->NewIterator(mvcc::VersionsBegin(key), mvcc::VersionsEnd(key));
+  auto it = view_->NewLookupIterator(mvcc::VersionsBegin(key), mvcc::VersionsEnd(key));
   it->Seek(mvcc::VersionSeekKey(key, revision));
   if (!it->Valid()) return it->status();
   std::string found;

@@ -168,6 +168,7 @@ Status OpenStateMachine(const NodeOptions& options, RecoveredState* r) {
     std::unique_ptr<KvBackend> current;
     RocksDbBackend::Options store_options;
     store_options.insert_group_prefix = mvcc::InsertGroupPrefix;
+    store_options.lookup_prefix = mvcc::LookupPrefix;
     Status s = RocksDbStoreDir::Open(options.data_dir, &dir, &current, store_options);
     if (s.ok()) s = KvStateMachine::Open(std::move(current), &r->state_machine);
     if (!s.ok()) return Status(s.code(), "key-value store in " + options.data_dir + ": " + s.message());

@@ -294,7 +294,7 @@ MetricsEndpoint::MetricsEndpoint(RaftNode* node, const ServerMetrics* rpc,
     x.store_write_errors = node_->state_machine().StoreWriteErrors();
     x.store_stalled = node_->state_machine().StoreStalled();
     const BackendStats store = node_->state_machine().StoreStats();
-    x.store_bytes = store.live_bytes + store.memtable_bytes;
+    x.store_bytes = store.StoredBytes();
     x.store_memtable_memory_bytes = store.memtable_memory_bytes;
     x.watchers = rpc_ != nullptr ? rpc_->Watchers() : 0;
     x.snapshot_bytes = DirectoryBytes(node_->snapshot_dir());

@@ -61,6 +61,15 @@ class BackendView {
   // is not positioned: call Seek() first.
   virtual std::unique_ptr<BackendIterator> NewIterator(std::string_view lower,
                                                        std::string_view upper) const = 0;
+  // An iterator for lookups of one key at a time: as NewIterator, but each
+  // Seek() targets a key with a lookup prefix (RocksDbBackend::Options::
+  // lookup_prefix, mvcc::LookupPrefix) and the caller reads only the keys
+  // that share it; the iterator may end as soon as the keys leave it. An
+  // engine with filters of these prefixes skips the files that hold none.
+  virtual std::unique_ptr<BackendIterator> NewLookupIterator(std::string_view lower,
+                                                             std::string_view upper) const {
+    return NewIterator(lower, upper);
+  }
 };
 
 // Changes applied together by one Write(), in order (a later change to a key
@@ -131,6 +140,8 @@ struct BackendStats {
   // RocksDB: every memtable in memory, flushed ones an iterator still holds
   // included; memory: 0.
   uint64_t memtable_memory_bytes = 0;
+  // What the store holds, written or not: etcd's DB SIZE.
+  uint64_t StoredBytes() const { return live_bytes + memtable_bytes; }
 };
 
 class KvBackend {

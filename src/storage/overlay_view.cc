@@ -12,10 +12,10 @@ namespace raftkv {
 class OverlayView::Iterator final : public BackendIterator {
  public:
   Iterator(std::shared_ptr<const OverlayView> view, std::string_view lower,
-           std::string_view upper)
-      : view_(std::move(view)), lower_(lower), upper_(upper), base_(view_->BorrowBase()),
-        row_(view_->rows_.end()) {}
-  ~Iterator() override { view_->ReturnBase(std::move(base_)); }
+           std::string_view upper, bool lookup)
+      : view_(std::move(view)), lower_(lower), upper_(upper), lookup_(lookup),
+        base_(view_->BorrowBase(lookup)), row_(view_->rows_.end()) {}
+  ~Iterator() override { view_->ReturnBase(lookup_, std::move(base_)); }
 
   void Seek(std::string_view target) override {
     const std::string_view from = target < std::string_view(lower_) ? lower_ : target;
@@ -68,6 +68,7 @@ class OverlayView::Iterator final : public BackendIterator {
   const std::shared_ptr<const OverlayView> view_;
   const std::string lower_;
   const std::string upper_;
+  const bool lookup_;
   std::unique_ptr<BackendIterator> base_;
   Rows::const_iterator row_;
   At at_ = At::kNone;
@@ -117,18 +118,25 @@ Status OverlayView::Get(std::string_view key, std::string* value, bool* found) c
 
 std::unique_ptr<BackendIterator> OverlayView::NewIterator(std::string_view lower,
                                                           std::string_view upper) const {
-  return std::make_unique<Iterator>(shared_from_this(), lower, upper);
+  return std::make_unique<Iterator>(shared_from_this(), lower, upper, /*lookup=*/false);
 }
 
-std::unique_ptr<BackendIterator> OverlayView::BorrowBase() const {
-  if (idle_.empty()) return base_->NewIterator("", "");
-  std::unique_ptr<BackendIterator> it = std::move(idle_.back());
-  idle_.pop_back();
+// The pending rows are few and in a map: a lookup's saving is the base's.
+std::unique_ptr<BackendIterator> OverlayView::NewLookupIterator(std::string_view lower,
+                                                                std::string_view upper) const {
+  return std::make_unique<Iterator>(shared_from_this(), lower, upper, /*lookup=*/true);
+}
+
+std::unique_ptr<BackendIterator> OverlayView::BorrowBase(bool lookup) const {
+  auto& idle = lookup ? idle_lookups_ : idle_;
+  if (idle.empty()) return lookup ? base_->NewLookupIterator("", "") : base_->NewIterator("", "");
+  std::unique_ptr<BackendIterator> it = std::move(idle.back());
+  idle.pop_back();
   return it;
 }
 
-void OverlayView::ReturnBase(std::unique_ptr<BackendIterator> it) const {
-  idle_.push_back(std::move(it));
+void OverlayView::ReturnBase(bool lookup, std::unique_ptr<BackendIterator> it) const {
+  (lookup ? idle_lookups_ : idle_).push_back(std::move(it));
 }
 
 }  // namespace raftkv

@@ -45,6 +45,8 @@ class OverlayView final : public BackendView,
   Status Get(std::string_view key, std::string* value, bool* found) const override;
   std::unique_ptr<BackendIterator> NewIterator(std::string_view lower,
                                                std::string_view upper) const override;
+  std::unique_ptr<BackendIterator> NewLookupIterator(std::string_view lower,
+                                                     std::string_view upper) const override;
 
  private:
   class Iterator;
@@ -53,13 +55,15 @@ class OverlayView final : public BackendView,
   // An unbounded iterator of the base view, reused: creating one is the
   // costly part of a read on some engines (RocksDB builds a merging
   // iterator over every memtable and file).
-  std::unique_ptr<BackendIterator> BorrowBase() const;
-  void ReturnBase(std::unique_ptr<BackendIterator> it) const;
+  // One pool of each kind: `lookup` ones are the base's lookup iterators.
+  std::unique_ptr<BackendIterator> BorrowBase(bool lookup) const;
+  void ReturnBase(bool lookup, std::unique_ptr<BackendIterator> it) const;
 
   const std::shared_ptr<const BackendView> base_;
   Rows rows_;
   size_t bytes_ = 0;
   mutable std::vector<std::unique_ptr<BackendIterator>> idle_;
+  mutable std::vector<std::unique_ptr<BackendIterator>> idle_lookups_;
 };
 
 }  // namespace raftkv

@@ -15,9 +15,11 @@
 #include <glog/logging.h>
 #include <rocksdb/db.h>
 #include <rocksdb/file_checksum.h>
+#include <rocksdb/filter_policy.h>
 #include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/slice_transform.h>
+#include <rocksdb/table.h>
 #include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
 
@@ -45,8 +47,9 @@ Status FromRocksDb(const rocksdb::Status& s, const std::string& what) {
 class RocksDbView final : public BackendView,
                           public std::enable_shared_from_this<RocksDbView> {
  public:
-  RocksDbView(std::shared_ptr<rocksdb::DB> db, const rocksdb::Snapshot* snapshot)
-      : db_(std::move(db)), snapshot_(snapshot) {}
+  // `filtered`: the database has lookup filters (Options::lookup_prefix).
+  RocksDbView(std::shared_ptr<rocksdb::DB> db, const rocksdb::Snapshot* snapshot, bool filtered)
+      : db_(std::move(db)), snapshot_(snapshot), filtered_(filtered) {}
   ~RocksDbView() override { db_->ReleaseSnapshot(snapshot_); }
 
   Status Get(std::string_view key, std::string* value, bool* found) const override {
@@ -58,12 +61,15 @@ class RocksDbView final : public BackendView,
   }
   std::unique_ptr<BackendIterator> NewIterator(std::string_view lower,
                                                std::string_view upper) const override;
+  std::unique_ptr<BackendIterator> NewLookupIterator(std::string_view lower,
+                                                     std::string_view upper) const override;
   rocksdb::DB* db() const { return db_.get(); }
   const rocksdb::Snapshot* snapshot() const { return snapshot_; }
 
  private:
   const std::shared_ptr<rocksdb::DB> db_;
   const rocksdb::Snapshot* const snapshot_;
+  const bool filtered_;
 };
 
 // A RocksDB iterator holds on to the memtables that existed when it was
@@ -75,9 +81,11 @@ class RocksDbView final : public BackendView,
 // again at the same snapshot and put back on the key it was on.
 class RocksDbIterator final : public BackendIterator {
  public:
+  // `lookup`: in RocksDB's prefix mode, which reads the keys of the prefix
+  // of each Seek's target and skips the files whose filter lacks it.
   RocksDbIterator(std::shared_ptr<const RocksDbView> view, std::string_view lower,
-                  std::string_view upper)
-      : view_(std::move(view)), lower_(lower), upper_(upper) {
+                  std::string_view upper, bool lookup)
+      : view_(std::move(view)), lower_(lower), upper_(upper), lookup_(lookup) {
     Renew();
   }
   void Seek(std::string_view target) override {
@@ -103,6 +111,7 @@ class RocksDbIterator final : public BackendIterator {
   const std::string upper_;
   const rocksdb::Slice lower_slice_{lower_};
   const rocksdb::Slice upper_slice_{upper_};
+  const bool lookup_;
   std::unique_ptr<rocksdb::Iterator> it_;
   int steps_ = 0;  // since it_ was made
 
@@ -111,6 +120,10 @@ class RocksDbIterator final : public BackendIterator {
     options.snapshot = view_->snapshot();
     options.iterate_lower_bound = &lower_slice_;
     if (!upper_.empty()) options.iterate_upper_bound = &upper_slice_;
+    // With a prefix extractor, RocksDB's default is prefix mode: every other
+    // read asks for the keys in order whatever their prefixes.
+    options.total_order_seek = !lookup_;
+    options.prefix_same_as_start = lookup_;
     it_.reset();  // first: the old one lets go of what it held
     it_.reset(view_->db()->NewIterator(options));
     steps_ = 0;
@@ -119,7 +132,12 @@ class RocksDbIterator final : public BackendIterator {
 
 std::unique_ptr<BackendIterator> RocksDbView::NewIterator(std::string_view lower,
                                                           std::string_view upper) const {
-  return std::make_unique<RocksDbIterator>(shared_from_this(), lower, upper);
+  return std::make_unique<RocksDbIterator>(shared_from_this(), lower, upper, /*lookup=*/false);
+}
+
+std::unique_ptr<BackendIterator> RocksDbView::NewLookupIterator(std::string_view lower,
+                                                                std::string_view upper) const {
+  return std::make_unique<RocksDbIterator>(shared_from_this(), lower, upper, filtered_);
 }
 
 }  // namespace
@@ -162,6 +180,31 @@ class RocksDbBackend::ErrorListener final : public rocksdb::EventListener {
   Status error_ GUARDED_BY(mu_);
 };
 
+namespace {
+
+// A RocksDB prefix extractor from a function giving the length of a key's
+// prefix, 0 for a key outside every prefix. `name` is stored in every SST
+// file written with it (a filter built under another name is not used).
+class FunctionPrefix : public rocksdb::SliceTransform {
+ public:
+  FunctionPrefix(const char* name, std::function<size_t(std::string_view)> prefix)
+      : name_(name), prefix_(std::move(prefix)) {}
+  const char* Name() const override { return name_; }
+  rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
+    return rocksdb::Slice(key.data(), std::min(key.size(), prefix_(Of(key))));
+  }
+  bool InDomain(const rocksdb::Slice& key) const override { return prefix_(Of(key)) > 0; }
+
+ protected:
+  static std::string_view Of(const rocksdb::Slice& key) { return {key.data(), key.size()}; }
+
+ private:
+  const char* const name_;
+  const std::function<size_t(std::string_view)> prefix_;
+};
+
+}  // namespace
+
 // The prefix a memtable insert hint is kept for (Options::insert_group_prefix).
 //
 // RocksDB before 9.2.1 keeps one map of hints for the two lists of a
@@ -170,20 +213,16 @@ class RocksDbBackend::ErrorListener final : public rocksdb::EventListener {
 // list (an assertion in builds with them, a broken memtable without; fixed
 // upstream by #12558). While a write with range deletions runs, their start
 // keys are in no group (RangeDeletes), so they go in without a hint.
-class RocksDbBackend::GroupPrefix final : public rocksdb::SliceTransform {
+class RocksDbBackend::GroupPrefix final : public FunctionPrefix {
  public:
   explicit GroupPrefix(std::function<size_t(std::string_view)> prefix)
-      : prefix_(std::move(prefix)) {}
-  const char* Name() const override { return "raftkv.InsertGroupPrefix"; }
-  rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
-    return rocksdb::Slice(key.data(), std::min(key.size(), prefix_(Of(key))));
-  }
+      : FunctionPrefix("raftkv.InsertGroupPrefix", std::move(prefix)) {}
   bool InDomain(const rocksdb::Slice& key) const override {
     if (range_writes_.load(std::memory_order_acquire) > 0) {
       MutexLock lock(&mu_);
       if (range_starts_.count(std::string(Of(key))) > 0) return false;
     }
-    return prefix_(Of(key)) > 0;
+    return FunctionPrefix::InDomain(key);
   }
 
   // Keeps `starts` out of every group while it lives.
@@ -211,8 +250,6 @@ class RocksDbBackend::GroupPrefix final : public rocksdb::SliceTransform {
   };
 
  private:
-  static std::string_view Of(const rocksdb::Slice& key) { return {key.data(), key.size()}; }
-  const std::function<size_t(std::string_view)> prefix_;
   std::atomic<int> range_writes_{0};
   mutable Mutex mu_;
   std::multiset<std::string> range_starts_ GUARDED_BY(mu_);
@@ -240,6 +277,15 @@ Status RocksDbBackend::Open(const std::string& dir, const Options& options,
     db_options.allow_concurrent_memtable_write = false;
     db_options.memtable_insert_with_hint_prefix_extractor = groups;
   }
+  const bool filtered = options.lookup_prefix != nullptr;
+  if (filtered) {
+    db_options.prefix_extractor =
+        std::make_shared<FunctionPrefix>("raftkv.LookupPrefix.1", options.lookup_prefix);
+    rocksdb::BlockBasedTableOptions table;
+    table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+    table.whole_key_filtering = false;  // point reads are of a few metadata rows
+    db_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  }
   db_options.env = InterposedEnv();
   // Every SST file's CRC-32C, computed as it is written: a checkpoint's
   // manifest takes them from here instead of reading the files.
@@ -266,7 +312,7 @@ Status RocksDbBackend::Open(const std::string& dir, const Options& options,
     d->Close();  // flushes unless avoid_flush_during_shutdown; its error is the next open's
     delete d;
   });
-  out->reset(new RocksDbBackend(std::move(db), std::move(errors), std::move(groups)));
+  out->reset(new RocksDbBackend(std::move(db), std::move(errors), std::move(groups), filtered));
   return Status::OK();
 }
 
@@ -285,13 +331,16 @@ Status RocksDbBackend::VerifyChecksums() const {
 
 RocksDbBackend::RocksDbBackend(std::shared_ptr<rocksdb::DB> db,
                                std::shared_ptr<ErrorListener> errors,
-                               std::shared_ptr<GroupPrefix> groups)
-    : db_(std::move(db)), errors_(std::move(errors)), groups_(std::move(groups)) {}
+                               std::shared_ptr<GroupPrefix> groups, bool filtered)
+    : db_(std::move(db)), errors_(std::move(errors)), groups_(std::move(groups)),
+      filtered_(filtered) {}
 
 RocksDbBackend::~RocksDbBackend() = default;
 
 Status RocksDbBackend::Write(const BackendBatch& batch) {
-  rocksdb::WriteBatch wb;
+  // Its whole size up front (a 12-byte header; per row a type byte and two
+  // varint lengths): growing it by doubling copied every row written before.
+  rocksdb::WriteBatch wb(12 + batch.bytes() + 11 * batch.ops().size());
   rocksdb::Status s;
   std::vector<std::string> range_starts;
   for (const BackendBatch::Op& op : batch.ops()) {
@@ -313,7 +362,7 @@ Status RocksDbBackend::Write(const BackendBatch& batch) {
 }
 
 std::shared_ptr<const BackendView> RocksDbBackend::View() const {
-  return std::make_shared<RocksDbView>(db_, db_->GetSnapshot());
+  return std::make_shared<RocksDbView>(db_, db_->GetSnapshot(), filtered_);
 }
 
 Status RocksDbBackend::Flush() {

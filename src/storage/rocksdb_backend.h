@@ -55,6 +55,11 @@ class RocksDbBackend final : public KvBackend {
     // inserted in a few comparisons instead of a search of the whole
     // memtable; the keys of no group share one position. Unset: no groups.
     std::function<size_t(std::string_view key)> insert_group_prefix;
+    // The lookup prefix of a key (BackendView::NewLookupIterator), 0 for a
+    // key outside any. Set: every SST file and memtable keeps a bloom filter
+    // of the lookup prefixes it holds, and a lookup skips those without the
+    // one it seeks. Unset: no filters; lookups read every file.
+    std::function<size_t(std::string_view key)> lookup_prefix;
   };
 
   // Opens (or creates) the database in `dir`.
@@ -91,11 +96,12 @@ class RocksDbBackend final : public KvBackend {
   class ErrorListener;
   class GroupPrefix;
   RocksDbBackend(std::shared_ptr<rocksdb::DB> db, std::shared_ptr<ErrorListener> errors,
-                 std::shared_ptr<GroupPrefix> groups);
+                 std::shared_ptr<GroupPrefix> groups, bool filtered);
 
   const std::shared_ptr<rocksdb::DB> db_;  // closed when its last holder drops it
   const std::shared_ptr<ErrorListener> errors_;
   const std::shared_ptr<GroupPrefix> groups_;  // null without insert groups
+  const bool filtered_;                         // Options::lookup_prefix was set
 };
 
 }  // namespace raftkv

@@ -178,6 +178,28 @@ TEST(MvccKeysTest, InsertGroupsAreTheRowsWrittenInOrderOrOverAgain) {
   EXPECT_EQ(InsertGroupPrefix(""), 0u);
 }
 
+// A lookup prefix is a key's versions: every version and seek key of a key
+// has it, keys that are prefixes of each other have different ones, and
+// other rows have none.
+TEST(MvccKeysTest, TheLookupPrefixNamesOneKeysVersions) {
+  for (const std::string& key : {std::string(), std::string("k"), std::string("a\0b", 3),
+                                 std::string(1, '\0'), std::string("\0\xff\x01", 3), std::string("ab")}) {
+    const size_t want = VersionsBegin(key).size();
+    EXPECT_EQ(LookupPrefix(VersionKey(key, 5, 2)), want) << testing::PrintToString(key);
+    EXPECT_EQ(LookupPrefix(VersionKey(key, 0, 0)), want);
+    EXPECT_EQ(LookupPrefix(VersionSeekKey(key, 1000)), want);
+    EXPECT_EQ(VersionKey(key, 5, 2).substr(0, want), VersionsBegin(key));
+  }
+  EXPECT_NE(VersionKey("a", 1, 0).substr(0, LookupPrefix(VersionKey("a", 1, 0))),
+            VersionKey("ab", 1, 0).substr(0, LookupPrefix(VersionKey("ab", 1, 0))));
+  EXPECT_EQ(LookupPrefix(HistoryKey(12, 0)), 0u);
+  EXPECT_EQ(LookupPrefix(MetaKey("state")), 0u);
+  EXPECT_EQ(LookupPrefix(LeaseAttachKey(4, "k")), 0u);
+  EXPECT_EQ(LookupPrefix(""), 0u);
+  EXPECT_EQ(LookupPrefix(std::string(1, kVersionPrefix) + "key"), 0u);  // no terminator
+  EXPECT_EQ(LookupPrefix(std::string(1, kVersionPrefix) + std::string("k\0\x05", 3)), 0u);
+}
+
 }  // namespace
 }  // namespace mvcc
 }  // namespace raftkv

@@ -13,6 +13,7 @@ inline RocksDbBackend::Options StoreOptions(bool flush_on_close = true) {
   RocksDbBackend::Options options;
   options.flush_on_close = flush_on_close;
   options.insert_group_prefix = mvcc::InsertGroupPrefix;
+  options.lookup_prefix = mvcc::LookupPrefix;
   return options;
 }
 

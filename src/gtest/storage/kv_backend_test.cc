@@ -425,6 +425,85 @@ TEST(RocksDbBackendTest, GroupedInsertsKeepTheOrderAndTheNewestValue) {
   EXPECT_EQ(Scan(*db->View(), "", ""), expected);
 }
 
+// Lookup filters (Options::lookup_prefix): keys "p<name>/<n>" have the
+// prefix "p<name>/", others none. Across memtables and flushed files, with
+// and without filters on the same files: a lookup reads exactly its
+// prefix's keys (a missing prefix none), an unbounded lookup iterator reused
+// for many prefixes (as OverlayView reuses one) stops at each prefix's end,
+// and every other read still sees every key in order whatever the filters
+// say (a scan from a prefixed key across others, as a range read does).
+TEST(RocksDbBackendTest, LookupsReadTheirPrefixAndScansReadEverything) {
+  TempDir dir("rocksdb_lookups");
+  RocksDbBackend::Options filtered;
+  filtered.lookup_prefix = [](std::string_view key) -> size_t {
+    if (key.empty() || key[0] != 'p') return 0;
+    const size_t slash = key.find('/');
+    return slash == std::string_view::npos ? 0 : slash + 1;
+  };
+  std::unique_ptr<RocksDbBackend> db;
+  ASSERT_TRUE(RocksDbBackend::Open(dir.Join("db"), filtered, &db).ok());
+  Map expected;
+  const std::vector<std::string> names = {"a", "ab", "b", "c", "d", "da", "e", "f"};
+  std::mt19937 rng(11);
+  for (int round = 0; round < 8; ++round) {
+    BackendBatch batch;
+    // Each round writes a few of the prefixes only, so that most files lack
+    // most prefixes and their filters say so.
+    for (int i = 0; i < 40; ++i) {
+      const std::string& name = names[(round * 3 + rng() % 2) % names.size()];
+      const std::string key = "p" + name + "/" + std::to_string(rng() % 30);
+      batch.Put(key, "v" + std::to_string(round));
+      expected[key] = "v" + std::to_string(round);
+    }
+    batch.Put("m" + std::to_string(round), "meta");  // outside every prefix
+    expected["m" + std::to_string(round)] = "meta";
+    ASSERT_TRUE(db->Write(batch).ok());
+    if (round < 6) {
+      ASSERT_TRUE(db->Flush().ok());  // the last rounds stay in the memtable
+    }
+  }
+  auto check = [&](const KvBackend& backend, const std::string& what) {
+    SCOPED_TRACE(what);
+    const auto view = backend.View();
+    EXPECT_EQ(Scan(*view, "", ""), expected);
+    EXPECT_EQ(Scan(*view, "pab/", ""), Slice(expected, "pab/", ""));
+    EXPECT_EQ(Scan(*view, "", "", "pc/"), Slice(expected, "pc/", ""));
+    auto reused = view->NewLookupIterator("", "");
+    for (const char* name : {"a", "ab", "b", "c", "d", "da", "e", "f", "g", "aa"}) {
+      const std::string prefix = std::string("p") + name + "/";
+      const std::string end = std::string("p") + name + "0";  // '0' follows '/'
+      const Map want = Slice(expected, prefix, end);
+      Map got;
+      auto it = view->NewLookupIterator(prefix, end);
+      for (it->Seek(prefix); it->Valid(); it->Next()) got[std::string(it->key())] = std::string(it->value());
+      EXPECT_TRUE(it->status().ok()) << it->status().ToString();
+      EXPECT_EQ(got, want) << prefix;
+      Map unbounded;
+      for (reused->Seek(prefix); reused->Valid() && reused->key() < end; reused->Next()) {
+        unbounded[std::string(reused->key())] = std::string(reused->value());
+      }
+      EXPECT_EQ(unbounded, want) << prefix << " through the reused iterator";
+      auto overlay = std::make_shared<OverlayView>(view);
+      BackendBatch pending;
+      pending.Put(prefix + "zz", "pending");
+      overlay->Add(std::move(pending));
+      Map with_pending = want;
+      with_pending[prefix + "zz"] = "pending";
+      Map over;
+      auto oit = overlay->NewLookupIterator(prefix, end);
+      for (oit->Seek(prefix); oit->Valid(); oit->Next()) over[std::string(oit->key())] = std::string(oit->value());
+      EXPECT_EQ(over, with_pending) << prefix << " through an overlay";
+    }
+  };
+  check(*db, "filtered, written");
+  db.reset();
+  ASSERT_TRUE(RocksDbBackend::Open(dir.Join("db"), RocksDbBackend::Options(), &db).ok());
+  check(*db, "reopened without filters");
+  db.reset();
+  ASSERT_TRUE(RocksDbBackend::Open(dir.Join("db"), filtered, &db).ok());
+  check(*db, "reopened with filters");
+}
+
 // An iterator keeps the memtables that existed when it was made (the
 // active one goes on filling) after they are flushed. A long walk while
 // writes and flushes go on must not keep them to its end: it is made again
