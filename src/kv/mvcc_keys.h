@@ -86,8 +86,8 @@ size_t InsertGroupPrefix(std::string_view encoded);
 // What one read of a key stays within (BackendView::NewLookupIterator): the
 // length of the prefix of a version row that names its key ('k' ord(key)),
 // so that a store can keep a filter of these prefixes and skip the files
-// and memtables that hold no version of the key sought. 0 for every other
-// row, and for a malformed one.
+// that hold no version of the key sought. 0 for every other row, and for a
+// malformed one.
 size_t LookupPrefix(std::string_view encoded);
 
 }  // namespace mvcc

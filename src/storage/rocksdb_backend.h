@@ -56,9 +56,10 @@ class RocksDbBackend final : public KvBackend {
     // memtable; the keys of no group share one position. Unset: no groups.
     std::function<size_t(std::string_view key)> insert_group_prefix;
     // The lookup prefix of a key (BackendView::NewLookupIterator), 0 for a
-    // key outside any. Set: every SST file and memtable keeps a bloom filter
-    // of the lookup prefixes it holds, and a lookup skips those without the
-    // one it seeks. Unset: no filters; lookups read every file.
+    // key outside any. Set: every SST file keeps a bloom filter of the
+    // lookup prefixes it holds, and a lookup skips the files without the
+    // one it seeks (the memtables are searched). Unset: no filters; lookups
+    // read every file.
     std::function<size_t(std::string_view key)> lookup_prefix;
   };
 
