@@ -28,27 +28,28 @@ void AppendOrderedKey(std::string* out, std::string_view key) {
   out->push_back(kTerminator);
 }
 
-bool ConsumeOrderedKey(std::string_view* in, std::string* key) {
-  std::string decoded;
-  for (size_t i = 0; i < in->size(); ++i) {
-    const char c = (*in)[i];
-    if (c != kEscape) {
-      decoded.push_back(c);
-      continue;
-    }
-    if (i + 1 == in->size()) return false;
-    const char next = (*in)[++i];
-    if (next == kEscapedZero) {
-      decoded.push_back(kEscape);
-    } else if (next == kTerminator) {
-      in->remove_prefix(i + 1);
-      *key = std::move(decoded);
-      return true;
-    } else {
-      return false;
-    }
+size_t OrderedKeyLength(std::string_view in) {
+  for (size_t i = 0; i + 1 < in.size(); ++i) {
+    if (in[i] != kEscape) continue;
+    if (in[i + 1] == kTerminator) return i + 2;
+    if (in[i + 1] != kEscapedZero) return 0;
+    ++i;
   }
-  return false;
+  return 0;
+}
+
+bool ConsumeOrderedKey(std::string_view* in, std::string* key) {
+  const size_t length = OrderedKeyLength(*in);
+  if (length == 0) return false;
+  std::string decoded;
+  decoded.reserve(length - 2);
+  for (size_t i = 0; i + 2 < length; ++i) {
+    decoded.push_back((*in)[i]);
+    if ((*in)[i] == kEscape) ++i;  // its escaped-zero mark
+  }
+  in->remove_prefix(length);
+  *key = std::move(decoded);
+  return true;
 }
 
 void AppendBigEndian64(std::string* out, uint64_t v) {
@@ -202,13 +203,8 @@ size_t InsertGroupPrefix(std::string_view encoded) {
 
 size_t LookupPrefix(std::string_view encoded) {
   if (encoded.empty() || encoded[0] != kVersionPrefix) return 0;
-  for (size_t i = 1; i + 1 < encoded.size(); ++i) {
-    if (encoded[i] != kEscape) continue;
-    if (encoded[i + 1] == kTerminator) return i + 2;
-    if (encoded[i + 1] != kEscapedZero) return 0;
-    ++i;
-  }
-  return 0;
+  const size_t length = OrderedKeyLength(encoded.substr(1));
+  return length == 0 ? 0 : 1 + length;
 }
 
 std::string MetaKey(std::string_view name) {

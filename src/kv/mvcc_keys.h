@@ -38,6 +38,9 @@ constexpr char kMetaPrefix = 'm';
 
 // ord(key), appended to *out.
 void AppendOrderedKey(std::string* out, std::string_view key);
+// The length of the ord(key) at the front of `in`, its terminator included;
+// 0 when `in` does not start with a well-formed one.
+size_t OrderedKeyLength(std::string_view in);
 // Reads ord(key) from the front of *in into *key and advances *in past it;
 // false (nothing consumed) when *in does not start with a well-formed one.
 bool ConsumeOrderedKey(std::string_view* in, std::string* key);

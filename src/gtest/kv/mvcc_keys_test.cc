@@ -37,6 +37,8 @@ TEST(MvccKeysTest, OrderedKeysRoundTripAndKeepTheKeysOrder) {
     std::string enc;
     AppendOrderedKey(&enc, a);
     const std::string with_tail = enc + "tail";
+    EXPECT_EQ(OrderedKeyLength(with_tail), enc.size());
+    for (size_t cut = 0; cut < enc.size(); ++cut) EXPECT_EQ(OrderedKeyLength(enc.substr(0, cut)), 0u);
     std::string_view in = with_tail;
     std::string decoded;
     ASSERT_TRUE(ConsumeOrderedKey(&in, &decoded));
@@ -58,6 +60,7 @@ TEST(MvccKeysTest, MalformedOrderedKeysAreRefusedWithoutConsuming) {
                                 std::string("a\x00\x02", 3), std::string("\x00\x00\x01", 3)}) {
     std::string_view in = bad;
     std::string key = "unchanged";
+    EXPECT_EQ(OrderedKeyLength(bad), 0u) << testing::PrintToString(bad);
     EXPECT_FALSE(ConsumeOrderedKey(&in, &key)) << testing::PrintToString(bad);
     EXPECT_EQ(in.size(), bad.size());
     EXPECT_EQ(key, "unchanged");
