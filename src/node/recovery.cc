@@ -278,7 +278,11 @@ Status LoadSnapshot(const NodeOptions& options, const MembershipConfig& index_ze
 Status OpenLog(const NodeOptions& options, const SnapshotLoadResult& loaded, RecoveredState* r,
                RecoveredLog* log) {
   LogRecovery& recovery = log->recovery;
-  Status s = SegmentedLog::Open(options.data_dir + "/log", options.log, &r->log, &recovery);
+  // What an on-disk store applied was durable in this log: damage to it is
+  // no torn write to cut off (a memory store applied nothing yet).
+  SegmentedLogOptions log_options = options.log;
+  if (r->state_machine->persistent()) log_options.durable_through = r->state_machine->AppliedIndex();
+  Status s = SegmentedLog::Open(options.data_dir + "/log", log_options, &r->log, &recovery);
   if (!s.ok()) return s;
   if (recovery.truncated_tail) {
     LOG(WARNING) << "log recovery cut a torn or corrupt tail: " << recovery.detail;

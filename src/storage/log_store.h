@@ -101,6 +101,11 @@ class SyncObserver {
 struct SegmentedLogOptions {
   // A new segment file is started once the current one reaches this size.
   uint64_t max_segment_bytes = 64ull << 20;
+  // Every entry up to this index is known to have been durable in the log
+  // (an on-disk key-value store applied it, and entries are applied only
+  // once synced). A bad last record holding such an entry is not a torn
+  // write: Open() refuses it as Corruption and leaves the file as it is.
+  uint64_t durable_through = 0;
 };
 
 // The file implementation. Open() scans every segment: a torn or corrupt tail

@@ -613,6 +613,13 @@ struct SegmentedLog::Impl {
       }
       for (uint64_t offset : scan.offsets) locations.push_back(Location{i, offset});
       segment.size = scan.valid_bytes;
+      const uint64_t torn_index = segment.first_index + scan.offsets.size();
+      if (scan.torn && torn_index <= options.durable_through) {
+        return Status::Corruption(At(segment.path, scan.valid_bytes) + scan.torn_reason + "; it holds entry " +
+                                  std::to_string(torn_index) + ", which the key-value store applied (through " +
+                                  std::to_string(options.durable_through) +
+                                  "), so it was durable: damage, not a torn write");
+      }
       if (scan.torn) {
         const uint64_t cut_bytes = contents.size() - scan.valid_bytes;
         s = f.Truncate(scan.valid_bytes);

@@ -129,7 +129,7 @@ DEFINE_uint64(session_timeout_ms, 600000,
               "time, the leader-stamped time carried by log entries); its retries then fail with "
               "ABORTED. Stored in the session when it is opened.");
 DEFINE_uint64(history_revisions, 100000,
-              "Revisions of changes kept in memory for watches and reads at a past revision "
+              "Revisions of changes kept for watches and reads at a past revision "
               "(get --rev); a watch or read from before them gets OUT_OF_RANGE naming the oldest "
               "kept. Local to the member; a restart or an installed snapshot keeps the last "
               "--snapshot_history_revisions of them and what followed the snapshot.");
@@ -147,14 +147,21 @@ DEFINE_int64(quota_backend_bytes, 0,
              "would take it past this is refused (RESOURCE_EXHAUSTED, etcd's 'database space "
              "exceeded') and raises the NOSPACE alarm: every member then refuses writes that "
              "add data, while reads, deletes and compaction go on, until an operator clears "
-             "it (etcdctl alarm disarm). 0: the default, 2 GiB; negative: no quota. The state "
-             "is in memory: keep the quota well below the RAM.");
-DEFINE_string(storage_engine, "memory",
-              "Where the key-value state lives: 'memory' (restored from the newest snapshot "
-              "at start, then the log after it) or 'rocksdb' (on disk in <data_dir>/kv-*/, "
+             "it (etcdctl alarm disarm). 0: the default, 2 GiB; negative: no quota. With "
+             "--storage_engine=memory the state is in memory: keep the quota well below the RAM.");
+#ifdef RAFTKV_HAVE_ROCKSDB
+constexpr char kDefaultStorageEngine[] = "rocksdb";
+#else
+constexpr char kDefaultStorageEngine[] = "memory";
+#endif
+DEFINE_string(storage_engine, kDefaultStorageEngine,
+              "Where the key-value state lives: 'rocksdb' (on disk in <data_dir>/kv-*/, "
               "named by <data_dir>/KV_CURRENT; a restart opens it and applies only the log "
-              "after the last entry it made durable). Either engine starts from a directory "
-              "the other wrote: the state is rebuilt from its snapshot and log.");
+              "after the last entry it made durable; the default where the server is built "
+              "with RocksDB) or 'memory' (restored from the newest snapshot at start, then the "
+              "log after it; faster writes, state bounded by the RAM; the default otherwise). "
+              "Either engine starts from a directory the other wrote: the state is rebuilt "
+              "from its snapshot and log.");
 DEFINE_string(auto_compaction_mode, "periodic",
               "How --auto_compaction_retention is read, as etcd's: 'periodic' (a duration: the "
               "leader compacts the history, every min(retention, 1h), through the revision it "

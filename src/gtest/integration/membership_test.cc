@@ -23,6 +23,9 @@ class Membership : public Integration {};
 
 TEST_F(Membership, AddedNodeCatchesUpBySnapshotAndCountsInQuorum) {
   std::vector<std::string> flags = FastTimeoutFlags();
+  // Snapshot files, the memory engine's (a new member catching up from a
+  // checkpoint: chaos_short, SnapshotClusterTest, NodeSnapshotTest).
+  flags.push_back("--storage_engine=memory");
   flags.push_back("--snapshot_entries=2000");
   flags.push_back("--segment_bytes=262144");
   uint64_t leader = 0;

@@ -483,6 +483,24 @@ TEST_F(SegmentedLogTest, WrongIndexOrUnparsableLastRecordIsTornTail) {
   ExpectSameEntries(recovery_.entries, MakeEntries(1, 3));
 }
 
+// A bad last record holding an entry a store applied (so it was synced) is
+// damage, not a torn write: refused, the file left as it is. One past it is
+// still a torn tail.
+TEST_F(SegmentedLogTest, ADamagedLastRecordKnownDurableIsRefusedNotCut) {
+  const std::string path = dir_.Join(SegmentName(1));
+  std::string damaged = RecordsBytes(MakeEntries(1, 4));
+  damaged[damaged.size() - 2] = static_cast<char>(damaged[damaged.size() - 2] ^ 0x10);  // entry 4's payload
+  WriteFileBytes(path, damaged);
+  options_.durable_through = 4;
+  ExpectOpenCorruption(path);
+  EXPECT_EQ(ReadFileBytes(path), damaged);
+  options_.durable_through = 3;
+  Reopen();
+  EXPECT_TRUE(recovery_.truncated_tail);
+  ExpectSameEntries(recovery_.entries, MakeEntries(1, 3));
+  EXPECT_EQ(ReadFileBytes(path), RecordsBytes(MakeEntries(1, 3)));
+}
+
 // Writes a log of `count` entries (1 per Append), closes it and returns the
 // last segment's path.
 std::string WriteLog(const std::string& dir, const SegmentedLogOptions& options, uint64_t count) {

@@ -46,6 +46,9 @@ struct DiskUse {
 
 TEST_F(Compaction, LogStaysBoundedAndKilledMemberRestartsQuickly) {
   std::vector<std::string> flags = FastTimeoutFlags();
+  // The data directory bounded by its snapshot files and log: the memory
+  // engine's (the on-disk engine keeps its store beside them).
+  flags.push_back("--storage_engine=memory");
   flags.push_back("--snapshot_entries=" + std::to_string(kSnapshotEntries));
   flags.push_back("--segment_bytes=" + std::to_string(kSegmentBytes));
   flags.push_back("--snapshots_kept=" + std::to_string(kSnapshotsKept));
@@ -174,6 +177,7 @@ TEST_F(Compaction, LogStaysBoundedAndKilledMemberRestartsQuickly) {
 // log behind it is compacted, and the member restarts from it.
 TEST_F(Compaction, SnapshotOnDemand) {
   std::vector<std::string> flags = FastTimeoutFlags();
+  flags.push_back("--storage_engine=memory");  // snapshot files, not checkpoints
   flags.push_back("--snapshot_entries=0");     // only on demand
   flags.push_back("--snapshot_log_bytes=0");
   flags.push_back("--segment_bytes=65536");
