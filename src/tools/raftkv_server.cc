@@ -131,10 +131,13 @@ DEFINE_uint64(session_timeout_ms, 600000,
 DEFINE_uint64(history_revisions, 100000,
               "Revisions of changes kept for watches and reads at a past revision "
               "(get --rev); a watch or read from before them gets OUT_OF_RANGE naming the oldest "
-              "kept. Local to the member; a restart or an installed snapshot keeps the last "
-              "--snapshot_history_revisions of them and what followed the snapshot.");
+              "kept. Local to the member. With --storage_engine=rocksdb a restart keeps them and "
+              "an installed checkpoint brings the sender's; with 'memory' a restart or an "
+              "installed snapshot keeps the last --snapshot_history_revisions of them and what "
+              "followed the snapshot.");
 DEFINE_uint64(snapshot_history_revisions, 10000,
-              "Revisions of that history written into every snapshot, so that a watch can "
+              "Revisions of that history written into every snapshot file (the memory engine's; "
+              "a checkpoint holds all the store keeps), so that a watch can "
               "resume on a member that restarted or caught up from a snapshot from up to this "
               "many revisions before it (0: none; costs their bytes in each snapshot).");
 DEFINE_uint64(history_bytes, 64ull << 20,
