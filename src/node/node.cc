@@ -626,6 +626,7 @@ void RaftNode::TickLoop() {
       MutexLock lock(&mu_);
       while (!stopping_ && Clock::now() < next) stop_signal_.WaitUntil(&mu_, next);
       if (stopping_) return;
+      HoldCampaignsWhileStalledLocked();
       raft_.Tick();
       const bool leaderless = raft_.ticks_since_leader() >= leaderless_ticks;
       if (leaderless != leaderless_) {
@@ -659,6 +660,18 @@ void RaftNode::TickLoop() {
     const auto now = Clock::now();
     if (next < now) next = now + period;  // we fell behind (e.g. SIGSTOP): don't burst
   }
+}
+
+void RaftNode::HoldCampaignsWhileStalledLocked() {
+  // A member whose store refuses writes would commit as leader but apply and
+  // acknowledge nothing: it lets the others elect one (and a leader in that
+  // state hands leadership over, below).
+  const bool stalled = state_machine_->StoreStalled();
+  if (stalled == raft_.campaigns_held()) return;
+  raft_.HoldCampaigns(stalled);
+  LOG(WARNING) << "member " << options_.id
+               << (stalled ? " holds its campaigns while its key-value store refuses writes"
+                           : " may campaign again: its key-value store takes writes");
 }
 
 void RaftNode::MaybeHandOverStalledLeadership(Clock::time_point now) {

@@ -233,6 +233,8 @@ class RaftNode {
   // election timeout hands leadership to its most up-to-date replicating
   // voter, and tries again less and less often while the stall lasts.
   void MaybeHandOverStalledLeadership(Clock::time_point now) EXCLUDES(mu_);
+  // The core starts no election while the state machine's store is stalled.
+  void HoldCampaignsWhileStalledLocked() REQUIRES(mu_);
   uint64_t MostUpToDateVoterLocked() const REQUIRES(mu_);
   // The I/O loop's handling of one Ready (everything but taking it).
   void ProcessReady(raft::Ready& rd, Completions* completions) EXCLUDES(mu_);

@@ -106,16 +106,18 @@ void Raft::Tick() {
   }
   ++core_->ticks_since_leader;
   ++core_->election_elapsed;
-  if (core_->election_elapsed >= core_->randomized_election_timeout && core_->IsVoter(core_->id())) {
+  if (core_->election_elapsed >= core_->randomized_election_timeout && core_->IsVoter(core_->id()) &&
+      !hold_campaigns_) {
     campaign_transfer_ = false;
     StartElection(core_->config.pre_vote);
   }
 }
 
 void Raft::HandleTimeoutNow(const Message& m) {
-  if (core_->role == Role::kLeader || !core_->IsVoter(core_->id())) {
+  if (core_->role == Role::kLeader || !core_->IsVoter(core_->id()) || hold_campaigns_) {
     LOG(WARNING) << "member " << core_->id() << " ignores " << m.DebugString() << " (it is "
-                 << RoleName(core_->role) << (core_->IsVoter(core_->id()) ? "" : ", not a voter") << ")";
+                 << RoleName(core_->role) << (core_->IsVoter(core_->id()) ? "" : ", not a voter")
+                 << (hold_campaigns_ ? ", holding its campaigns" : "") << ")";
     return;
   }
   LOG(INFO) << "member " << core_->id() << " was asked by leader " << m.from

@@ -94,6 +94,14 @@ class Raft {
   // The transport could not reach `peer`: a pipelined follower falls back to
   // probing from its last known match.
   void ReportUnreachable(uint64_t peer);
+  // While held, this member starts no election when its timeout elapses and
+  // ignores TimeoutNow; it still votes, and a leader keeps leading. The
+  // service holds campaigns while its state machine cannot apply what it
+  // would commit (a store that refuses writes): as leader it would
+  // acknowledge nothing. Released, a member that heard from no leader
+  // meanwhile campaigns at its next tick.
+  void HoldCampaigns(bool hold) { hold_campaigns_ = hold; }
+  bool campaigns_held() const { return hold_campaigns_; }
 
   bool HasReady() const;
   // Collects the pending output. Call Advance() with the same Ready after the
@@ -166,6 +174,7 @@ class Raft {
   std::set<uint64_t> votes_rejected_;
   // This campaign was started by a TimeoutNow: its vote requests say so.
   bool campaign_transfer_ = false;
+  bool hold_campaigns_ = false;  // HoldCampaigns
 };
 
 }  // namespace raftkv::raft

@@ -306,6 +306,7 @@ TEST_F(NodeSnapshotTest, ASnapshotOnAFullDiskFailsAndTheNextOneIsTaken) {
   Close();
   ASSERT_NO_FATAL_FAILURE(OpenAndLead(SingleOptions(dir_.path())));
   ExpectFullState();
+  Close();  // while `disk`, which its files were opened through, lives
 }
 
 // A member keeping its state in memory cannot install a checkpoint of a

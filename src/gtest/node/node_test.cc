@@ -713,9 +713,28 @@ TEST_F(ThreeMemberTest, ALeaderWhoseStoreStallsHandsOverLeadership) {
   }
   EXPECT_FALSE(held.ready()) << "acknowledged a write its store did not take";
 
+  // Deposed (its peers stop answering appends: check-quorum), it starts no
+  // election while its store is stalled, though its peers would grant votes.
+  peers_.set_ack_appends(false);
+  ASSERT_TRUE(WaitFor([&] { return !IsLeader(*node_); }, 5s)) << "check-quorum never stepped down";
+  const auto vote_requests = [&] {
+    int n = 0;
+    for (const raft::Message& m : peers_.sent()) n += m.type == raft::MessageType::kVote;
+    return n;
+  };
+  const int votes_before = vote_requests();
+  std::this_thread::sleep_for(20 * std::chrono::milliseconds(5 * 5));  // 10 of the longest timeouts
+  EXPECT_FALSE(IsLeader(*node_)) << "a member whose store refuses writes was elected again";
+  EXPECT_EQ(vote_requests(), votes_before) << "a member whose store refuses writes campaigned";
+
+  peers_.set_ack_appends(true);
   disk.full = false;
   ASSERT_TRUE(WaitFor([&] { return node_->state_machine().Get("during").has_value(); }, 5s));
   EXPECT_FALSE(node_->state_machine().StoreStalled());
+  ASSERT_TRUE(WaitFor([&] { return IsLeader(*node_); }, 5s)) << "released, it never campaigned again";
+  // Stopped while `disk` lives: RocksDB's threads write through it.
+  node_->Stop();
+  node_.reset();
 }
 #endif
 

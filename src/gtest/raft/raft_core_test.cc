@@ -826,16 +826,21 @@ TEST(RaftCoreTest, TransferWaitsForTheTargetThenSendsTimeoutNow) {
   EXPECT_TRUE(r.Propose("y").accepted);
 }
 
-// The target of TimeoutNow campaigns at once, and voters grant it despite
-// hearing from the leader (stickiness does not apply to transfers).
-TEST(RaftCoreTest, TimeoutNowStartsAnElectionVotersAccept) {
-  auto rp = MakeTermFiveCore();  // member 1, follower
-  Raft& r = *rp;
+// The term-5 leader 2 asks member 1 to take over.
+void StepTimeoutNowFrom2InTerm5(Raft& r) {
   TimeoutNowRequest req;
   req.set_term(5);
   req.set_leader_id(2);
   req.set_to(1);
   r.Step(TimeoutNowMessage(req));
+}
+
+// The target of TimeoutNow campaigns at once, and voters grant it despite
+// hearing from the leader (stickiness does not apply to transfers).
+TEST(RaftCoreTest, TimeoutNowStartsAnElectionVotersAccept) {
+  auto rp = MakeTermFiveCore();  // member 1, follower
+  Raft& r = *rp;
+  StepTimeoutNowFrom2InTerm5(r);
   EXPECT_EQ(r.role(), Role::kCandidate);
   EXPECT_EQ(r.term(), 6u);
   Ready rd = r.GetReady();
@@ -860,6 +865,33 @@ TEST(RaftCoreTest, TimeoutNowStartsAnElectionVotersAccept) {
   vote.rpc_id = 10;
   v.Step(vote);
   EXPECT_TRUE(OnlyResponse(v, 10).vote_resp.granted());
+}
+
+// A member holding its campaigns (its store refuses writes) lets election
+// timeouts pass and ignores TimeoutNow, but still votes; released, it
+// campaigns at its next tick.
+TEST(RaftCoreTest, HeldCampaignsStartNoElectionButVotesGoOn) {
+  auto rp = MakeTermFiveCore();  // member 1, follower in term 5
+  Raft& r = *rp;
+  r.HoldCampaigns(true);
+  EXPECT_TRUE(r.campaigns_held());
+  for (int i = 0; i < 4 * Config().election_ticks; ++i) r.Tick();  // twice the longest timeout
+  EXPECT_EQ(r.role(), Role::kFollower);
+  EXPECT_EQ(r.term(), 5u);
+  StepTimeoutNowFrom2InTerm5(r);
+  EXPECT_EQ(r.role(), Role::kFollower);
+  EXPECT_EQ(r.term(), 5u);
+  Ready rd = r.GetReady();
+  for (const Message& m : rd.messages) EXPECT_NE(m.type, MessageType::kVote);
+  r.Advance(rd);
+  // It votes for a candidate whose log is as up to date.
+  r.Step(VoteRequest(3, 6, 3, 5, false, 11));
+  EXPECT_TRUE(OnlyResponse(r, 11).vote_resp.granted());
+  EXPECT_EQ(r.term(), 6u);
+  // Released after the timeout passed: it campaigns at the next tick.
+  r.HoldCampaigns(false);
+  for (int i = 0; i < 100 && r.role() == Role::kFollower; ++i) r.Tick();
+  EXPECT_NE(r.role(), Role::kFollower);
 }
 
 }  // namespace
