@@ -24,6 +24,7 @@ void Follower::HandleAppendEntries(const Message& m) {
     out.set_prev_log_term(core_->log.snapshot().term);
     out.set_leader_commit(req.leader_commit());
     out.set_read_round(req.read_round());
+    out.set_seq(req.seq());
     out.set_to(req.to());
     for (const Entry& e : req.entries()) {
       if (e.index() > core_->log.snapshot().index) *out.add_entries() = e;
@@ -46,6 +47,7 @@ void Follower::HandleAppendEntries(const Message& m) {
   Message out = core_->ReplyTo(m, MessageType::kAppendResp);
   AppendEntriesResponse& resp = out.append_resp;
   resp.set_read_round(req.read_round());
+  resp.set_seq(req.seq());
 
   const uint64_t prev = req.prev_log_index();
   // The first entry of the request that is not already in the log, if any.

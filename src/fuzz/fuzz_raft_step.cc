@@ -230,6 +230,8 @@ class Harness {
     config_.max_inflight_appends = 1 + limits % 4;
     config_.max_append_entries = 1 + (limits >> 2) % 4;
     config_.max_append_bytes = 64 + 64 * ((limits >> 4) % 4);
+    // Bits 6-7: no byte window, or one of about one to three messages.
+    config_.max_inflight_bytes = (limits >> 6) == 0 ? 0 : 100 * (limits >> 6);
     config_.seed = limits;
     // Flag bit 7 (unused by the header of fuzz_raft_step.h): cluster time.
     config_.tick_ms = (flags & 0x80) ? 10 : 0;
@@ -884,6 +886,7 @@ class Harness {
       resp.set_term(req.append.term());
       resp.set_from(req.to);
       resp.set_read_round(req.append.read_round());
+      resp.set_seq(req.append.seq());
       const uint64_t last = req.append.prev_log_index() +
                             static_cast<uint64_t>(req.append.entries_size());
       if (how % 4 != 0) {

@@ -24,7 +24,7 @@ Leader::Leader(Core* core) : core_(core), config_(core->config), log_(core->log)
 void Leader::AddFollowers() {
   for (const MemberConfig& m : log_.membership().members()) {
     if (m.id() == config_.id || progress_.count(m.id())) continue;
-    Progress pr(log_.last_index() + 1, config_.max_inflight_appends);
+    Progress pr(log_.last_index() + 1, config_.max_inflight_appends, config_.max_inflight_bytes);
     pr.set_recent_active(true);
     progress_.emplace(m.id(), pr);
     acked_round_[m.id()] = 0;
@@ -344,6 +344,7 @@ bool Leader::MaybeSendAppend(uint64_t peer, bool allow_empty) {
   req.set_prev_log_term(log_.TermAt(prev));
   req.set_leader_commit(log_.commit());
   req.set_read_round(read_round_);
+  req.set_seq(++append_seq_);
   req.set_to(peer);
   size_t bytes = 0;
   uint64_t last = prev;
@@ -359,7 +360,7 @@ bool Leader::MaybeSendAppend(uint64_t peer, bool allow_empty) {
     bytes += size;
     last = i;
   }
-  pr.OnSent(last);
+  pr.OnSent(last, bytes);
   core_->Send(std::move(m));
   return last > prev;  // whether entries went out (the caller may send more)
 }
@@ -393,6 +394,7 @@ void Leader::HandleSnapshotResponse(const Message& m) {
   if (pr.state() != Progress::State::kSnapshot) return;  // stale
   if (resp.success() && resp.match_index() <= log_.last_index()) {
     pr.OnSnapshotInstalled(resp.match_index());
+    pr.set_match_known_at_seq(append_seq_);
     MaybeAdvanceCommit();
   } else {
     LOG(WARNING) << "member " << config_.id << ": " << m.from << " refused snapshot "
@@ -420,6 +422,7 @@ void Leader::SendHeartbeat(uint64_t peer) {
   req.set_prev_log_term(log_.TermAt(prev));
   req.set_leader_commit(std::min(log_.commit(), prev));
   req.set_read_round(read_round_);
+  req.set_seq(++append_seq_);
   req.set_to(peer);
   core_->Send(std::move(m));
 }
@@ -449,7 +452,10 @@ void Leader::HandleAppendResponse(const Message& m) {
     // Appends answered while the snapshot streams (heartbeats, or replies to
     // older messages). If the follower already holds what the snapshot
     // covers (its reply to the transfer was lost), stop waiting for it.
-    if (resp.success()) pr.OnSuccess(resp.match_index());
+    if (resp.success()) {
+      pr.OnSuccess(resp.match_index());
+      pr.set_match_known_at_seq(append_seq_);
+    }
     if (pr.match() >= pr.pending_snapshot()) {
       pr.OnSnapshotInstalled(pr.match());
       MaybeAdvanceCommit();
@@ -458,19 +464,22 @@ void Leader::HandleAppendResponse(const Message& m) {
     }
   } else if (resp.success()) {
     const bool advanced = pr.OnSuccess(resp.match_index());
+    pr.set_match_known_at_seq(append_seq_);
     if (pr.state() == Progress::State::kProbe && resp.match_index() + 1 >= pr.next()) {
       pr.BecomeReplicate();
     } else if (pr.state() == Progress::State::kProbe) {
       pr.ResumeProbe();
     }
     if (advanced) MaybeAdvanceCommit();
-  } else if (resp.last_log_index() < pr.match()) {
+  } else if (resp.last_log_index() < pr.match() && resp.seq() > pr.match_known_at_seq()) {
     // The follower's log is shorter than what it acknowledged as durable: it
     // lost entries on a restart (see Progress::OnRegressed). Its rejections
     // of prev = match would otherwise be taken for stale answers (or clamp
     // the probe to match + 1) forever, and it would never catch up with this
-    // leader. (A truly stale rejection lands here too; the cost is one
-    // probe.)
+    // leader. Only a rejection of a message sent after the leader learnt
+    // that match says so: an older one (a second probe, or an append the
+    // follower took before the one it was sent after) was overtaken, and
+    // believing it would forget the match of a follower that has it all.
     LOG(WARNING) << "member " << config_.id << ": follower " << m.from << " holds entries only up to "
                  << resp.last_log_index() << ", below its acknowledged match " << pr.match()
                  << "; replicating again from " << resp.last_log_index() + 1;

@@ -108,6 +108,7 @@ class Leader {
   };
   std::deque<PendingRead> pending_reads_;
   uint64_t read_round_ = 0;          // last round started
+  uint64_t append_seq_ = 0;          // AppendEntriesRequest.seq of the last one sent
   bool read_round_needed_ = false;   // a read is waiting for a new round
   // Highest round acknowledged by each peer.
   std::map<uint64_t, uint64_t> acked_round_;

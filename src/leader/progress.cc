@@ -7,25 +7,31 @@ namespace raftkv::raft {
 bool Progress::IsPaused() const {
   switch (state_) {
     case State::kProbe: return probe_sent_;
-    case State::kReplicate: return inflight_.size() >= max_inflight_;
+    case State::kReplicate:
+      return inflight_.size() >= max_inflight_ ||
+             (max_inflight_bytes_ > 0 && inflight_bytes_ >= max_inflight_bytes_);
     case State::kSnapshot: return true;
   }
   return false;
 }
 
-void Progress::OnSent(uint64_t last) {
+void Progress::OnSent(uint64_t last, uint64_t bytes) {
   if (state_ == State::kProbe) {
     probe_sent_ = true;
     return;
   }
   if (last >= next_) {
     next_ = last + 1;
-    inflight_.push_back(last);
+    inflight_.push_back(Inflight{last, bytes});
+    inflight_bytes_ += bytes;
   }
 }
 
 bool Progress::OnSuccess(uint64_t match) {
-  while (!inflight_.empty() && inflight_.front() <= match) inflight_.pop_front();
+  while (!inflight_.empty() && inflight_.front().last <= match) {
+    inflight_bytes_ -= inflight_.front().bytes;
+    inflight_.pop_front();
+  }
   if (match <= match_) return false;
   stalled_intervals_ = 0;
   match_ = match;
@@ -69,6 +75,7 @@ void Progress::BecomeProbe() {
   state_ = State::kProbe;
   probe_sent_ = false;
   inflight_.clear();
+  inflight_bytes_ = 0;
 }
 
 void Progress::BecomeSnapshot(uint64_t snapshot_index) {
@@ -77,6 +84,7 @@ void Progress::BecomeSnapshot(uint64_t snapshot_index) {
   pending_snapshot_ = snapshot_index;
   probe_sent_ = false;
   inflight_.clear();
+  inflight_bytes_ = 0;
 }
 
 void Progress::OnSnapshotInstalled(uint64_t match) {
@@ -100,6 +108,7 @@ void Progress::BecomeReplicate() {
   next_ = match_ + 1;
   probe_sent_ = false;
   inflight_.clear();
+  inflight_bytes_ = 0;
 }
 
 }  // namespace raftkv::raft

@@ -33,7 +33,11 @@ class Progress {
   enum class State { kProbe, kReplicate, kSnapshot };
 
   Progress() = default;
-  Progress(uint64_t next, size_t max_inflight) : next_(next), max_inflight_(max_inflight) {}
+  // `max_inflight`: messages in flight in kReplicate; `max_inflight_bytes`:
+  // their entry bytes (0 = no limit). One message may always be in flight,
+  // however large.
+  Progress(uint64_t next, size_t max_inflight, uint64_t max_inflight_bytes = 0)
+      : next_(next), max_inflight_(max_inflight), max_inflight_bytes_(max_inflight_bytes) {}
 
   State state() const { return state_; }
   // Highest index known to be replicated (durable) on the follower.
@@ -55,8 +59,8 @@ class Progress {
   // (a whole window, whatever the moment of asking).
   bool RecentlyActive() const { return recent_active_ || active_last_window_; }
 
-  // An AppendEntries carrying entries up to `last` was sent.
-  void OnSent(uint64_t last);
+  // An AppendEntries carrying entries up to `last`, `bytes` of them, was sent.
+  void OnSent(uint64_t last, uint64_t bytes = 0);
   // A success response says the follower matches up to `match`. Returns true
   // if that is news (match advanced).
   bool OnSuccess(uint64_t match);
@@ -81,7 +85,13 @@ class Progress {
   // The follower now holds everything up to `match` (its snapshot
   // installed): probe from match + 1.
   void OnSnapshotInstalled(uint64_t match);
+  // The leader's last AppendEntries seq when it last learnt this follower's
+  // match: a rejection of a later message that shows a shorter log means
+  // lost entries (OnRegressed); of an earlier one, a stale answer.
+  uint64_t match_known_at_seq() const { return match_known_at_seq_; }
+  void set_match_known_at_seq(uint64_t seq) { match_known_at_seq_ = seq; }
   size_t inflight() const { return inflight_.size(); }
+  uint64_t inflight_bytes() const { return inflight_bytes_; }
   // Called once per heartbeat interval. Returns true when messages have been
   // in flight for `limit` intervals without the match advancing: one was
   // lost, and the caller should fall back to probing. (The transport reports
@@ -93,10 +103,19 @@ class Progress {
   uint64_t match_ = 0;
   uint64_t next_ = 1;
   size_t max_inflight_ = 64;
+  uint64_t max_inflight_bytes_ = 0;
+  uint64_t match_known_at_seq_ = 0;
   bool probe_sent_ = false;        // kProbe: one message outstanding
   bool recent_active_ = false;
   bool active_last_window_ = false;
-  std::deque<uint64_t> inflight_;  // kReplicate: last index of each message in flight
+  // kReplicate: the last index and the entry bytes of each message in
+  // flight, and the sum of those bytes.
+  struct Inflight {
+    uint64_t last = 0;
+    uint64_t bytes = 0;
+  };
+  std::deque<Inflight> inflight_;
+  uint64_t inflight_bytes_ = 0;
   int stalled_intervals_ = 0;      // heartbeat intervals with inflight_ stuck
   uint64_t pending_snapshot_ = 0;  // kSnapshot
 };

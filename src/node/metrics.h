@@ -79,6 +79,9 @@ class NodeMetrics : public SyncObserver {
   // apply thread (each applies what was handed since and runs the
   // completions). Divided by proposals, the hand-offs per write.
   std::atomic<uint64_t> io_loop_cycles{0};
+  // Passes of the I/O loop that took half the shortest election timeout or
+  // more (heartbeats waited that long; RaftNode logs what the time went to).
+  std::atomic<uint64_t> slow_io_cycles{0};
   std::atomic<uint64_t> apply_wakeups{0};
   // Snapshots written by this member (automatic or raftkvctl snapshot).
   std::atomic<uint64_t> snapshots_taken{0};

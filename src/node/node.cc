@@ -458,14 +458,18 @@ void RaftNode::IoLoop() {
         metrics_.leader_changes.fetch_add(1, std::memory_order_relaxed);
       }
     }
+    CycleTimes times;
+    times.start = Clock::now();
     if (finished) snapshots_.Finish(*finished);
+    times.snapshot_done = Clock::now();
     std::vector<Entry> committed;
     if (have_ready) {
       committed = std::move(rd.committed);
-      ProcessReady(rd, &completions);
+      ProcessReady(rd, &completions, &times);
     }
     apply_.Hand(std::move(committed), &completions);
     snapshots_.MaybeStart(applied_index);
+    ReportSlowCycle(times, Clock::now());
     // After appends, a snapshot's compaction or an installed snapshot: the
     // log is this thread's alone, so its size reaches the scrapes this way.
     if (have_ready || finished) {
@@ -474,13 +478,45 @@ void RaftNode::IoLoop() {
   }
 }
 
-void RaftNode::ProcessReady(raft::Ready& rd, Completions* completions) {
+void RaftNode::ReportSlowCycle(const CycleTimes& t, Clock::time_point end) {
+  // Heartbeats leave on this thread: a pass as long as half the shortest
+  // election timeout lets followers campaign against a healthy leader.
+  const auto limit = std::chrono::milliseconds(options_.core.tick_ms * options_.core.election_ticks / 2);
+  if (end - t.start < limit) return;
+  metrics_.slow_io_cycles.fetch_add(1, std::memory_order_relaxed);
+  if (end - last_slow_cycle_log_ < std::chrono::seconds(5)) {
+    ++slow_cycles_muted_;
+    return;
+  }
+  last_slow_cycle_log_ = end;
+  auto ms = [](Clock::duration d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  };
+  const Clock::time_point installed = std::max(t.installed, t.snapshot_done);
+  const Clock::time_point sent = std::max(t.sent, installed);
+  const Clock::time_point persisted = std::max(t.persisted, sent);
+  const Clock::time_point answered = std::max(t.answered, persisted);
+  LOG(WARNING) << "member " << options_.id << ": one pass of the I/O loop took " << ms(end - t.start)
+               << " ms (heartbeats and replies wait for it): snapshot bookkeeping "
+               << ms(t.snapshot_done - t.start) << " ms, installing the leader's snapshot "
+               << ms(installed - t.snapshot_done) << " ms, sending " << t.messages_sent << " message(s) with "
+               << t.entry_bytes_sent << " entry bytes " << ms(sent - installed) << " ms, persisting "
+               << t.entries_persisted << " entries " << ms(persisted - sent) << " ms, answering "
+               << ms(answered - persisted) << " ms, the rest " << ms(end - answered) << " ms"
+               << (slow_cycles_muted_ > 0 ? " (" + std::to_string(slow_cycles_muted_) +
+                                                " more slow passes since the last report)"
+                                          : "");
+  slow_cycles_muted_ = 0;
+}
+
+void RaftNode::ProcessReady(raft::Ready& rd, Completions* completions, CycleTimes* times) {
   std::vector<std::pair<ReplyCallback, const raft::Message*>> replies;
   // 0. A new configuration: peers are dialed at their addresses before any
   //    message of this Ready is sent.
   if (rd.config) sender_->UpdateMembers(*rd.config);
   // 0'. A snapshot from the leader replaces the state before anything else.
   if (rd.snapshot && !InstallSnapshot(*rd.snapshot, completions)) return;  // stopping
+  times->installed = Clock::now();
   // 1. The leader's AppendEntries go out before its own fsync, so followers
   //    write in parallel with the leader (unless this Ready changes the
   //    term: see Ready::SendBeforePersist).
@@ -490,11 +526,20 @@ void RaftNode::ProcessReady(raft::Ready& rd, Completions* completions) {
     } else if (m.type == raft::MessageType::kSnapshot) {
       metrics_.snapshots_sent.fetch_add(1, std::memory_order_relaxed);
     }
-    if (rd.SendBeforePersist(m)) sender_->Send(std::move(m));
+    if (rd.SendBeforePersist(m)) {
+      if (m.type == raft::MessageType::kAppend) {
+        for (const Entry& e : m.append.entries()) times->entry_bytes_sent += e.data().size();
+      }
+      ++times->messages_sent;
+      sender_->Send(std::move(m));
+    }
   }
+  times->sent = Clock::now();
   // 2. Persist: hard state first (term/vote before any vote is answered),
   //    then the entries with a single fsync for the whole batch.
   if (!PersistReady(rd)) return;  // stopping: nothing of this Ready is answered
+  times->persisted = Clock::now();
+  times->entries_persisted = rd.entries.size();
   // 3. Everything else reflects durable state and may go now.
   {
     MutexLock lock(&mu_);
@@ -510,6 +555,7 @@ void RaftNode::ProcessReady(raft::Ready& rd, Completions* completions) {
   for (raft::Message& m : rd.messages) {
     if (!rd.SendBeforePersist(m) && !m.IsResponse()) sender_->Send(std::move(m));
   }
+  times->answered = Clock::now();
   // 4. The committed entries go to the apply thread (IoLoop); reads
   //    confirmed by a quorum wait for it to reach their index.
   {
@@ -619,13 +665,16 @@ void RaftNode::TickLoop() {
   Completions completions;
   const int64_t leaderless_ticks =
       int64_t{kLeaderlessElectionTimeouts} * options_.core.election_ticks;
+  Clock::time_point last_late_log;
   for (;;) {
     bool leaderless_changed = false;
     int64_t without_leader_ms = 0;
+    Clock::duration late{};
     {
       MutexLock lock(&mu_);
       while (!stopping_ && Clock::now() < next) stop_signal_.WaitUntil(&mu_, next);
       if (stopping_) return;
+      late = Clock::now() - next;
       HoldCampaignsWhileStalledLocked();
       raft_.Tick();
       const bool leaderless = raft_.ticks_since_leader() >= leaderless_ticks;
@@ -647,6 +696,14 @@ void RaftNode::TickLoop() {
     }
     RunAll(&completions);
     MaybeHandOverStalledLeadership(Clock::now());
+    // A tick taken late (the node's lock was held, or the process starved
+    // of CPU) delays heartbeats and elections alike.
+    if (late >= 4 * period && Clock::now() - last_late_log >= std::chrono::seconds(5)) {
+      last_late_log = Clock::now();
+      LOG(WARNING) << "member " << options_.id << " ticked "
+                   << std::chrono::duration_cast<std::chrono::milliseconds>(late).count()
+                   << " ms late (its lock was held that long, or the process got no CPU)";
+    }
     if (leaderless_changed) {
       if (leaderless_) {
         LOG(WARNING) << "member " << options_.id << " has heard from no leader for "

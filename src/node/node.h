@@ -236,8 +236,18 @@ class RaftNode {
   // The core starts no election while the state machine's store is stalled.
   void HoldCampaignsWhileStalledLocked() REQUIRES(mu_);
   uint64_t MostUpToDateVoterLocked() const REQUIRES(mu_);
+  // When each stage of one pass of the I/O loop ended (unset: not reached),
+  // and what it sent and wrote; a pass longer than half the shortest
+  // election timeout is logged with them (at most every 5 s) and counted.
+  struct CycleTimes {
+    Clock::time_point start, snapshot_done, installed, sent, persisted, answered;
+    size_t messages_sent = 0;
+    uint64_t entry_bytes_sent = 0;
+    size_t entries_persisted = 0;
+  };
+  void ReportSlowCycle(const CycleTimes& times, Clock::time_point end) EXCLUDES(mu_);
   // The I/O loop's handling of one Ready (everything but taking it).
-  void ProcessReady(raft::Ready& rd, Completions* completions) EXCLUDES(mu_);
+  void ProcessReady(raft::Ready& rd, Completions* completions, CycleTimes* times) EXCLUDES(mu_);
   // Ready::snapshot: the state machine and the log restart from the
   // leader's snapshot (I/O loop). A log restart the disk refuses is retried
   // (UntilWritten); false when the node stops first.
@@ -296,6 +306,8 @@ class RaftNode {
   std::atomic<uint64_t> known_leader_{0};  // written by the I/O loop
   std::atomic<uint64_t> known_term_{0};    // written by the I/O loop
   uint64_t last_leader_seen_ = 0;  // I/O loop only: counts metrics_.leader_changes
+  Clock::time_point last_slow_cycle_log_;  // I/O loop only (ReportSlowCycle)
+  uint64_t slow_cycles_muted_ = 0;         // I/O loop only
 
   SnapshotManager snapshots_;
   std::function<void()> apply_observer_;

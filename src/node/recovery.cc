@@ -281,6 +281,9 @@ Status OpenLog(const NodeOptions& options, const SnapshotLoadResult& loaded, Rec
   // What an on-disk store applied was durable in this log: damage to it is
   // no torn write to cut off (a memory store applied nothing yet).
   SegmentedLogOptions log_options = options.log;
+  // The I/O loop, which also sends the heartbeats, does not wait for the
+  // removal of compacted segments (a directory sync each).
+  log_options.remove_in_background = true;
   if (r->state_machine->persistent()) log_options.durable_through = r->state_machine->AppliedIndex();
   Status s = SegmentedLog::Open(options.data_dir + "/log", log_options, &r->log, &recovery);
   if (!s.ok()) return s;

@@ -415,6 +415,7 @@ void SnapshotManager::PruneAndCompactLog(bool wait) {
   } else if (!store_mu_.try_lock()) {
     return;
   }
+  const SteadyClock::time_point start = SteadyClock::now();
   std::vector<SnapshotFileInfo> files;
   std::vector<CheckpointInfo> checkpoints;
   Status s = store_->Prune(options_.snapshots_kept);
@@ -432,6 +433,7 @@ void SnapshotManager::PruneAndCompactLog(bool wait) {
   if (!files.empty()) keep_after = files.front().last_index;
   if (!checkpoints.empty()) keep_after = std::min(keep_after, checkpoints.front().last_index);
   const size_t segments_before = log_->SegmentCount();
+  const SteadyClock::time_point pruned = SteadyClock::now();
   s = log_->CompactPrefix(keep_after);
   if (!s.ok()) {
     LOG(ERROR) << "cannot compact the log up to index " << keep_after << ": " << s.ToString();
@@ -442,7 +444,11 @@ void SnapshotManager::PruneAndCompactLog(bool wait) {
   LOG(INFO) << "member " << options_.id << ": " << files.size() + checkpoints.size()
             << " snapshot(s) kept (oldest " << keep_after << "); log compacted up to index "
             << keep_after << ": " << removed << " segment(s) removed, log now starts at "
-            << log_->FirstIndex() << " (" << log_bytes_after_compaction_ << " bytes)";
+            << log_->FirstIndex() << " (" << log_bytes_after_compaction_ << " bytes); pruning "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(pruned - start).count()
+            << " ms, compacting "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - pruned).count()
+            << " ms";
 }
 
 Status SnapshotManager::PruneCheckpointsLocked(std::vector<CheckpointInfo>* kept) {

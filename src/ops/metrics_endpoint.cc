@@ -189,6 +189,10 @@ void RenderCounters(ExpositionWriter& w, const NodeMetrics& m, double proposals_
   w.Single("raftkv_io_loop_cycles_total", "counter",
            "Passes of the I/O loop (the thread that persists and sends), one per wake-up.",
            Load(m.io_loop_cycles));
+  w.Single("raftkv_slow_io_loop_cycles_total", "counter",
+           "Passes of the I/O loop that took half the shortest election timeout or more: heartbeats "
+           "waited that long (the server log says what the time went to).",
+           Load(m.slow_io_cycles));
   w.Single("raftkv_apply_wakeups_total", "counter",
            "Wake-ups of the apply thread (each applies the entries handed since the last and "
            "completes the calls they answer).",

@@ -71,7 +71,8 @@ void Raft::StartElection(bool pre_vote) {
   const RaftLog& log = core_->log;
   LOG(INFO) << "member " << core_->id() << " starts " << (pre_vote ? "pre-vote" : "election")
             << " for term " << (pre_vote ? core_->term + 1 : core_->term) << " (last log "
-            << log.last_index() << "/" << log.last_term() << ")";
+            << log.last_index() << "/" << log.last_term() << "; no leader heard for "
+            << core_->ticks_since_leader << " ticks)";
   votes_granted_.insert(core_->id());
   if (TallyVotes(core_->VoterCount(), votes_granted_.size(), 0) == VoteResult::kWon) {
     if (pre_vote) {

@@ -106,6 +106,15 @@ struct SegmentedLogOptions {
   // once synced). A bad last record holding such an entry is not a torn
   // write: Open() refuses it as Corruption and leaves the file as it is.
   uint64_t durable_through = 0;
+  // CompactPrefix() only drops the segments from the log and returns; a
+  // thread of the log removes their files, oldest first with the directory
+  // synced after each (so a crash still leaves a suffix of the old log).
+  // Compaction is then not durable when it returns (a crash may leave the
+  // log starting earlier, which is harmless), and the caller -- a server's
+  // I/O loop, which also sends the heartbeats -- does not wait for the
+  // disk. A failed removal is logged and stops the removals until the log
+  // is reopened (the files left form a suffix; the next Open() keeps them).
+  bool remove_in_background = false;
 };
 
 // The file implementation. Open() scans every segment: a torn or corrupt tail
@@ -129,8 +138,12 @@ class SegmentedLog : public LogStore {
   uint64_t FirstIndex() const override;
   uint64_t SizeBytes() const override;
 
-  // Number of segment files (for tests and status).
+  // Number of segment files of the log (for tests and status); files still
+  // to be removed in the background are not counted.
   size_t SegmentCount() const;
+  // Returns once the files compacted so far in the background are removed
+  // (or their removal failed). Tests.
+  void WaitForRemovals();
   // An I/O failure left the files in a state the log cannot vouch for (a
   // failed fdatasync, whose lost pages cannot be named, or a failed undo of
   // a failed write): every later call fails, and only reopening the

@@ -25,10 +25,13 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <deque>
+#include <thread>
 #include <utility>
 
 #include <glog/logging.h>
 
+#include "common/mutex.h"
 #include "storage/coding.h"
 #include "storage/crc32c.h"
 #include "storage/file_util.h"
@@ -233,6 +236,93 @@ Status ScanSegment(const std::string& path, const std::string& contents, uint64_
   return Status::OK();
 }
 
+// The files of compacted segments, removed on a thread of their own
+// (SegmentedLogOptions::remove_in_background): oldest first, the directory
+// synced after each, as CompactPrefix does inline.
+class SegmentRemover {
+ public:
+  ~SegmentRemover() {
+    {
+      MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    cv_.SignalAll();
+    if (thread_.joinable()) thread_.join();  // after the queued removals
+  }
+
+  // Queues the files of segments [first, last), oldest first.
+  template <class It>
+  void Remove(const std::string& dir, It first, It last) EXCLUDES(mu_) {
+    {
+      MutexLock lock(&mu_);
+      if (failed_) return;  // their files stay, a suffix of the old log
+      dir_ = dir;
+      for (It it = first; it != last; ++it) queue_.push_back(it->path);
+    }
+    if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+    cv_.SignalAll();
+  }
+
+  // Held while one file is removed and its directory synced; Reset() holds
+  // it while it removes every segment file.
+  Mutex* files_mu() RETURN_CAPABILITY(files_mu_) { return &files_mu_; }
+
+  // Drops the queued removals (Reset() removes those files itself).
+  void ForgetQueuedLocked() REQUIRES(files_mu_) EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    queue_.clear();
+    cv_.SignalAll();
+  }
+
+  void Wait() EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    cv_.Wait(&mu_, [this]() REQUIRES(mu_) { return queue_.empty() || failed_; });
+  }
+
+ private:
+  void Loop() EXCLUDES(files_mu_, mu_) {
+    for (;;) {
+      {
+        MutexLock lock(&mu_);
+        cv_.Wait(&mu_, [this]() REQUIRES(mu_) { return stop_ || (!queue_.empty() && !failed_); });
+        if (queue_.empty() || failed_) return;  // stopping, nothing left to do
+      }
+      MutexLock files_lock(&files_mu_);
+      std::string path;
+      std::string dir;
+      {
+        MutexLock lock(&mu_);
+        if (queue_.empty() || failed_) continue;  // a Reset() took them
+        path = queue_.front();
+        dir = dir_;
+      }
+      Status s = file::Remove(path);
+      if (s.ok()) s = file::SyncDir(dir);
+      MutexLock lock(&mu_);
+      if (!s.ok()) {
+        // Whether that removal reached the disk is unknown: removing a
+        // later file could leave a gap after a crash. The rest stay.
+        LOG(ERROR) << "log compaction: cannot remove " << path << ": " << s.ToString() << "; "
+                   << queue_.size() << " compacted segment file(s) stay until the log is reopened";
+        failed_ = true;
+        queue_.clear();
+      } else if (!queue_.empty() && queue_.front() == path) {
+        queue_.pop_front();
+      }
+      cv_.SignalAll();
+    }
+  }
+
+  Mutex files_mu_;
+  Mutex mu_ ACQUIRED_AFTER(files_mu_);
+  CondVar cv_;
+  std::string dir_ GUARDED_BY(mu_);
+  std::deque<std::string> queue_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool failed_ GUARDED_BY(mu_) = false;
+  std::thread thread_;  // started by the first Remove(), which only the log's owner calls
+};
+
 }  // namespace
 
 struct SegmentedLog::Impl {
@@ -272,6 +362,9 @@ struct SegmentedLog::Impl {
 
   // Files were created or removed in `dir` since the last directory fsync.
   bool dir_dirty = false;
+
+  // Last, so that it is destroyed first (finishing its removals).
+  SegmentRemover remover;
 
   // Set once an I/O failure leaves the files in a state the in-memory view
   // may not match (e.g. a failed fdatasync, whose lost pages cannot be
@@ -434,15 +527,19 @@ struct SegmentedLog::Impl {
       ++removable;
     }
     if (removable == 0) return Status::OK();
-    for (size_t i = 0; i < removable; ++i) {
-      // Oldest first, each removal durable before the next: a crash leaves a
-      // contiguous log that merely starts later (see the top of this file).
-      Status s = file::Remove(segments[i].path);
-      if (s.ok()) s = file::SyncDir(dir);
-      if (!s.ok()) return Fail(s);
+    if (options.remove_in_background) {
+      remover.Remove(dir, segments.begin(), segments.begin() + static_cast<std::ptrdiff_t>(removable));
+    } else {
+      for (size_t i = 0; i < removable; ++i) {
+        // Oldest first, each removal durable before the next: a crash leaves a
+        // contiguous log that merely starts later (see the top of this file).
+        Status s = file::Remove(segments[i].path);
+        if (s.ok()) s = file::SyncDir(dir);
+        if (!s.ok()) return Fail(s);
+      }
+      // The syncs also made any segment created since the last Sync() durable.
+      dir_dirty = false;
     }
-    // The syncs also made any segment created since the last Sync() durable.
-    dir_dirty = false;
     const uint64_t new_first = segments[removable].first_index;
     locations.erase(locations.begin(),
                     locations.begin() + static_cast<std::ptrdiff_t>(new_first - first_index));
@@ -490,6 +587,10 @@ struct SegmentedLog::Impl {
   // the empty <next_index>.seg -- which is what records "empty, next entry
   // at next_index" once the marker is gone -- and removes the marker last.
   Status FinishReset(const std::string& marker_path, uint64_t next_index) {
+    // Every segment file goes, those waiting for the remover too; it must
+    // not remove one meanwhile (or a new one after).
+    MutexLock files_lock(remover.files_mu());
+    remover.ForgetQueuedLocked();
     std::vector<std::string> names;
     Status s = file::ListFiles(dir, &names);
     if (!s.ok()) return s;
@@ -673,6 +774,7 @@ Status SegmentedLog::CompactPrefix(uint64_t index) { return impl_->CompactPrefix
 Status SegmentedLog::Reset(uint64_t next_index) { return impl_->Reset(next_index); }
 uint64_t SegmentedLog::FirstIndex() const { return impl_->first_index; }
 size_t SegmentedLog::SegmentCount() const { return impl_->segments.size(); }
+void SegmentedLog::WaitForRemovals() { impl_->remover.Wait(); }
 
 uint64_t SegmentedLog::SizeBytes() const {
   uint64_t bytes = 0;

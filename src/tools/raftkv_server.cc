@@ -119,6 +119,10 @@ DEFINE_int32(max_request_timeout_ms, 10000,
              "Server-side deadline for client calls with no deadline (or a later one).");
 DEFINE_uint64(max_inflight_appends, raftkv::raft::Config().max_inflight_appends,
               "AppendEntries calls in flight per follower (pipelining window).");
+DEFINE_uint64(max_inflight_bytes, raftkv::raft::Config().max_inflight_bytes,
+              "Entry bytes of the AppendEntries calls in flight per follower (0 = no limit; one call may "
+              "always be in flight): a far-behind follower draws at most this much from the leader at "
+              "once, so the heartbeats to the others are not held up behind its backlog.");
 DEFINE_uint64(max_append_entries, raftkv::raft::Config().max_append_entries, "Most entries in one AppendEntries.");
 DEFINE_uint64(max_append_bytes, raftkv::raft::Config().max_append_bytes, "Soft limit on the entry bytes in one AppendEntries.");
 DEFINE_int32(append_timeout_ms, 2000, "Deadline of one AppendEntries call to a peer.");
@@ -600,6 +604,7 @@ static raftkv::NodeOptions MakeNodeOptions(const raftkv::ClusterConfig& cluster,
   node_options.core.max_inflight_appends = FLAGS_max_inflight_appends;
   node_options.core.max_append_entries = FLAGS_max_append_entries;
   node_options.core.max_append_bytes = FLAGS_max_append_bytes;
+  node_options.core.max_inflight_bytes = FLAGS_max_inflight_bytes;
   node_options.core.promote_max_lag = FLAGS_promote_max_lag;
   node_options.log.max_segment_bytes = FLAGS_segment_bytes;
   node_options.join = FLAGS_join;

@@ -363,11 +363,12 @@ TEST_F(NodeSnapshotTest, DamagedNewestSnapshotFallsBackToThePreviousOne) {
   ASSERT_TRUE(s2.ok()) << s2.ToString();
   ASSERT_GT(newer.last_index, older.last_index);
   ASSERT_NO_FATAL_FAILURE(PutRange(120, 130));
-  // The log was compacted up to the older snapshot (not further).
+  // The log was compacted up to the older snapshot (not further). (Its
+  // files are removed in the background; closing the log finishes that.)
+  Close();
   const uint64_t log_first = FirstSegmentIndex(dir_.path());
   EXPECT_GT(log_first, 1u);
   EXPECT_LE(log_first, older.last_index + 1);
-  Close();
 
   ASSERT_NO_FATAL_FAILURE(Damage(newer.path));
   CapturedLogs logs;
@@ -399,9 +400,9 @@ TEST_F(NodeSnapshotTest, LogStartingPastEveryUsableSnapshotIsRefused) {
   ASSERT_NO_FATAL_FAILURE(PutRange(60, 120));
   auto [s2, newer] = TakeSnapshotSync(node_.get());
   ASSERT_TRUE(s2.ok());
+  Close();  // finishes the removals of compacted segment files
   const uint64_t log_first = FirstSegmentIndex(dir_.path());
   ASSERT_GT(log_first, 1u);
-  Close();
 
   // Both snapshots damaged: starting from the log alone would serve a state
   // that lacks entries 1..log_first-1.

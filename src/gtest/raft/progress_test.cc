@@ -63,6 +63,31 @@ TEST(ProgressTest, ReplicatePipelinesUpToTheWindow) {
   EXPECT_EQ(pr.inflight(), 1u);
 }
 
+TEST(ProgressTest, ReplicatePausesAtTheBytesInFlight) {
+  Progress pr(11, 64, 1000);  // 64 messages, 1,000 entry bytes
+  EXPECT_TRUE(pr.OnSuccess(10));
+  pr.BecomeReplicate();
+  pr.OnSent(12, 600);
+  EXPECT_FALSE(pr.IsPaused()) << "600 of 1,000 bytes in flight";
+  pr.OnSent(13, 400);
+  EXPECT_EQ(pr.inflight_bytes(), 1000u);
+  EXPECT_TRUE(pr.IsPaused()) << "the byte window is full, the message window is not";
+  EXPECT_TRUE(pr.OnSuccess(12));
+  EXPECT_EQ(pr.inflight_bytes(), 400u);
+  EXPECT_FALSE(pr.IsPaused());
+  pr.OnSent(20, 5000);  // a message may carry more than what was left of the window
+  EXPECT_TRUE(pr.IsPaused());
+  EXPECT_TRUE(pr.OnSuccess(20));
+  EXPECT_EQ(pr.inflight_bytes(), 0u);
+  EXPECT_FALSE(pr.IsPaused());
+  // Falling back to probing forgets what was in flight, bytes included.
+  pr.OnSent(25, 2000);
+  pr.BecomeProbe();
+  EXPECT_EQ(pr.inflight_bytes(), 0u);
+  pr.BecomeReplicate();
+  EXPECT_FALSE(pr.IsPaused());
+}
+
 TEST(ProgressTest, ReplicateRejectionFallsBackToProbing) {
   Progress pr(11, 8);
   EXPECT_TRUE(pr.OnSuccess(10));

@@ -523,6 +523,15 @@ TEST_F(InProcessClusterTest, AddPromoteTransferToAndRemoveAMember) {
   RaftNode* fourth = members_[joiner]->node.get();
   ASSERT_TRUE(WaitFor([&] { return fourth->state_machine().Get("k19").has_value(); }, 15s))
       << "the learner never caught up";
+  // The learner may apply before its answer reaches the leader, which
+  // promotes only a learner it knows has caught up.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const NodeStatus s = lead->GetStatus();
+        return s.members.size() == 4 && s.members[3].match_index >= out.index;
+      },
+      15s))
+      << "the leader never learnt that the learner caught up";
   // It learnt the cluster's id from the leader.
   EXPECT_NE(lead->cluster_id(), 0u);
   EXPECT_EQ(fourth->cluster_id(), lead->cluster_id());

@@ -806,6 +806,47 @@ TEST_F(SegmentedLogTest, CompactPrefixRemovesOnlyWholeSegments) {
   EXPECT_EQ(log_->SizeBytes(), SegmentBytesOnDisk(dir_.path()));
 }
 
+// remove_in_background: the log drops the segments at once, a thread of its
+// own removes their files, and a Reset() racing with those removals (a
+// snapshot installed right after a compaction) still leaves exactly the new
+// empty log.
+TEST_F(SegmentedLogTest, CompactPrefixInTheBackground) {
+  options_.max_segment_bytes = 200;
+  options_.remove_in_background = true;
+  Reopen();
+  FillLog(log_.get(), 100);
+  const std::vector<uint64_t> firsts = SegmentFirstIndexes(dir_.path());
+  ASSERT_GT(firsts.size(), 8u);
+  ASSERT_TRUE(log_->CompactPrefix(firsts[3] + 1).ok());
+  EXPECT_EQ(log_->FirstIndex(), firsts[3]);
+  EXPECT_EQ(log_->SegmentCount(), firsts.size() - 3);
+  AppendAndSync(MakeEntries(101, 5));  // the log goes on meanwhile
+  ASSERT_TRUE(log_->CompactPrefix(firsts[6] - 1).ok());
+  log_->WaitForRemovals();
+  const std::vector<uint64_t> left = SegmentFirstIndexes(dir_.path());
+  ASSERT_FALSE(left.empty());
+  EXPECT_EQ(left.front(), firsts[6]);
+  EXPECT_EQ(left.size(), log_->SegmentCount());
+  EXPECT_EQ(log_->SizeBytes(), SegmentBytesOnDisk(dir_.path()));
+  Reopen();
+  EXPECT_EQ(recovery_.first_index, firsts[6]);
+  ExpectSameEntries(recovery_.entries, MakeEntries(firsts[6], 105 - firsts[6] + 1));
+
+  uint64_t next = 1000;
+  for (int round = 0; round < 20; ++round, next += 1000) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    AppendAndSync(MakeEntries(log_->LastIndex() + 1, 40));
+    ASSERT_TRUE(log_->CompactPrefix(log_->LastIndex() - 5).ok());
+    ASSERT_TRUE(log_->Reset(next).ok());
+    EXPECT_FALSE(log_->failed());
+    EXPECT_EQ(FileNames(dir_.path()), std::vector<std::string>{SegmentName(next)});
+    AppendAndSync(MakeEntries(next, 3));
+  }
+  Reopen();
+  EXPECT_EQ(recovery_.first_index, next - 1000);
+  ExpectSameEntries(recovery_.entries, MakeEntries(next - 1000, 3));
+}
+
 // What a crash part way through CompactPrefix leaves: the oldest k segments
 // gone. Each such state opens as a contiguous log starting at segment k.
 TEST_F(SegmentedLogTest, CompactPrefixInterruptedLeavesAValidLog) {

@@ -41,6 +41,11 @@ struct Config {
   bool check_quorum = true;
   // Replication flow control per follower.
   size_t max_inflight_appends = 64;
+  // Entry bytes in flight per follower (0 = no limit; one message always
+  // may be). Bounds the burst a far-behind follower (a new member, one back
+  // from a restart) draws from the leader in one pass, which otherwise
+  // delays the heartbeats to the others (64 messages of max_append_bytes).
+  uint64_t max_inflight_bytes = 8 << 20;
   size_t max_append_entries = 4096;
   size_t max_append_bytes = 1 << 20;
   uint64_t seed = 1;  // for the randomized election timeout

@@ -167,6 +167,10 @@ TEST(RaftSimTest, ReplicationWithTinyFlowControlWindows) {
   o.max_inflight_appends = 3;
   o.max_append_entries = 1;
   ReplicationTest(o, 100, 20);
+  o.max_inflight_appends = 64;
+  o.max_append_entries = 4;
+  o.max_inflight_bytes = 80;  // two or three messages
+  ReplicationTest(o, 100, 20);
 }
 
 // 1000 proposals under 10% loss (with reordering) all apply everywhere once

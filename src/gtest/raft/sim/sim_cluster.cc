@@ -143,6 +143,7 @@ void SimCluster::StartCore(Node& n) {
   config.check_quorum = options_.check_quorum;
   config.max_inflight_appends = options_.max_inflight_appends;
   config.max_append_entries = options_.max_append_entries;
+  config.max_inflight_bytes = options_.max_inflight_bytes;
   config.max_append_bytes = options_.max_append_bytes;
   config.tick_ms = 0;  // every entry at cluster time 0
   config.seed = options_.seed * 1000003ull + n.id * 7919ull + n.incarnation * 104729ull;

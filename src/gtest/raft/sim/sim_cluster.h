@@ -108,6 +108,7 @@ struct SimOptions {
   size_t max_inflight_appends = 64;
   size_t max_append_entries = 4096;
   size_t max_append_bytes = 1 << 20;
+  uint64_t max_inflight_bytes = 8 << 20;
 
   // Network, in simulation time units.
   int tick_interval = 10;
