@@ -278,18 +278,22 @@ Status RocksDbBackend::Open(const std::string& dir, const Options& options,
     db_options.memtable_insert_with_hint_prefix_extractor = groups;
   }
   const bool filtered = options.lookup_prefix != nullptr;
+  rocksdb::BlockBasedTableOptions table;
+  // XXH3, not the CRC-32C RocksDB computes in software when it is built
+  // portable (Debian's): every block written by a flush or a compaction,
+  // and read back by one, is checksummed. Files of either kind open alike.
+  table.checksum = rocksdb::kXXH3;
   if (filtered) {
     db_options.prefix_extractor =
         std::make_shared<FunctionPrefix>("raftkv.LookupPrefix.1", options.lookup_prefix);
-    rocksdb::BlockBasedTableOptions table;
     table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
     table.whole_key_filtering = false;  // point reads are of a few metadata rows
-    db_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   }
+  db_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   db_options.env = InterposedEnv();
   // Every SST file's CRC-32C, computed as it is written: a checkpoint's
   // manifest takes them from here instead of reading the files.
-  db_options.file_checksum_gen_factory = rocksdb::GetFileChecksumGenCrc32cFactory();
+  db_options.file_checksum_gen_factory = Crc32cFileChecksums();
   if (options.read_only) {
     db_options.info_log = std::make_shared<DiscardingLogger>();
   } else {

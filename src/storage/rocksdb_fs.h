@@ -33,6 +33,7 @@
 #include <string>
 
 #include <rocksdb/env.h>
+#include <rocksdb/file_checksum.h>
 #include <rocksdb/file_system.h>
 
 namespace raftkv {
@@ -85,5 +86,13 @@ class InterposedFileSystem final : public rocksdb::FileSystemWrapper {
 // system (RocksDB's default Env's threads and clock), for
 // rocksdb::Options::env. Never destroyed, like rocksdb::Env::Default().
 rocksdb::Env* InterposedEnv();
+
+// The whole-file checksums of the SST files RocksDB writes
+// (rocksdb::Options::file_checksum_gen_factory): the same CRC-32C, under
+// the same name (kStandardDbFileChecksumFuncName), in the same bytes as
+// rocksdb::GetFileChecksumGenCrc32cFactory(), computed with
+// storage/crc32c.h, which uses the CPU's crc32 instruction where a
+// portable build of RocksDB (Debian's) does not.
+std::shared_ptr<rocksdb::FileChecksumGenFactory> Crc32cFileChecksums();
 
 }  // namespace raftkv

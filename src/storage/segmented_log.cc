@@ -32,6 +32,7 @@
 #include <glog/logging.h>
 
 #include "common/mutex.h"
+#include "common/thread_name.h"
 #include "storage/coding.h"
 #include "storage/crc32c.h"
 #include "storage/file_util.h"
@@ -259,7 +260,12 @@ class SegmentRemover {
       dir_ = dir;
       for (It it = first; it != last; ++it) queue_.push_back(it->path);
     }
-    if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+    if (!thread_.joinable()) {
+      thread_ = std::thread([this] {
+        SetThreadName("raftkv-log-rm");
+        Loop();
+      });
+    }
     cv_.SignalAll();
   }
 

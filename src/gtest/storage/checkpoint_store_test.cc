@@ -2,9 +2,11 @@
 // checkpoint snapshots, and sending one file by file to another store,
 // over every engine built. The receiving side assumes a careless or hostile
 // sender: every way a transfer can go wrong must leave nothing installed.
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,7 @@
 #include "storage/memory_backend.h"
 #ifdef RAFTKV_HAVE_ROCKSDB
 #include "storage/rocksdb_backend.h"
+#include "storage/rocksdb_fs.h"
 #endif
 
 namespace raftkv {
@@ -488,6 +491,40 @@ TEST_P(RocksDbCheckpointTest, VerifyDirectoryReadsEveryBlock) {
     std::sort(names.begin(), names.end());
     return names;
   }()) << "a read-only open adds no file";
+}
+
+// The whole-file checksums the store has RocksDB record are RocksDB's own
+// CRC-32C, byte for byte, whatever the pieces a file is written in; a file
+// checksummed by another function gets no generator.
+TEST(RocksDbFileChecksumTest, Crc32cFileChecksumsAreRocksDbsOwn) {
+  const std::shared_ptr<rocksdb::FileChecksumGenFactory> ours = Crc32cFileChecksums();
+  const std::shared_ptr<rocksdb::FileChecksumGenFactory> theirs = rocksdb::GetFileChecksumGenCrc32cFactory();
+  std::mt19937 rng(7);
+  for (int round = 0; round < 50; ++round) {
+    std::string data(rng() % 20000, '\0');
+    for (char& c : data) c = static_cast<char>(rng());
+    rocksdb::FileChecksumGenContext context;
+    context.file_name = "000007.sst";
+    std::unique_ptr<rocksdb::FileChecksumGenerator> a = ours->CreateFileChecksumGenerator(context);
+    std::unique_ptr<rocksdb::FileChecksumGenerator> b = theirs->CreateFileChecksumGenerator(context);
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    for (size_t at = 0; at < data.size();) {
+      const size_t n = std::min<size_t>(data.size() - at, rng() % 5000);
+      a->Update(data.data() + at, n);
+      b->Update(data.data() + at, n);
+      at += n;
+    }
+    a->Finalize();
+    b->Finalize();
+    EXPECT_EQ(a->GetChecksum(), b->GetChecksum()) << data.size() << " bytes";
+    EXPECT_STREQ(a->Name(), b->Name());
+  }
+  rocksdb::FileChecksumGenContext other;
+  other.requested_checksum_func_name = "FileChecksumXxh64";
+  EXPECT_EQ(ours->CreateFileChecksumGenerator(other), nullptr);
+  other.requested_checksum_func_name = rocksdb::kStandardDbFileChecksumFuncName;
+  EXPECT_NE(ours->CreateFileChecksumGenerator(other), nullptr);
 }
 
 INSTANTIATE_TEST_SUITE_P(RocksDb, RocksDbCheckpointTest, testing::Values(std::string("rocksdb")),
