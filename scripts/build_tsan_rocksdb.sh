@@ -6,7 +6,7 @@
 # reports its own reads; built with -fsanitize=thread it can.
 #
 # Usage: scripts/build_tsan_rocksdb.sh [--jobs N]
-# Takes 30 to 60 minutes with 2 jobs. Reruns reuse what is built.
+# Takes about 20 minutes with 2 jobs. Reruns reuse what is built.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -263,7 +263,7 @@ void GrpcServer::RunOnCq(Completions batch, size_t min_batch) {
 void GrpcServer::Poll(grpc::ServerCompletionQueue* cq) {
   void* tag = nullptr;
   bool ok = false;
-  while (cq->Next(&tag, &ok)) {
+  while (TsanUncheckedNext(cq, &tag, &ok)) {
     TsanAcquireTag(tag);
     static_cast<Tagged*>(tag)->Proceed(ok);
   }

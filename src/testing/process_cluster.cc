@@ -137,6 +137,17 @@ void AppendToFile(const std::string& path, const std::string& text) {
   out << text;
 }
 
+// Where gdb is installed, appends the stacks of every thread of `pid` to
+// `path`: a server that does not stop when asked is stuck somewhere, and its
+// stacks say where before SIGKILL erases it.
+void AppendStacks(pid_t pid, const std::string& path) {
+  if (std::system("command -v gdb >/dev/null 2>&1") != 0) return;
+  AppendToFile(path, "=== process_cluster: stacks of pid " + std::to_string(pid) + " (gdb)\n");
+  const std::string cmd = "timeout 120 gdb -p " + std::to_string(pid) +
+                          " -batch -nx -ex 'thread apply all bt 40' >> '" + path + "' 2>&1";
+  if (std::system(cmd.c_str()) != 0) AppendToFile(path, "=== process_cluster: gdb failed\n");
+}
+
 std::string NowString() {
   const auto now = std::chrono::system_clock::now();
   const std::time_t t = std::chrono::system_clock::to_time_t(now);
@@ -685,16 +696,15 @@ uint64_t ProcessCluster::LogBytes(int i) const {
 
 uint64_t ProcessCluster::DataDirBytes(int i) const {
   uint64_t total = 0;
+  std::set<std::pair<dev_t, ino_t>> seen;
   std::error_code ec;
   // Files come and go while the server runs: skip what vanished.
   for (auto it = std::filesystem::recursive_directory_iterator(
            DataDir(i), std::filesystem::directory_options::skip_permission_denied, ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    std::error_code size_ec;
-    if (it->is_regular_file(size_ec)) {
-      const auto size = it->file_size(size_ec);
-      if (!size_ec) total += size;
-    }
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (seen.emplace(st.st_dev, st.st_ino).second) total += static_cast<uint64_t>(st.st_size);
   }
   return total;
 }
@@ -710,14 +720,46 @@ bool ParseSnapshotName(const std::string& name, uint64_t* index, uint64_t* term)
   return true;
 }
 
+bool ParseCheckpointName(const std::string& name, uint64_t* index, uint64_t* term) {
+  unsigned long long a = 0, b = 0;
+  int used = 0;
+  if (name.compare(0, 5, "ckpt-") != 0 ||
+      std::sscanf(name.c_str(), "ckpt-%llu-%llu%n", &a, &b, &used) != 2 ||
+      used != static_cast<int>(name.size())) {
+    return false;
+  }
+  if (index != nullptr) *index = a;
+  if (term != nullptr) *term = b;
+  return true;
+}
+
+bool ParseAnySnapshotName(const std::string& name, uint64_t* index, uint64_t* term) {
+  return ParseSnapshotName(name, index, term) || ParseCheckpointName(name, index, term);
+}
+
 std::vector<std::string> ProcessCluster::SnapshotFiles(int i) const {
+  std::vector<std::string> out;
+  for (std::string& path : Snapshots(i)) {
+    if (ParseSnapshotName(std::filesystem::path(path).filename().string(), nullptr, nullptr)) {
+      out.push_back(std::move(path));
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> ProcessCluster::Snapshots(int i) const {
   std::vector<std::pair<uint64_t, std::string>> found;
   std::error_code ec;
   for (auto it = std::filesystem::recursive_directory_iterator(
            DataDir(i), std::filesystem::directory_options::skip_permission_denied, ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
     uint64_t index = 0;
-    if (ParseSnapshotName(it->path().filename().string(), &index, nullptr)) {
+    std::error_code type_ec;
+    if (it->is_directory(type_ec) && ParseCheckpointName(name, &index, nullptr)) {
+      found.emplace_back(index, it->path().string());
+      it.disable_recursion_pending();  // its files are a store's, not snapshots
+    } else if (ParseSnapshotName(name, &index, nullptr)) {
       found.emplace_back(index, it->path().string());
     }
   }
@@ -744,6 +786,7 @@ std::string ProcessCluster::StopAllAndCollectSanitizerReports(int timeout_ms) {
       if (MillisSince(start) > timeout_ms) {
         AppendToFile(OutputPath(i), "=== process_cluster: no exit " + std::to_string(timeout_ms) +
                                         " ms after SIGTERM; SIGKILL\n");
+        AppendStacks(node(i).pid, OutputPath(i));
         ::kill(node(i).pid, SIGKILL);
         Reap(i, true);
         break;

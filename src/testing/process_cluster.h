@@ -180,11 +180,16 @@ class ProcessCluster {
   std::vector<uint64_t> SegmentFirstIndexes(int i) const;
   // Total bytes of member i's segment files.
   uint64_t LogBytes(int i) const;
-  // Total bytes of every file under member i's data directory.
+  // Bytes on disk under member i's data directory: each file once, however
+  // many names it has (a checkpoint links the store's files).
   uint64_t DataDirBytes(int i) const;
   // The snapshot files (snap-<index>-<term>.snap, anywhere under the data
   // directory) of member i, full paths sorted by index.
   std::vector<std::string> SnapshotFiles(int i) const;
+  // Member i's snapshots of either kind, full paths sorted by index: the
+  // files above (memory engine) and the checkpoint directories
+  // (ckpt-<index>-<term>, the on-disk engine).
+  std::vector<std::string> Snapshots(int i) const;
 
   // stdout + stderr of every run of member i so far.
   std::string ServerOutput(int i) const;
@@ -249,6 +254,10 @@ uint64_t TestSeed();
 
 // Parses snap-<index>-<term>.snap (the base name); false if `name` is not one.
 bool ParseSnapshotName(const std::string& name, uint64_t* index, uint64_t* term);
+// Parses ckpt-<index>-<term> (a checkpoint directory's base name).
+bool ParseCheckpointName(const std::string& name, uint64_t* index, uint64_t* term);
+// Either of the two names above: the index and term of a snapshot of any kind.
+bool ParseAnySnapshotName(const std::string& name, uint64_t* index, uint64_t* term);
 
 }  // namespace integration
 }  // namespace raftkv

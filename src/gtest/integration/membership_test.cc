@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "gtest/common/engines.h"
 #include "gtest/integration/admin_test_util.h"
 
 namespace raftkv {
@@ -18,14 +19,15 @@ namespace integration {
 namespace {
 
 class Membership : public Integration {};
+// The same over each engine: a new member catches up from a snapshot file or
+// from a checkpoint.
+class MembershipByEngine : public Membership, public ::testing::WithParamInterface<std::string> {};
 
 // ---------------------------------------------------------------------------
 
-TEST_F(Membership, AddedNodeCatchesUpBySnapshotAndCountsInQuorum) {
+TEST_P(MembershipByEngine, AddedNodeCatchesUpBySnapshotAndCountsInQuorum) {
   std::vector<std::string> flags = FastTimeoutFlags();
-  // Snapshot files, the memory engine's (a new member catching up from a
-  // checkpoint: chaos_short, SnapshotClusterTest, NodeSnapshotTest).
-  flags.push_back("--storage_engine=memory");
+  flags.push_back("--storage_engine=" + GetParam());
   flags.push_back("--snapshot_entries=2000");
   flags.push_back("--segment_bytes=262144");
   uint64_t leader = 0;
@@ -40,7 +42,7 @@ TEST_F(Membership, AddedNodeCatchesUpBySnapshotAndCountsInQuorum) {
   ASSERT_NE(leader, 0u) << error;
   const int L = static_cast<int>(leader);
   // The leader has compacted: a new member cannot be sent the log from index 1.
-  ASSERT_FALSE(cluster().SnapshotFiles(L).empty()) << "the leader took no snapshot";
+  ASSERT_FALSE(cluster().Snapshots(L).empty()) << "the leader took no snapshot";
   ASSERT_FALSE(cluster().SegmentFirstIndexes(L).empty());
   ASSERT_GT(cluster().SegmentFirstIndexes(L).front(), 1u) << "the leader did not compact";
 
@@ -80,7 +82,7 @@ TEST_F(Membership, AddedNodeCatchesUpBySnapshotAndCountsInQuorum) {
   std::cerr << "[ info     ] node 4 applied index " << commit << " " << catch_up_ms
             << " ms after AddMember" << std::endl;
   // ... by a snapshot: it holds one, and its log does not start at index 1.
-  const std::vector<std::string> snaps4 = cluster().SnapshotFiles(n4);
+  const std::vector<std::string> snaps4 = cluster().Snapshots(n4);
   EXPECT_FALSE(snaps4.empty()) << "node 4 did not install a snapshot";
   const std::vector<uint64_t> firsts4 = cluster().SegmentFirstIndexes(n4);
   if (!firsts4.empty()) {
@@ -88,8 +90,8 @@ TEST_F(Membership, AddedNodeCatchesUpBySnapshotAndCountsInQuorum) {
   }
   if (!snaps4.empty()) {
     uint64_t index = 0;
-    ASSERT_TRUE(ParseSnapshotName(std::filesystem::path(snaps4.back()).filename().string(), &index,
-                                  nullptr));
+    ASSERT_TRUE(ParseAnySnapshotName(std::filesystem::path(snaps4.back()).filename().string(),
+                                     &index, nullptr));
     EXPECT_GT(index, 1000u) << snaps4.back();
   }
 
@@ -128,6 +130,9 @@ TEST_F(Membership, AddedNodeCatchesUpBySnapshotAndCountsInQuorum) {
   EXPECT_TRUE(problems.empty()) << "reads through node 4:\n" << JoinLines(problems);
   EXPECT_TRUE(via4->Put("written-via-4", "yes").ok());
 }
+
+INSTANTIATE_TEST_SUITE_P(Engines, MembershipByEngine, ::testing::ValuesIn(testing_util::BackendEngines()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // ---------------------------------------------------------------------------
 

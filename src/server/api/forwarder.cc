@@ -106,7 +106,7 @@ void Forwarder::CopyTrailers(const grpc::ClientContext& from, uint64_t leader_id
 void Forwarder::Poll() {
   void* tag = nullptr;
   bool ok = false;
-  while (cq_.Next(&tag, &ok)) {
+  while (TsanUncheckedNext(&cq_, &tag, &ok)) {
     TsanAcquireTag(tag);
     static_cast<Tagged*>(tag)->Proceed(ok);
   }

@@ -190,7 +190,7 @@ void PeerClient::Send(raft::Message m) {
 void PeerClient::Poll(grpc::CompletionQueue* cq) {
   void* tag = nullptr;
   bool ok = false;
-  while (cq->Next(&tag, &ok)) {
+  while (TsanUncheckedNext(cq, &tag, &ok)) {
     TsanAcquireTag(tag);
     std::unique_ptr<Call> call(static_cast<Call*>(tag));
     { std::lock_guard<std::mutex> handoff(call->handoff_mu); }
