@@ -88,6 +88,18 @@ class RangeBuilder {
     ToKeyValue(key, r, req_.keys_only(), resp_->add_kvs());
     return true;
   }
+  // Whether the walk needs the keys' values: for the answer's key-values
+  // (not with keys_only) or to sort them by value.
+  bool NeedsValues() const {
+    if (req_.count_only()) return false;
+    return !req_.keys_only() || (sorted_ && req_.sort_target() == RangeRequest::VALUE);
+  }
+  // Whether every key the answer carries has been added: the rest of the
+  // range is counted (and, with filters, looked at for `more`) only, which
+  // takes no value.
+  bool Carried() const {
+    return !sorted_ && req_.limit() > 0 && resp_->kvs_size() >= req_.limit();
+  }
   // The answer complete (sorted, cut to the limit), or why not.
   Status Done() {
     if (sorted_ && !exceeded_) Answer();
@@ -341,11 +353,14 @@ Status CompareHolds(const KvSource& src, const Compare& c, bool* holds) {
   }
   bool any = false;
   bool all = true;
-  Status s = src.Scan(c.key(), c.range_end(), [&](const std::string&, const KvRecord& r) {
-    any = true;
-    all = CompareRecord(c, &r);
-    return all;
-  });
+  Status s = src.Scan(
+      c.key(), c.range_end(),
+      [&](const std::string&, const KvRecord& r) {
+        any = true;
+        all = CompareRecord(c, &r);
+        return all;
+      },
+      c.target() == Compare::VALUE ? ScanValues::kWith : ScanValues::kNoValues);
   *holds = all && (any || CompareRecord(c, nullptr));
   return s;
 }
@@ -354,10 +369,26 @@ Status CompareHolds(const KvSource& src, const Compare& c, bool* holds) {
 
 namespace kv_internal {
 
+// A range counts every key of it (as etcd's count). Once the answer holds
+// its `limit` keys, the walk starts again after the last of them without
+// values: the rest is counted, and no value read or copied.
 Status RangeOf(const KvSource& src, const RangeRequest& req, RangeResponse* resp, size_t max_bytes) {
   RangeBuilder out(req, resp, max_bytes);
-  Status s = src.Scan(req.key(), req.range_end(),
-                      [&](const std::string& k, const KvRecord& r) { return out.Add(k, r); });
+  std::optional<std::string> last;  // the last key carried, once the rest is only counted
+  Status s = src.Scan(
+      req.key(), req.range_end(),
+      [&](const std::string& k, const KvRecord& r) {
+        if (!out.Add(k, r)) return false;
+        if (!out.Carried() || req.range_end().empty()) return true;
+        last = k;
+        return false;
+      },
+      out.NeedsValues() ? ScanValues::kWith : ScanValues::kNoValues);
+  if (s.ok() && last) {
+    s = src.Scan(
+        *last + '\0', req.range_end(), [&](const std::string& k, const KvRecord& r) { return out.Add(k, r); },
+        ScanValues::kNoValues);
+  }
   if (!s.ok()) return s;
   return out.Done();
 }
@@ -415,13 +446,16 @@ Status RangeCost(const KvSource& src, const RangeRequest& req, size_t budget, si
     return Status::OK();
   }
   int64_t carried = 0;
-  return src.Scan(req.key(), req.range_end(), [&](const std::string& k, const KvRecord& r) {
-    const bool carries = !req.count_only() && PassesFilters(req, r) &&
-                         (req.limit() <= 0 || carried < req.limit());
-    if (carries) ++carried;
-    *cost += carries ? KeyValueBytes(k, r, req.keys_only()) : KvStateMachine::kVisitCost;
-    return *cost <= budget;
-  });
+  return src.Scan(
+      req.key(), req.range_end(),
+      [&](const std::string& k, const KvRecord& r) {
+        const bool carries = !req.count_only() && PassesFilters(req, r) &&
+                             (req.limit() <= 0 || carried < req.limit());
+        if (carries) ++carried;
+        *cost += carries ? KeyValueBytes(k, r, req.keys_only()) : KvStateMachine::kVisitCost;
+        return *cost <= budget;
+      },
+      req.count_only() || req.keys_only() ? ScanValues::kNoValues : ScanValues::kWith);
 }
 
 Status EstimateAnswer(const KvSource& src, const std::vector<const RequestOp*>& ops, size_t budget,

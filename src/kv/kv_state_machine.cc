@@ -647,10 +647,13 @@ int64_t KvStateMachine::DeleteRangeKeys(const std::string& key, const std::strin
                                         google::protobuf::RepeatedPtrField<KeyValue>* prevs) {
   if (key.empty()) return 0;
   std::vector<std::string> keys;
-  CheckRead(changes->writer->Scan(key, end, [&](const std::string& k, const KvRecord&) {
-    keys.push_back(k);
-    return true;
-  }));
+  CheckRead(changes->writer->Scan(
+      key, end,
+      [&](const std::string& k, const KvRecord&) {
+        keys.push_back(k);
+        return true;
+      },
+      ScanValues::kNoValues));
   for (const std::string& k : keys) DeleteKey(k, changes, prevs != nullptr ? prevs->Add() : nullptr);
   return static_cast<int64_t>(keys.size());
 }

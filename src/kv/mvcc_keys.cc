@@ -1,5 +1,6 @@
 #include "kv/mvcc_keys.h"
 
+#include <cstring>
 #include <limits>
 
 namespace raftkv {
@@ -16,6 +17,17 @@ uint64_t Descending64(int64_t v) { return std::numeric_limits<uint64_t>::max() -
 
 std::string WithPrefix(char prefix) { return std::string(1, prefix); }
 
+// The key of a well-formed ord(key) (OrderedKeyLength() == its size).
+void DecodeOrderedKey(std::string_view ord, std::string* key) {
+  std::string_view body = ord.substr(0, ord.size() - 2);  // without the terminator
+  key->clear();
+  for (size_t zero = body.find(kEscape); zero != std::string_view::npos; zero = body.find(kEscape)) {
+    key->append(body.data(), zero + 1);  // through the zero byte
+    body.remove_prefix(zero + 2);        // and past its escaped-zero mark
+  }
+  key->append(body.data(), body.size());
+}
+
 }  // namespace
 
 void AppendOrderedKey(std::string* out, std::string_view key) {
@@ -28,12 +40,18 @@ void AppendOrderedKey(std::string* out, std::string_view key) {
   out->push_back(kTerminator);
 }
 
+// Both walk from one escape byte to the next (memchr), not byte by byte:
+// every row a range reads parses its key.
 size_t OrderedKeyLength(std::string_view in) {
-  for (size_t i = 0; i + 1 < in.size(); ++i) {
-    if (in[i] != kEscape) continue;
+  size_t i = 0;
+  while (i < in.size()) {
+    const void* escape = std::memchr(in.data() + i, kEscape, in.size() - i);
+    if (escape == nullptr) return 0;
+    i = static_cast<size_t>(static_cast<const char*>(escape) - in.data());
+    if (i + 1 >= in.size()) return 0;
     if (in[i + 1] == kTerminator) return i + 2;
     if (in[i + 1] != kEscapedZero) return 0;
-    ++i;
+    i += 2;
   }
   return 0;
 }
@@ -41,14 +59,8 @@ size_t OrderedKeyLength(std::string_view in) {
 bool ConsumeOrderedKey(std::string_view* in, std::string* key) {
   const size_t length = OrderedKeyLength(*in);
   if (length == 0) return false;
-  std::string decoded;
-  decoded.reserve(length - 2);
-  for (size_t i = 0; i + 2 < length; ++i) {
-    decoded.push_back((*in)[i]);
-    if ((*in)[i] == kEscape) ++i;  // its escaped-zero mark
-  }
+  DecodeOrderedKey(in->substr(0, length), key);
   in->remove_prefix(length);
-  *key = std::move(decoded);
   return true;
 }
 
@@ -113,19 +125,24 @@ std::string VersionsLimit() { return WithPrefix(static_cast<char>(kVersionPrefix
 bool ParseVersionKey(std::string_view encoded, std::string* key, int64_t* revision, uint32_t* sub) {
   if (encoded.empty() || encoded[0] != kVersionPrefix) return false;
   encoded.remove_prefix(1);
-  std::string k;
+  const size_t length = OrderedKeyLength(encoded);
+  if (length == 0 || encoded.size() != length + 8 + 4) return false;
+  std::string_view rest = encoded.substr(length);
   uint64_t rev = 0;
   uint32_t s = 0;
-  if (!ConsumeOrderedKey(&encoded, &k) || !ConsumeBigEndian64(&encoded, &rev) ||
-      !ConsumeBigEndian32(&encoded, &s) || !encoded.empty()) {
-    return false;
-  }
+  ConsumeBigEndian64(&rest, &rev);
+  ConsumeBigEndian32(&rest, &s);
   rev = std::numeric_limits<uint64_t>::max() - rev;
   if (rev > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
-  *key = std::move(k);
+  DecodeOrderedKey(encoded.substr(0, length), key);
   *revision = static_cast<int64_t>(rev);
   *sub = std::numeric_limits<uint32_t>::max() - s;
   return true;
+}
+
+std::string_view VersionRowsPrefix(std::string_view encoded) {
+  constexpr size_t kSuffix = 8 + 4;  // ~revision ~sub
+  return encoded.substr(0, encoded.size() >= kSuffix ? encoded.size() - kSuffix : 0);
 }
 
 std::string HistoryKey(int64_t revision, uint32_t sub) {

@@ -66,6 +66,9 @@ std::string KeyBound(std::string_view key);
 std::string VersionsLimit();
 // Parses a VersionKey; false when `encoded` is not one.
 bool ParseVersionKey(std::string_view encoded, std::string* key, int64_t* revision, uint32_t* sub);
+// The front of a VersionKey that every version of its key shares
+// (VersionsBegin of that key): `encoded` must be one that parses.
+std::string_view VersionRowsPrefix(std::string_view encoded);
 
 std::string HistoryKey(int64_t revision, uint32_t sub);
 bool ParseHistoryKey(std::string_view encoded, int64_t* revision, uint32_t* sub);

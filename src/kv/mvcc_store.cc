@@ -29,10 +29,10 @@ Status BadRow(const char* what, std::string_view key) {
 
 // The version the iterator is at: its user key, revision and record.
 Status ReadVersion(const BackendIterator& it, std::string* key, int64_t* revision, KvRecord* r,
-                   bool* deleted) {
+                   bool* deleted, bool with_value = true) {
   uint32_t sub = 0;
   if (!ParseVersionKey(it.key(), key, revision, &sub)) return BadRow("version key", it.key());
-  if (!DecodeVersion(it.value(), r, deleted)) return BadRow("version", it.key());
+  if (!DecodeVersion(it.value(), r, deleted, with_value)) return BadRow("version", it.key());
   r->mod_revision = *revision;
   r->mod_sub = sub;
   return Status::OK();
@@ -68,7 +68,7 @@ std::string EncodeVersion(const KvRecord& r, bool deleted) {
   return out;
 }
 
-bool DecodeVersion(std::string_view in, KvRecord* r, bool* deleted) {
+bool DecodeVersion(std::string_view in, KvRecord* r, bool* deleted, bool with_value) {
   if (in.size() < kVersionHeader) return false;
   const uint8_t flags = static_cast<uint8_t>(in[0]);
   if ((flags & ~kDeletedFlag) != 0) return false;
@@ -77,7 +77,11 @@ bool DecodeVersion(std::string_view in, KvRecord* r, bool* deleted) {
   r->create_revision = static_cast<int64_t>(coding::DecodeFixed64(in.data() + 1));
   r->version = static_cast<int64_t>(coding::DecodeFixed64(in.data() + 9));
   r->lease = static_cast<int64_t>(coding::DecodeFixed64(in.data() + 17));
-  r->value.assign(in.substr(kVersionHeader));
+  if (with_value) {
+    r->value.assign(in.substr(kVersionHeader));
+  } else {
+    r->value.clear();
+  }
   return true;
 }
 
@@ -145,13 +149,21 @@ Status MvccReader::Find(std::string_view key, int64_t revision, std::optional<Kv
 }
 
 // Each key's versions are contiguous, newest first: the walk takes the
-// first version at or below `revision` and seeks past the key's others.
+// first version at or below `revision` and moves past the key's others:
+// with Next() while they are few (most keys have one or a few versions
+// kept, and a step costs far less than a seek), with a seek past them
+// after kStepsBeforeSeek.
 Status MvccReader::Scan(const std::string& key, const std::string& end, int64_t revision,
-                        const KvVisitor& visit) const {
+                        const KvVisitor& visit, ScanValues values) const {
+  constexpr int kStepsBeforeSeek = 8;
+  const bool with_value = values == ScanValues::kWith;
   if (end.empty()) {
     std::optional<KvRecord> r;
     Status s = Find(key, revision, &r);
-    if (s.ok() && r) visit(key, *r);
+    if (s.ok() && r) {
+      if (!with_value) r->value.clear();
+      visit(key, *r);
+    }
     return s;
   }
   const std::string lower = mvcc::KeyBound(key);
@@ -159,22 +171,30 @@ Status MvccReader::Scan(const std::string& key, const std::string& end, int64_t 
   if (upper.empty()) return Status::OK();
   auto it = view_->NewIterator(lower, upper);
   std::string k;
+  std::string versions;  // 'k' ord(k): the front of every version row of k
   int64_t rev = 0;
   KvRecord r;
   bool deleted = false;
   for (it->Seek(lower); it->Valid();) {
-    Status s = mvcc::ReadVersion(*it, &k, &rev, &r, &deleted);
+    Status s = mvcc::ReadVersion(*it, &k, &rev, &r, &deleted, with_value);
     if (!s.ok()) return s;
     if (rev > revision) {
       it->Seek(mvcc::VersionSeekKey(k, revision));
       if (!it->Valid()) break;
       const std::string newer = k;
-      s = mvcc::ReadVersion(*it, &k, &rev, &r, &deleted);
+      s = mvcc::ReadVersion(*it, &k, &rev, &r, &deleted, with_value);
       if (!s.ok()) return s;
       if (k != newer) continue;  // no version of `newer` then: at the next key's newest
     }
     if (!deleted && !visit(k, r)) return Status::OK();
-    it->Seek(mvcc::VersionsEnd(k));
+    versions.assign(mvcc::VersionRowsPrefix(it->key()));
+    int steps = 0;
+    for (it->Next(); it->Valid() && it->key().substr(0, versions.size()) == versions; it->Next()) {
+      if (++steps == kStepsBeforeSeek) {
+        it->Seek(mvcc::VersionsEnd(k));
+        break;
+      }
+    }
   }
   return it->status();
 }
@@ -246,7 +266,8 @@ Status MvccWriter::Find(const std::string& key, std::optional<KvRecord>* out) co
 }
 
 // The base's keys merged with this entry's writes, in key order.
-Status MvccWriter::Scan(const std::string& key, const std::string& end, const KvVisitor& visit) const {
+Status MvccWriter::Scan(const std::string& key, const std::string& end, const KvVisitor& visit,
+                        ScanValues values) const {
   auto mine = overlay_.lower_bound(key);
   auto in_range = [&] { return mine != overlay_.end() && InKeyRange(mine->first, key, end); };
   bool more = true;
@@ -267,7 +288,7 @@ Status MvccWriter::Scan(const std::string& key, const std::string& end, const Kv
     }
     more = visit(k, r);
     return more;
-  });
+  }, values);
   if (s.ok()) mine_before(nullptr);
   return s;
 }

@@ -55,9 +55,10 @@ namespace mvcc {
 constexpr int64_t kLatest = std::numeric_limits<int64_t>::max();
 
 // The value of a version row (above). Decode fails (false) on a value of the
-// wrong size or with unknown flags.
+// wrong size or with unknown flags; without `with_value` it leaves r->value
+// empty (the rest of the record is decoded).
 std::string EncodeVersion(const KvRecord& r, bool deleted);
-bool DecodeVersion(std::string_view in, KvRecord* r, bool* deleted);
+bool DecodeVersion(std::string_view in, KvRecord* r, bool* deleted, bool with_value = true);
 // Where the live version that a change replaced is kept, as its history
 // row says.
 struct PrevVersion {
@@ -77,6 +78,11 @@ bool DecodeEvent(std::string_view in, std::string* key, bool* deleted, PrevVersi
 // Visits a key and its record; false stops the walk.
 using KvVisitor = std::function<bool(const std::string& key, const KvRecord& record)>;
 
+// Whether a scan's records carry their values: kNoValues leaves each
+// record's value empty (the rest is filled in), for walks that count keys or
+// read only their revisions, which then copy no value.
+enum class ScanValues { kWith, kNoValues };
+
 // The current records of a state, for the code that reads them whatever
 // holds them: a reader's view as of one revision (MvccAt), or an entry being
 // applied, its own writes included (MvccWriter).
@@ -85,7 +91,8 @@ class KvSource {
   virtual ~KvSource() = default;
   virtual Status Find(const std::string& key, std::optional<KvRecord>* out) const = 0;
   // The keys of [key, end) (MvccReader::Scan).
-  virtual Status Scan(const std::string& key, const std::string& end, const KvVisitor& visit) const = 0;
+  virtual Status Scan(const std::string& key, const std::string& end, const KvVisitor& visit,
+                      ScanValues values) const = 0;
 };
 
 class MvccReader {
@@ -97,9 +104,10 @@ class MvccReader {
   Status Find(std::string_view key, int64_t revision, std::optional<KvRecord>* out) const;
   // Visits, in key order, the keys of [key, end) (etcd's conventions, as
   // InKeyRange: end empty is `key` alone, end "\0" every key from `key` on)
-  // that existed at `revision`, with their records then.
-  Status Scan(const std::string& key, const std::string& end, int64_t revision,
-              const KvVisitor& visit) const;
+  // that existed at `revision`, with their records then (their values
+  // left empty with kNoValues).
+  Status Scan(const std::string& key, const std::string& end, int64_t revision, const KvVisitor& visit,
+              ScanValues values = ScanValues::kWith) const;
   // The events of keys in [key, end) with revisions from `from` on, in
   // revision order, whole revisions only, stopping after the revision that
   // takes the events' bytes (KvEvent::Bytes) to `max_bytes` or past it.
@@ -121,8 +129,9 @@ class MvccAt final : public KvSource {
   Status Find(const std::string& key, std::optional<KvRecord>* out) const override {
     return reader_->Find(key, revision_, out);
   }
-  Status Scan(const std::string& key, const std::string& end, const KvVisitor& visit) const override {
-    return reader_->Scan(key, end, revision_, visit);
+  Status Scan(const std::string& key, const std::string& end, const KvVisitor& visit,
+              ScanValues values) const override {
+    return reader_->Scan(key, end, revision_, visit, values);
   }
 
  private:
@@ -143,8 +152,9 @@ class MvccWriter final : public KvSource {
   // The current record of `key`, this entry's writes included.
   Status Find(const std::string& key, std::optional<KvRecord>* out) const override;
   // The current keys of [key, end) (MvccReader::Scan), this entry's writes
-  // included.
-  Status Scan(const std::string& key, const std::string& end, const KvVisitor& visit) const override;
+  // included (with their values whatever `values` says).
+  Status Scan(const std::string& key, const std::string& end, const KvVisitor& visit,
+              ScanValues values) const override;
 
   // Writes `record` as the key's new version (its mod_revision is set to
   // revision()); `prev` is the key's current record as Find() gave it

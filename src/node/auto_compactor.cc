@@ -146,6 +146,7 @@ void AutoCompactor::Stop() {
   }
   cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
+  lifeline_.Close();  // a COMPACT still in flight answers into nothing
 }
 
 uint64_t AutoCompactor::compactions() const {
@@ -178,13 +179,15 @@ void AutoCompactor::Loop() {
     cmd.set_op(Command::COMPACT);
     cmd.set_compact_revision(target);
     node_->Propose(cmd.SerializeAsString(), Steady::now() + std::chrono::seconds(10),
-                   [this, target](Outcome out) {
+                   [this, target, line = lifeline_.line()](Outcome out) {
                      const Status s = out.status.ok() ? out.apply.Rejection() : out.status;
                      LOG_IF(WARNING, !s.ok())
                          << "auto-compaction through revision " << target << ": " << s.ToString();
-                     MutexLock l(&mu_);
-                     proposing_ = false;
-                     if (s.ok()) ++compactions_;
+                     line.Run([&] {
+                       MutexLock l(&mu_);
+                       proposing_ = false;
+                       if (s.ok()) ++compactions_;
+                     });
                    });
     lock.Lock();
   }

@@ -22,6 +22,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/lifeline.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "node/node.h"
@@ -82,6 +83,7 @@ class AutoCompactor {
   RaftNode* const node_;
   AutoCompactionPolicy policy_;  // used by the thread alone
   std::thread thread_;
+  Lifeline lifeline_;  // a proposal's callback may run after Stop()
   mutable Mutex mu_;
   CondVar cv_;
   bool stopping_ GUARDED_BY(mu_) = false;

@@ -26,6 +26,7 @@ void LeaseKeeper::Stop() {
   }
   cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
+  lifeline_.Close();  // a revoke still in flight answers into nothing
 }
 
 Status LeaseKeeper::GrantTtl(int64_t requested, int64_t* granted) const {
@@ -104,22 +105,24 @@ void LeaseKeeper::Loop() {
       // Revokes this grant only: not a later grant of the same id.
       cmd.set_lease_granted_index(granted_index);
       node_->Propose(cmd.SerializeAsString(), Steady::now() + std::chrono::seconds(2),
-                     [this, id = id, granted_index = granted_index](Outcome out) {
-                       MutexLock l(&mu_);
-                       if (out.status.ok()) {
-                         ++expired_total_;
-                         VLOG(1) << "lease " << std::hex << id << " expired";
-                       }
-                       if (out.status.ok() || out.status.code() == Status::Code::kNotFound) {
-                         revoking_.erase(id);
-                         auto it = deadlines_.find(id);
-                         if (it != deadlines_.end() && it->second.granted_index == granted_index) {
-                           deadlines_.erase(it);
-                         }
-                       }
+                     [this, id = id, granted_index = granted_index, line = lifeline_.line()](Outcome out) {
+                       line.Run([&] { Revoked(id, granted_index, out.status); });
                      });
     }
     lock.Lock();
+  }
+}
+
+void LeaseKeeper::Revoked(int64_t id, uint64_t granted_index, const Status& status) {
+  MutexLock l(&mu_);
+  if (status.ok()) {
+    ++expired_total_;
+    VLOG(1) << "lease " << std::hex << id << " expired";
+  }
+  if (status.ok() || status.code() == Status::Code::kNotFound) {
+    revoking_.erase(id);
+    auto it = deadlines_.find(id);
+    if (it != deadlines_.end() && it->second.granted_index == granted_index) deadlines_.erase(it);
   }
 }
 

@@ -28,6 +28,7 @@
 #include <vector>
 
 
+#include "common/lifeline.h"
 #include "common/mutex.h"
 #include "node/node.h"
 
@@ -81,6 +82,8 @@ class LeaseKeeper {
   void Loop() EXCLUDES(mu_);
   // Follows the node's role and the state machine's leases.
   void SyncLocked(Steady::time_point now) REQUIRES(mu_);
+  // The answer to the expiry of (id, granted_index) this keeper proposed.
+  void Revoked(int64_t id, uint64_t granted_index, const Status& status) EXCLUDES(mu_);
 
   const LeaseOptions options_;
   RaftNode* const node_;
@@ -95,6 +98,7 @@ class LeaseKeeper {
   std::map<int64_t, int> client_revoking_ GUARDED_BY(mu_);  // LeaseRevoke calls in flight
   uint64_t expired_total_ GUARDED_BY(mu_) = 0;
   std::thread thread_;
+  Lifeline lifeline_;  // a proposal's callback may run after Stop()
 };
 
 }  // namespace raftkv

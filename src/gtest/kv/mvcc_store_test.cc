@@ -103,6 +103,20 @@ class MvccStoreTest : public testing::TestWithParam<std::string> {
       return true;
     });
     EXPECT_TRUE(s.ok()) << s.ToString();
+    // Without values: the same keys and records, every value empty.
+    State bare;
+    const Status b = reader.Scan(
+        key, end, rev,
+        [&](const std::string& k, const KvRecord& r) {
+          EXPECT_TRUE(r.value.empty()) << testing::PrintToString(k);
+          bare.emplace(k, r);
+          return true;
+        },
+        ScanValues::kNoValues);
+    EXPECT_TRUE(b.ok()) << b.ToString();
+    State expected = out;
+    for (auto& [k, r] : expected) r.value.clear();
+    EXPECT_EQ(Describe(bare), Describe(expected));
     return out;
   }
 
@@ -149,10 +163,15 @@ class MvccStoreTest : public testing::TestWithParam<std::string> {
       events.push_back(e);
       for (const auto& [k, end] : Ranges()) {
         State seen;
-        ASSERT_TRUE(writer.Scan(k, end, [&](const std::string& key, const KvRecord& r) {
-                      seen.emplace(key, r);
-                      return true;
-                    }).ok());
+        ASSERT_TRUE(writer
+                        .Scan(
+                            k, end,
+                            [&](const std::string& key, const KvRecord& r) {
+                              seen.emplace(key, r);
+                              return true;
+                            },
+                            ScanValues::kWith)
+                        .ok());
         ASSERT_EQ(Describe(seen), Describe(InRange(now, k, end)));
       }
     }

@@ -124,11 +124,16 @@ TEST_F(RangeOrderTxnTest, RangesSortByEveryTargetBothWays) {
     EXPECT_EQ(Keys(got), tc.keys) << r.ShortDebugString();
     EXPECT_EQ(got.count(), 4);
     EXPECT_FALSE(got.more());
-    // With a limit: the first keys of the same order, and more.
+    // With a limit: the first keys of the same order, with their values
+    // (the rest of the range is counted without them), and more.
+    const RangeResponse whole = got;
     r.set_limit(2);
     got = Read(r);
     EXPECT_EQ(Keys(got), std::vector<std::string>(tc.keys.begin(), tc.keys.begin() + 2))
         << r.ShortDebugString();
+    for (int i = 0; i < got.kvs_size() && i < whole.kvs_size(); ++i) {
+      EXPECT_EQ(got.kvs(i).ShortDebugString(), whole.kvs(i).ShortDebugString());
+    }
     EXPECT_EQ(got.count(), 4);
     EXPECT_TRUE(got.more());
     // The same at a past revision (the store as it was, sorted alike): at
