@@ -6,7 +6,8 @@
 # by a follower), from the last scrape before the cluster stopped.
 #
 #   scripts/handoffs.sh [REQUESTS] [INFLIGHT]      (defaults 60000 256)
-# Environment: RAFTKV_BIN_DIR (default build), METRICS_PORT_BASE (19100).
+# Environment: RAFTKV_BIN_DIR (default build), METRICS_PORT_BASE (19100),
+# SERVER_FLAGS (passed to every member, e.g. --peer_append_stream=false).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bin=${RAFTKV_BIN_DIR:-build}
@@ -19,7 +20,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
 "$bin/raftkv-bench" --gtest_filter=Benchmark.Write --requests="$requests" --inflight="$inflight" \
-  --followers=2 --metrics_port_base="$base" >"$out/bench.txt" 2>&1 &
+  --followers=2 --metrics_port_base="$base" ${SERVER_FLAGS:+--server_flags="$SERVER_FLAGS"} >"$out/bench.txt" 2>&1 &
 pid=$!
 while kill -0 "$pid" 2>/dev/null; do
   for i in 1 2 3; do

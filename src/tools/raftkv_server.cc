@@ -125,7 +125,12 @@ DEFINE_uint64(max_inflight_bytes, raftkv::raft::Config().max_inflight_bytes,
               "once, so the heartbeats to the others are not held up behind its backlog.");
 DEFINE_uint64(max_append_entries, raftkv::raft::Config().max_append_entries, "Most entries in one AppendEntries.");
 DEFINE_uint64(max_append_bytes, raftkv::raft::Config().max_append_bytes, "Soft limit on the entry bytes in one AppendEntries.");
-DEFINE_int32(append_timeout_ms, 2000, "Deadline of one AppendEntries call to a peer.");
+DEFINE_int32(append_timeout_ms, 2000,
+             "Deadline of one AppendEntries call to a peer; on an append stream, how long the oldest "
+             "append may wait for its answer before the stream is dropped and opened again.");
+DEFINE_bool(peer_append_stream, true,
+            "Send appends and heartbeats to each follower on one long-lived Peer.Append stream (false: "
+            "one AppendEntries call each). A follower that does not serve the stream gets calls.");
 DEFINE_int32(vote_timeout_ms, 1000, "Deadline of one RequestVote call to a peer.");
 DEFINE_uint64(segment_bytes, 64ull << 20, "Log segment size at which a new segment file starts.");
 DEFINE_uint64(session_timeout_ms, 600000,
@@ -633,6 +638,7 @@ static raftkv::PeerClientOptions MakePeerOptions(
   peer_options.cq_num = FLAGS_peer_cq_num;
   peer_options.threads_per_cq = FLAGS_peer_threads_per_cq;
   peer_options.append_timeout_ms = FLAGS_append_timeout_ms;
+  peer_options.append_stream = FLAGS_peer_append_stream;
   peer_options.vote_timeout_ms = FLAGS_vote_timeout_ms;
   peer_options.snapshot_timeout_ms = FLAGS_snapshot_timeout_ms;
   peer_options.security = security;

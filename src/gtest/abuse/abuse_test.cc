@@ -317,6 +317,15 @@ TEST_F(Abuse, PeerMethodsNeedTheMembersSecret) {
         const grpc::Status s = stub->AppendEntries(&ctx, append, &resp);
         EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << Code(s);
         refused += s.error_code() == grpc::StatusCode::UNAUTHENTICATED;
+        // The same append on the stream that members use.
+        grpc::ClientContext sctx;
+        SetDeadline(&sctx, 2000);
+        auto stream = stub->Append(&sctx);
+        stream->Write(append);
+        EXPECT_FALSE(stream->Read(&resp)) << "a forged append on a stream was answered";
+        const grpc::Status ss = stream->Finish();
+        EXPECT_EQ(ss.error_code(), grpc::StatusCode::UNAUTHENTICATED) << Code(ss);
+        refused += ss.error_code() == grpc::StatusCode::UNAUTHENTICATED;
       }
     }
   }
@@ -372,8 +381,8 @@ TEST_F(Abuse, PeerMethodsNeedTheMembersSecret) {
   bool found = true;
   ASSERT_TRUE(honest.client().Get("pwned", &value, &found).ok());
   EXPECT_FALSE(found) << "a forged append was stored: pwned=" << value;
-  ExpectUnharmed("forged RequestVote/AppendEntries (term +1000) without the peer secret",
-                 std::to_string(refused) + " of 12 refused UNAUTHENTICATED; leader and term kept",
+  ExpectUnharmed("forged RequestVote/AppendEntries/Append stream (term +1000) without the peer secret",
+                 std::to_string(refused) + " of 18 refused UNAUTHENTICATED; leader and term kept",
                  before, during, cluster);
 }
 

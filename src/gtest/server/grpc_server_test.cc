@@ -1025,18 +1025,20 @@ TEST_F(FollowerServerTest, PeerServiceChecksSenderAndRecipient) {
   EXPECT_TRUE(s.ok()) << StatusText(s);
 }
 
+Entry NoopEntry(uint64_t index, uint64_t term) {
+  Entry e;
+  e.set_index(index);
+  e.set_term(term);
+  e.set_type(ENTRY_NOOP);
+  return e;
+}
+
 // Structurally malformed peer requests are refused with INVALID_ARGUMENT
 // before they reach the core (raft::CheckPeerMessage; found by
 // src/fuzz/fuzz_raft_step). An entry numbered past prev_log_index + 1 used to
 // hit the CHECK in Raft::AppendToLog and abort the server.
 TEST_F(FollowerServerTest, MalformedPeerRequestsAreRefused) {
-  auto entry = [](uint64_t index, uint64_t term) {
-    Entry e;
-    e.set_index(index);
-    e.set_term(term);
-    e.set_type(ENTRY_NOOP);
-    return e;
-  };
+  const auto entry = NoopEntry;
   AppendEntriesResponse resp;
   grpc::Status s = Append(3, 2, 1, 0, 0, {entry(5, 3)}, 0, &resp);  // a gap
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
@@ -1063,6 +1065,58 @@ TEST_F(FollowerServerTest, MalformedPeerRequestsAreRefused) {
   ASSERT_TRUE(s.ok()) << StatusText(s);
   EXPECT_TRUE(resp.success());
   EXPECT_LT(node_->GetStatus().term, 4u);
+}
+
+// Peer.Append: appends on one stream are answered on it, in order, each
+// once durable; a malformed one ends the stream with its status (the node
+// keeps its log), and a new stream carries on.
+TEST_F(FollowerServerTest, AnAppendStreamAnswersInOrderAndEndsOnAMalformedAppend) {
+  const auto entry = NoopEntry;
+  auto append = [](uint64_t prev, std::vector<Entry> entries, uint64_t seq) {
+    AppendEntriesRequest req;
+    req.set_term(3);
+    req.set_leader_id(2);
+    req.set_to(1);
+    req.set_prev_log_index(prev);
+    req.set_prev_log_term(prev == 0 ? 0 : 3);
+    for (Entry& e : entries) *req.add_entries() = std::move(e);
+    req.set_seq(seq);
+    return req;
+  };
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    auto stream = raft_->Append(&ctx);
+    // Five appends written before any answer is read: pipelined.
+    for (uint64_t i = 1; i <= 5; ++i) ASSERT_TRUE(stream->Write(append(i - 1, {entry(i, 3)}, i)));
+    for (uint64_t i = 1; i <= 5; ++i) {
+      AppendEntriesResponse resp;
+      ASSERT_TRUE(stream->Read(&resp)) << "answer " << i;
+      EXPECT_EQ(resp.seq(), i);
+      EXPECT_TRUE(resp.success());
+      EXPECT_EQ(resp.match_index(), i);
+    }
+    ASSERT_TRUE(stream->Write(append(5, {entry(7, 3)}, 6)));  // a gap: malformed
+    AppendEntriesResponse resp;
+    EXPECT_FALSE(stream->Read(&resp));
+    const grpc::Status s = stream->Finish();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << StatusText(s);
+    EXPECT_CONTAINS(s.error_message(), "index 7");
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(10s));
+    auto stream = raft_->Append(&ctx);
+    ASSERT_TRUE(stream->Write(append(5, {entry(6, 3)}, 7)));
+    AppendEntriesResponse resp;
+    ASSERT_TRUE(stream->Read(&resp));
+    EXPECT_TRUE(resp.success());
+    EXPECT_EQ(resp.match_index(), 6u);
+    ASSERT_TRUE(stream->WritesDone());
+    EXPECT_FALSE(stream->Read(&resp));
+    const grpc::Status s = stream->Finish();
+    EXPECT_TRUE(s.ok()) << StatusText(s);
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -9,7 +9,11 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
 
 #include "server/peer/peer_client.h"
 
@@ -127,6 +131,198 @@ TEST_F(PeerSnapshotTransferTest, ShutdownDuringTheAnswerRunsNoQueuedTransfer) {
   const int after = reports_.load();
   std::this_thread::sleep_for(milliseconds(100));
   EXPECT_EQ(reports_.load(), after);
+}
+
+
+// ---------------------------------------------------------------------------
+// Appends on the Peer.Append stream (append_stream_client.h)
+// ---------------------------------------------------------------------------
+
+raft::Message AppendTo(uint64_t peer, uint64_t seq) {
+  raft::Message m;
+  m.type = raft::MessageType::kAppend;
+  m.from = 1;
+  m.to = peer;
+  m.append.set_term(1);
+  m.append.set_leader_id(1);
+  m.append.set_to(peer);
+  m.append.set_seq(seq);
+  return m;
+}
+
+// A follower played by the test: the unary method answers success; the
+// stream answers every append, none, reads nothing until cancelled, or is
+// not served at all.
+class FakeFollower final : public Peer::Service {
+ public:
+  enum class Stream { kAnswer, kSilent, kStalled, kUnimplemented };
+  explicit FakeFollower(Stream mode) : mode_(mode) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+  }
+  ~FakeFollower() override { server_->Shutdown(std::chrono::system_clock::now()); }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  grpc::Status AppendEntries(grpc::ServerContext*, const AppendEntriesRequest* req,
+                             AppendEntriesResponse* resp) override {
+    ++unary_;
+    Answer(*req, resp);
+    return grpc::Status::OK;
+  }
+  grpc::Status Append(grpc::ServerContext* context,
+                      grpc::ServerReaderWriter<AppendEntriesResponse, AppendEntriesRequest>* stream) override {
+    if (mode_ == Stream::kUnimplemented) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "not here");
+    ++streams_;
+    if (mode_ == Stream::kStalled) {
+      while (!context->IsCancelled()) std::this_thread::sleep_for(milliseconds(5));
+      return grpc::Status(grpc::StatusCode::CANCELLED, "stalled");
+    }
+    AppendEntriesRequest req;
+    while (stream->Read(&req)) {
+      ++streamed_;
+      if (mode_ == Stream::kSilent) continue;
+      AppendEntriesResponse resp;
+      Answer(req, &resp);
+      if (!stream->Write(resp)) break;
+    }
+    return grpc::Status::OK;
+  }
+
+  std::atomic<int> unary_{0}, streams_{0}, streamed_{0};
+
+ private:
+  static void Answer(const AppendEntriesRequest& req, AppendEntriesResponse* resp) {
+    resp->set_term(req.term());
+    resp->set_from(req.to());
+    resp->set_success(true);
+    resp->set_seq(req.seq());
+  }
+  const Stream mode_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+class PeerAppendStreamTest : public ::testing::Test {
+ protected:
+  void Start(const std::string& address, int append_timeout_ms = 2000) {
+    ClusterConfig cluster;
+    cluster.members = {{1, "127.0.0.1:1"}, {2, address}};
+    PeerClientOptions options;
+    options.append_timeout_ms = append_timeout_ms;
+    client_ = std::make_unique<PeerClient>(
+        cluster, 1, options,
+        [this](const raft::Message& m) {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (m.type == raft::MessageType::kAppendResp) answered_.push_back(m.append_resp.seq());
+          cv_.notify_all();
+        },
+        [this](uint64_t peer) {
+          EXPECT_EQ(peer, 2u);
+          std::lock_guard<std::mutex> lock(mu_);
+          ++unreachable_;
+          cv_.notify_all();
+        });
+  }
+  void TearDown() override {
+    if (client_) client_->Shutdown();
+  }
+  template <class Done>
+  bool WaitFor(Done done) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(5), done);
+  }
+
+  std::unique_ptr<PeerClient> client_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<uint64_t> answered_;  // guarded by mu_: seqs answered, in order
+  int unreachable_ = 0;              // guarded by mu_
+};
+
+TEST_F(PeerAppendStreamTest, AppendsTravelOnOneStreamAndAreAnsweredInOrder) {
+  FakeFollower follower(FakeFollower::Stream::kAnswer);
+  Start(follower.address());
+  for (uint64_t seq = 1; seq <= 50; ++seq) client_->Send(AppendTo(2, seq));
+  ASSERT_TRUE(WaitFor([&] { return answered_.size() == 50; })) << answered_.size() << " answered";
+  for (uint64_t seq = 1; seq <= 50; ++seq) EXPECT_EQ(answered_[seq - 1], seq);
+  EXPECT_EQ(follower.streams_.load(), 1);
+  EXPECT_EQ(follower.unary_.load(), 0);
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_EQ(unreachable_, 0);
+}
+
+TEST_F(PeerAppendStreamTest, AFollowerWithoutTheStreamGetsCalls) {
+  FakeFollower follower(FakeFollower::Stream::kUnimplemented);
+  Start(follower.address());
+  // The first append goes to a stream the follower refuses (reported, lost);
+  // later ones are calls. (Sent until two calls came: a subchannel left by
+  // an earlier test on a reused port may end the first stream otherwise.)
+  for (uint64_t seq = 1; seq <= 100 && follower.unary_.load() < 2; ++seq) {
+    client_->Send(AppendTo(2, seq));
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_GE(follower.unary_.load(), 2);
+  ASSERT_TRUE(WaitFor([&] { return answered_.size() >= 2; })) << answered_.size() << " answered";
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_GE(unreachable_, 1);
+}
+
+TEST_F(PeerAppendStreamTest, ANothingAnsweringStreamIsDroppedAfterTheTimeoutAndOpenedAgain) {
+  FakeFollower follower(FakeFollower::Stream::kSilent);
+  Start(follower.address(), /*append_timeout_ms=*/200);
+  client_->Send(AppendTo(2, 1));
+  std::this_thread::sleep_for(milliseconds(300));
+  client_->Send(AppendTo(2, 2));  // finds the first one unanswered for too long
+  ASSERT_TRUE(WaitFor([&] { return unreachable_ == 1; }));
+  client_->Send(AppendTo(2, 3));  // on a new stream (the fake follower's count: polled)
+  for (int i = 0; i < 500 && follower.streams_.load() < 2; ++i) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_EQ(follower.streams_.load(), 2);
+}
+
+// A follower that reads nothing: HTTP/2 flow control stops the writes, and
+// the stream's queue holds at most its bound; past it appends are refused
+// (dropped, as a network would), never queued without limit.
+TEST(AppendStreamClientTest, TheQueueOfAStalledStreamIsBounded) {
+  FakeFollower follower(FakeFollower::Stream::kStalled);
+  auto stub = Peer::NewStub(grpc::CreateChannel(follower.address(), grpc::InsecureChannelCredentials()));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool ended = false;
+  constexpr size_t kBound = 8;
+  auto* stream = new AppendStreamClient(
+      stub.get(), std::chrono::hours(1), kBound, [](AppendEntriesResponse*) {},
+      [&](AppendStreamClient*, const grpc::Status&) {
+        std::lock_guard<std::mutex> lock(mu);
+        ended = true;
+        cv.notify_all();
+      });
+  const std::string data(64 << 10, 'x');
+  int accepted = 0;
+  for (int i = 0; i < 4000; ++i) {
+    AppendEntriesRequest req = AppendTo(2, i + 1).append;
+    req.add_entries()->set_data(data);
+    if (stream->Push(std::move(req))) {
+      ++accepted;
+    } else {
+      break;
+    }
+    if (i % 16 == 0) std::this_thread::sleep_for(milliseconds(1));  // let gRPC take what the window allows
+  }
+  // 4,000 x 64 KiB is 250 MiB: far beyond any flow-control window.
+  EXPECT_LT(accepted, 4000);
+  AppendEntriesRequest more = AppendTo(2, 9999).append;
+  EXPECT_FALSE(stream->Push(std::move(more))) << "accepted " << accepted;
+  stream->Cancel();
+  std::unique_lock<std::mutex> lock(mu);
+  EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return ended; }));
+}
+
+TEST_F(PeerAppendStreamTest, AnUnreachableFollowerIsReported) {
+  Start("127.0.0.1:1");  // nothing listens there
+  client_->Send(AppendTo(2, 1));
+  ASSERT_TRUE(WaitFor([&] { return unreachable_ >= 1; }));
 }
 
 }  // namespace

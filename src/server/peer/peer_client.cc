@@ -140,6 +140,7 @@ void PeerClient::Send(raft::Message m) {
     StartSnapshotTransfer(std::move(m), std::move(stub));
     return;
   }
+  if (m.type == raft::MessageType::kAppend && options_.append_stream && SendOnStream(&m, stub)) return;
   auto* call = new Call;
   call->peer = m.to;
   call->type = m.type;
@@ -185,6 +186,55 @@ void PeerClient::Send(raft::Message m) {
       delete call;
     }
   }
+}
+
+bool PeerClient::SendOnStream(raft::Message* m, const std::shared_ptr<internal::Peer::Stub>& stub) {
+  const uint64_t peer = m->to;
+  MutexLock lock(&mu_);
+  if (shut_down_) return true;  // dropped
+  if (unary_only_.count(peer) != 0) return false;
+  Stream& slot = streams_[peer];
+  if (slot.stream == nullptr || slot.stub != stub) {
+    if (slot.stream != nullptr) slot.stream->Cancel();  // dialed anew: the old one ends by itself
+    slot.stub = stub;
+    // Its callbacks take mu_: they wait until this returns.
+    slot.stream = new AppendStreamClient(
+        stub.get(), std::chrono::milliseconds(options_.append_timeout_ms), options_.append_stream_queue,
+        [this, peer](AppendEntriesResponse* answer) {
+          raft::Message r = raft::AppendResponseMessage(peer, self_id_, answer);
+          const Status why = raft::CheckPeerMessage(r);
+          if (why.ok()) {
+            on_response_(r);
+          } else {
+            LOG(WARNING) << "dropped a malformed reply from member " << peer << ": " << why.message();
+          }
+        },
+        [this, peer](AppendStreamClient* ended, const grpc::Status& status) { StreamEnded(peer, ended, status); });
+    ++open_streams_;
+  }
+  slot.stream->Push(std::move(m->append));  // false: dropped, as a network would
+  return true;
+}
+
+void PeerClient::StreamEnded(uint64_t peer, AppendStreamClient* stream, const grpc::Status& status) {
+  bool report = false;
+  bool log_it = false;
+  {
+    MutexLock lock(&mu_);
+    auto it = streams_.find(peer);
+    if (it != streams_.end() && it->second.stream == stream) streams_.erase(it);
+    --open_streams_;
+    streams_cv_.SignalAll();
+    if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED && unary_only_.insert(peer).second) {
+      LOG(WARNING) << "member " << peer << " does not serve Peer.Append; it gets one AppendEntries call "
+                   << "per append";
+    }
+    report = !shut_down_;
+    log_it = report && !status.ok() && ShouldLogFailureLocked(peer);
+  }
+  LOG_IF(WARNING, log_it) << "the append stream to member " << peer << " ended: " << GrpcStatusText(status)
+                          << " (further failures muted for 5s)";
+  if (report) on_unreachable_(peer);
 }
 
 void PeerClient::Poll(grpc::CompletionQueue* cq) {
@@ -391,6 +441,8 @@ void PeerClient::Shutdown() {
     if (shut_down_) return;
     shut_down_ = true;
     for (Call* call : inflight_) call->context.TryCancel();
+    for (auto& [peer, slot] : streams_) slot.stream->Cancel();
+    streams_cv_.Wait(&mu_, [this]() REQUIRES(mu_) { return open_streams_ == 0; });
     for (auto& [peer, t] : transfers_) {
       t->context->TryCancel();
       transfers.push_back(t);

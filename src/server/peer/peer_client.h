@@ -35,6 +35,7 @@
 #include "common/mutex.h"
 #include "proto/internal.h"
 #include "node/cluster_config.h"
+#include "server/peer/append_stream_client.h"
 #include "server/peer/fault_injector.h"
 #include "node/node.h"
 
@@ -55,6 +56,13 @@ struct PeerClientOptions {
   // later: until then the core keeps the follower in its snapshot state and
   // sends it nothing, so a dead follower is not sent a snapshot per batch.
   int snapshot_retry_ms = 1000;
+  // Appends (and heartbeats) travel on one Peer.Append stream per follower
+  // (append_stream_client.h) instead of one AppendEntries call each; a
+  // follower that does not serve the stream (UNIMPLEMENTED) gets unary calls.
+  bool append_stream = true;
+  // Requests queued on one stream and not yet handed to gRPC, at most; past
+  // it an append is dropped (the core retries).
+  size_t append_stream_queue = 1024;
   // Tests only: messages to peers it blocks are dropped. Not owned; may be null.
   const FaultInjector* faults = nullptr;
   // TLS of the channels to peers (the member's own certificate is presented
@@ -95,6 +103,11 @@ class PeerClient : public PeerSender {
   // Creates (or re-creates, for a new address) the stub of `id`.
   void DialLocked(uint64_t id, const std::string& address) REQUIRES(mu_);
   void StartSnapshotTransfer(raft::Message m, std::shared_ptr<internal::Peer::Stub> stub);
+  // Queues an append on the stream to m.to, opened if there is none; false
+  // when that peer takes unary calls only.
+  bool SendOnStream(raft::Message* m, const std::shared_ptr<internal::Peer::Stub>& stub) EXCLUDES(mu_);
+  // A stream ended (AppendStreamClient's on_end).
+  void StreamEnded(uint64_t peer, AppendStreamClient* stream, const grpc::Status& status) EXCLUDES(mu_);
   // The body of a transfer thread: streams the file, then reports.
   void RunSnapshotTransfer(Transfer* transfer, const raft::Message& m,
                            std::shared_ptr<internal::Peer::Stub> stub);
@@ -117,6 +130,14 @@ class PeerClient : public PeerSender {
   };
   std::map<uint64_t, Peer> peers_ GUARDED_BY(mu_);
   std::set<Call*> inflight_ GUARDED_BY(mu_);  // for cancellation at shutdown
+  struct Stream {
+    AppendStreamClient* stream = nullptr;  // deletes itself after StreamEnded
+    std::shared_ptr<internal::Peer::Stub> stub;
+  };
+  std::map<uint64_t, Stream> streams_ GUARDED_BY(mu_);  // open append streams by peer
+  std::set<uint64_t> unary_only_ GUARDED_BY(mu_);       // peers without Peer.Append
+  size_t open_streams_ GUARDED_BY(mu_) = 0;              // not yet ended (Shutdown waits)
+  CondVar streams_cv_;
   // Snapshot transfers by peer (finished ones are joined when the next one
   // to that peer starts, or at shutdown).
   std::map<uint64_t, std::shared_ptr<Transfer>> transfers_ GUARDED_BY(mu_);

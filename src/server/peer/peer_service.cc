@@ -1,5 +1,6 @@
 #include "server/peer/peer_service.h"
 
+#include "server/peer/append_stream.h"
 #include "server/peer/fault_injector.h"
 
 #include <glog/logging.h>
@@ -32,7 +33,9 @@ PeerService::PeerService(const ServerOptions& options, RaftNode* node)
       install_snapshot_metrics_(options.metrics->Method(RpcName::Of<Peer>("InstallSnapshot"),
                                                               RpcMethodMetrics::Kind::kStream)),
       timeout_now_metrics_(options.metrics->Method(RpcName::Of<Peer>("TimeoutNow"),
-                                                         RpcMethodMetrics::Kind::kUnary)) {}
+                                                         RpcMethodMetrics::Kind::kUnary)),
+      append_stream_metrics_(
+          options.metrics->Method(RpcName::Of<Peer>("Append"), RpcMethodMetrics::Kind::kStream)) {}
 
 void PeerService::Register(Testing::AsyncService* testing, int busy, AsyncMethods* methods) {
   using S = PeerHybridService;
@@ -82,13 +85,24 @@ grpc::Status PeerService::CheckPeer(uint64_t from, uint64_t to) const {
   return grpc::Status::OK;
 }
 
-void PeerService::HandleAppend(AppendCall* call) {
-  const AppendEntriesRequest& req = call->request();
+grpc::Status PeerService::CheckAppend(const AppendEntriesRequest& req) const {
   grpc::Status bad = CheckPeer(req.leader_id(), req.to());
-  if (!bad.ok()) return call->FinishWithError(bad);
+  if (!bad.ok()) return bad;
   if (Status why = node_->CheckClusterId(req.cluster_id(), req.leader_id(), /*adopt=*/true); !why.ok()) {
-    return call->FinishWithError(ToGrpcStatus(why));
+    return ToGrpcStatus(why);
   }
+  return grpc::Status::OK;
+}
+
+grpc::ServerBidiReactor<AppendEntriesRequest, AppendEntriesResponse>* PeerService::Append(
+    grpc::CallbackServerContext* context) {
+  return new AppendStreamReactor(
+      context, options_.auth, node_, [this](const AppendEntriesRequest& req) { return CheckAppend(req); },
+      append_stream_metrics_);
+}
+
+void PeerService::HandleAppend(AppendCall* call) {
+  if (grpc::Status bad = CheckAppend(call->request()); !bad.ok()) return call->FinishWithError(bad);
   raft::Message m = raft::AppendRequestMessage(&call->request());
   if (Status why = raft::CheckPeerMessage(m); !why.ok()) return call->FinishWithError(ToGrpcStatus(why));
   node_->StepRequest(std::move(m), [call](const raft::Message* reply) {

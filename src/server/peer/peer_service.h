@@ -20,8 +20,8 @@ namespace raftkv {
 // Peer service: AppendEntries, RequestVote and RenewLease (registered by the
 // server for the Lease service) asynchronous, InstallSnapshot and TimeoutNow
 // synchronous.
-using PeerHybridService = Peer::WithAsyncMethod_AppendEntries<
-    Peer::WithAsyncMethod_RequestVote<Peer::WithAsyncMethod_RenewLease<Peer::Service>>>;
+using PeerHybridService = Peer::WithAsyncMethod_AppendEntries<Peer::WithAsyncMethod_RequestVote<
+    Peer::WithAsyncMethod_RenewLease<Peer::WithCallbackMethod_Append<Peer::Service>>>>;
 
 class PeerService final : public PeerHybridService {
  public:
@@ -37,6 +37,9 @@ class PeerService final : public PeerHybridService {
   // comes once the snapshot is installed and durable.
   grpc::Status InstallSnapshot(grpc::ServerContext* context, grpc::ServerReader<InstallSnapshotRequest>* reader,
                                InstallSnapshotResponse* response) override;
+  // A leader's stream of appends (append_stream.h).
+  grpc::ServerBidiReactor<AppendEntriesRequest, AppendEntriesResponse>* Append(
+      grpc::CallbackServerContext* context) override;
   // One-way: the core answers nothing, so the call is answered at once.
   grpc::Status TimeoutNow(grpc::ServerContext* context, const TimeoutNowRequest* request,
                           TimeoutNowResponse* response) override;
@@ -47,6 +50,8 @@ class PeerService final : public PeerHybridService {
 
   // Peer requests must name this member and come from another member.
   grpc::Status CheckPeer(uint64_t from, uint64_t to) const;
+  // What an append must pass before it is stepped, unary or streamed.
+  grpc::Status CheckAppend(const AppendEntriesRequest& req) const;
   void HandleAppend(AppendCall* call);
   void HandleVote(VoteCall* call);
   // The two synchronous methods, counted by the overrides above.
@@ -63,6 +68,7 @@ class PeerService final : public PeerHybridService {
   RaftNode* const node_;
   RpcMethodMetrics* const install_snapshot_metrics_;
   RpcMethodMetrics* const timeout_now_metrics_;
+  RpcMethodMetrics* const append_stream_metrics_;
   std::mutex mu_;
   bool receiving_ = false;  // guarded by mu_: one transfer at a time
 };
