@@ -151,11 +151,11 @@ raft::Message AppendTo(uint64_t peer, uint64_t seq) {
 }
 
 // A follower played by the test: the unary method answers success; the
-// stream answers every append, none, reads nothing until cancelled, or is
-// not served at all.
+// stream answers every append, none, reads nothing until cancelled, ends
+// after its first answer, or is not served at all.
 class FakeFollower final : public Peer::Service {
  public:
-  enum class Stream { kAnswer, kSilent, kStalled, kUnimplemented };
+  enum class Stream { kAnswer, kSilent, kStalled, kEndAfterOne, kUnimplemented };
   explicit FakeFollower(Stream mode) : mode_(mode) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
@@ -185,7 +185,7 @@ class FakeFollower final : public Peer::Service {
       if (mode_ == Stream::kSilent) continue;
       AppendEntriesResponse resp;
       Answer(req, &resp);
-      if (!stream->Write(resp)) break;
+      if (!stream->Write(resp) || mode_ == Stream::kEndAfterOne) break;
     }
     return grpc::Status::OK;
   }
@@ -292,8 +292,8 @@ TEST(AppendStreamClientTest, TheQueueOfAStalledStreamIsBounded) {
   bool ended = false;
   constexpr size_t kBound = 8;
   auto* stream = new AppendStreamClient(
-      stub.get(), std::chrono::hours(1), kBound, [](AppendEntriesResponse*) {},
-      [&](AppendStreamClient*, const grpc::Status&) {
+      stub.get(), std::chrono::hours(1), kBound, [](AppendEntriesResponse*) {}, [](AppendStreamClient*) {},
+      [&](const grpc::Status&) {
         std::lock_guard<std::mutex> lock(mu);
         ended = true;
         cv.notify_all();
@@ -317,6 +317,29 @@ TEST(AppendStreamClientTest, TheQueueOfAStalledStreamIsBounded) {
   stream->Cancel();
   std::unique_lock<std::mutex> lock(mu);
   EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return ended; }));
+}
+
+// Streams that end while appends are being pushed on them (a follower that
+// ends each after one answer): each is forgotten before it is deleted, so a
+// push never runs on a stream being deleted (the sanitizers' check), and
+// the next append opens a new one.
+TEST_F(PeerAppendStreamTest, StreamsEndingWhileAppendsArePushedAreReplaced) {
+  FakeFollower follower(FakeFollower::Stream::kEndAfterOne);
+  Start(follower.address());
+  std::vector<std::thread> senders;
+  std::atomic<uint64_t> seq{0};
+  for (int t = 0; t < 3; ++t) {
+    senders.emplace_back([&] {
+      for (int i = 0; i < 3000 && follower.streams_.load() < 5; ++i) {
+        client_->Send(AppendTo(2, ++seq));
+        if (i % 8 == 0) std::this_thread::sleep_for(milliseconds(1));
+      }
+    });
+  }
+  for (std::thread& t : senders) t.join();
+  EXPECT_GE(follower.streams_.load(), 5);
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_GE(answered_.size(), 3u);
 }
 
 TEST_F(PeerAppendStreamTest, AnUnreachableFollowerIsReported) {

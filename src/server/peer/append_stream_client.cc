@@ -5,10 +5,12 @@
 namespace raftkv {
 
 AppendStreamClient::AppendStreamClient(internal::Peer::Stub* stub, Clock::duration answer_timeout,
-                                       size_t max_queued, OnAnswer on_answer, OnEnd on_end)
+                                       size_t max_queued, OnAnswer on_answer, OnForget on_forget,
+                                       OnEnd on_end)
     : answer_timeout_(answer_timeout),
       max_queued_(max_queued),
       on_answer_(std::move(on_answer)),
+      on_forget_(std::move(on_forget)),
       on_end_(std::move(on_end)) {
   stub->async()->Append(&context_, this);
   // Writes start outside the reactions (from Push): the hold keeps the
@@ -76,13 +78,15 @@ void AppendStreamClient::OnReadDone(bool ok) {
   StartRead(&reading_);
 }
 
-// The owner hears of the end after the stream (its context included) is
-// gone: an owner that waits for its streams to end may then go too.
+// The owner forgets the stream before it is deleted (a Push it is making
+// under its lock finishes first: the stream's mutex must outlive it) and
+// hears of the end after (its context included: an owner that waits for its
+// streams to end may then release the stub and channel).
 void AppendStreamClient::OnDone(const grpc::Status& status) {
+  on_forget_(this);
   const OnEnd on_end = on_end_;
-  AppendStreamClient* const self = this;
   delete this;
-  on_end(self, status);  // compares the pointer, never follows it
+  on_end(status);
 }
 
 }  // namespace raftkv

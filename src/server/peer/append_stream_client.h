@@ -4,9 +4,11 @@
 // `on_answer`. The stream ends when the follower ends it, the connection
 // breaks, Cancel() is called, or the oldest request has waited longer than
 // `answer_timeout` for its answer (checked at each Push: the leader's
-// heartbeats push at least every tick). Then `on_end` runs once, with the
-// stream's status, and the object deletes itself: the owner must forget it
-// inside `on_end` (under the lock it calls Push with).
+// heartbeats push at least every tick). Then, once: `on_forget` runs, in
+// which the owner drops its pointer under the lock it calls Push and Cancel
+// with (so none of them runs on the stream after it returns); the object
+// deletes itself; `on_end` runs with the stream's status (the owner may then
+// let go of the stub: the call is gone).
 #pragma once
 
 #include <chrono>
@@ -26,11 +28,12 @@ class AppendStreamClient final
  public:
   using Clock = std::chrono::steady_clock;
   using OnAnswer = std::function<void(AppendEntriesResponse* answer)>;
-  using OnEnd = std::function<void(AppendStreamClient* stream, const grpc::Status& status)>;
+  using OnForget = std::function<void(AppendStreamClient* stream)>;
+  using OnEnd = std::function<void(const grpc::Status& status)>;
 
   // Starts the stream on `stub` (which must outlive it).
   AppendStreamClient(internal::Peer::Stub* stub, Clock::duration answer_timeout, size_t max_queued,
-                     OnAnswer on_answer, OnEnd on_end);
+                     OnAnswer on_answer, OnForget on_forget, OnEnd on_end);
 
   // Queues `req` for writing. False (the request dropped, as a network
   // would) when the queue is full or the stream is ending.
@@ -49,6 +52,7 @@ class AppendStreamClient final
   const Clock::duration answer_timeout_;
   const size_t max_queued_;
   const OnAnswer on_answer_;
+  const OnForget on_forget_;
   const OnEnd on_end_;
   std::mutex mu_;
   AppendEntriesRequest writing_;   // read by gRPC between StartWrite and OnWriteDone

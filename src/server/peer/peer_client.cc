@@ -209,20 +209,23 @@ bool PeerClient::SendOnStream(raft::Message* m, const std::shared_ptr<internal::
             LOG(WARNING) << "dropped a malformed reply from member " << peer << ": " << why.message();
           }
         },
-        [this, peer](AppendStreamClient* ended, const grpc::Status& status) { StreamEnded(peer, ended, status); });
+        [this, peer](AppendStreamClient* gone) {
+          MutexLock lock(&mu_);
+          auto it = streams_.find(peer);
+          if (it != streams_.end() && it->second.stream == gone) streams_.erase(it);
+        },
+        [this, peer](const grpc::Status& status) { StreamEnded(peer, status); });
     ++open_streams_;
   }
   slot.stream->Push(std::move(m->append));  // false: dropped, as a network would
   return true;
 }
 
-void PeerClient::StreamEnded(uint64_t peer, AppendStreamClient* stream, const grpc::Status& status) {
+void PeerClient::StreamEnded(uint64_t peer, const grpc::Status& status) {
   bool report = false;
   bool log_it = false;
   {
     MutexLock lock(&mu_);
-    auto it = streams_.find(peer);
-    if (it != streams_.end() && it->second.stream == stream) streams_.erase(it);
     --open_streams_;
     streams_cv_.SignalAll();
     if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED && unary_only_.insert(peer).second) {

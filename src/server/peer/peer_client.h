@@ -107,7 +107,7 @@ class PeerClient : public PeerSender {
   // when that peer takes unary calls only.
   bool SendOnStream(raft::Message* m, const std::shared_ptr<internal::Peer::Stub>& stub) EXCLUDES(mu_);
   // A stream ended (AppendStreamClient's on_end).
-  void StreamEnded(uint64_t peer, AppendStreamClient* stream, const grpc::Status& status) EXCLUDES(mu_);
+  void StreamEnded(uint64_t peer, const grpc::Status& status) EXCLUDES(mu_);
   // The body of a transfer thread: streams the file, then reports.
   void RunSnapshotTransfer(Transfer* transfer, const raft::Message& m,
                            std::shared_ptr<internal::Peer::Stub> stub);
@@ -131,7 +131,7 @@ class PeerClient : public PeerSender {
   std::map<uint64_t, Peer> peers_ GUARDED_BY(mu_);
   std::set<Call*> inflight_ GUARDED_BY(mu_);  // for cancellation at shutdown
   struct Stream {
-    AppendStreamClient* stream = nullptr;  // deletes itself after StreamEnded
+    AppendStreamClient* stream = nullptr;  // erased by its on_forget, then it deletes itself
     std::shared_ptr<internal::Peer::Stub> stub;
   };
   std::map<uint64_t, Stream> streams_ GUARDED_BY(mu_);  // open append streams by peer

@@ -18,8 +18,8 @@
 namespace raftkv {
 
 // Peer service: AppendEntries, RequestVote and RenewLease (registered by the
-// server for the Lease service) asynchronous, InstallSnapshot and TimeoutNow
-// synchronous.
+// server for the Lease service) asynchronous, the Append stream on the
+// callback API, InstallSnapshot and TimeoutNow synchronous.
 using PeerHybridService = Peer::WithAsyncMethod_AppendEntries<Peer::WithAsyncMethod_RequestVote<
     Peer::WithAsyncMethod_RenewLease<Peer::WithCallbackMethod_Append<Peer::Service>>>>;
 
