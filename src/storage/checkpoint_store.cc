@@ -27,9 +27,9 @@ constexpr char kCreateTmp[] = "ckpt-new.tmp";
 constexpr char kRecvPrefix[] = "recv-";
 // The manifest's framing: magic, fixed32 length, fixed32 CRC-32C of the
 // record, the record.
-constexpr char kMagic[] = "RKVCKPT1";
-constexpr size_t kMagicLength = sizeof(kMagic) - 1;
-constexpr size_t kHeaderLength = kMagicLength + 8;
+constexpr char kManifestMagic[] = "RKVCKPT1";
+constexpr size_t kManifestMagicLength = sizeof(kManifestMagic) - 1;
+constexpr size_t kHeaderLength = kManifestMagicLength + 8;
 // Reads for CRCs and sends go in pieces of this size.
 constexpr size_t kReadPiece = 1 << 20;
 
@@ -140,7 +140,7 @@ std::string EncodeManifest(const CheckpointContents& contents) {
     out->set_crc32c(f.crc32c);
   }
   const std::string body = record.SerializeAsString();
-  std::string bytes(kMagic, kMagicLength);
+  std::string bytes(kManifestMagic, kManifestMagicLength);
   coding::PutFixed32(&bytes, static_cast<uint32_t>(body.size()));
   coding::PutFixed32(&bytes, crc32c::Value(body.data(), body.size()));
   bytes += body;
@@ -152,11 +152,11 @@ Status DecodeManifest(std::string_view bytes, CheckpointContents* out) {
     return Status::InvalidArgument("checkpoint manifest of " + std::to_string(bytes.size()) +
                                    " bytes, over the limit of " + std::to_string(kMaxManifestBytes));
   }
-  if (bytes.size() < kHeaderLength || bytes.substr(0, kMagicLength) != std::string_view(kMagic, kMagicLength)) {
-    return Status::InvalidArgument("not a checkpoint manifest (no " + std::string(kMagic) + " header)");
+  if (bytes.size() < kHeaderLength || bytes.substr(0, kManifestMagicLength) != std::string_view(kManifestMagic, kManifestMagicLength)) {
+    return Status::InvalidArgument("not a checkpoint manifest (no " + std::string(kManifestMagic) + " header)");
   }
-  const uint32_t length = coding::DecodeFixed32(bytes.data() + kMagicLength);
-  const uint32_t crc = coding::DecodeFixed32(bytes.data() + kMagicLength + 4);
+  const uint32_t length = coding::DecodeFixed32(bytes.data() + kManifestMagicLength);
+  const uint32_t crc = coding::DecodeFixed32(bytes.data() + kManifestMagicLength + 4);
   const std::string_view body = bytes.substr(kHeaderLength);
   if (body.size() != length) {
     return Status::InvalidArgument("checkpoint manifest: " + std::to_string(body.size()) +

@@ -11,12 +11,12 @@ namespace {
 
 // Layout, all little-endian:
 //   [0, 4)   magic "RKHS"
-//   [4, 8)   version (kVersion)
+//   [4, 8)   version (kHardStateVersion)
 //   [8, 16)  term
 //   [16, 24) vote
 //   [24, 28) crc32c of bytes [0, 24)
-constexpr char kMagic[4] = {'R', 'K', 'H', 'S'};
-constexpr uint32_t kVersion = 1;
+constexpr char kHardStateMagic[4] = {'R', 'K', 'H', 'S'};
+constexpr uint32_t kHardStateVersion = 1;
 constexpr size_t kBodySize = 24;
 constexpr size_t kFileSize = kBodySize + 4;
 
@@ -39,7 +39,7 @@ Status HardStateFile::Load(HardState* state) const {
     return Status::Corruption(path_ + ": hard state file is " + std::to_string(buf.size()) +
                               " bytes, expected " + std::to_string(kFileSize));
   }
-  if (std::memcmp(buf.data(), kMagic, sizeof(kMagic)) != 0) {
+  if (std::memcmp(buf.data(), kHardStateMagic, sizeof(kHardStateMagic)) != 0) {
     return Status::Corruption(path_ + ": bad magic (not a raftkv hard state file)");
   }
   const uint32_t stored_crc = coding::DecodeFixed32(buf.data() + kBodySize);
@@ -48,7 +48,7 @@ Status HardStateFile::Load(HardState* state) const {
     return Status::Corruption(path_ + ": checksum mismatch");
   }
   const uint32_t version = coding::DecodeFixed32(buf.data() + 4);
-  if (version != kVersion) {
+  if (version != kHardStateVersion) {
     return Status::Corruption(path_ + ": unsupported hard state version " +
                               std::to_string(version));
   }
@@ -59,8 +59,8 @@ Status HardStateFile::Load(HardState* state) const {
 
 Status HardStateFile::Save(const HardState& state) {
   char buf[kFileSize];
-  std::memcpy(buf, kMagic, sizeof(kMagic));
-  coding::EncodeFixed32(buf + 4, kVersion);
+  std::memcpy(buf, kHardStateMagic, sizeof(kHardStateMagic));
+  coding::EncodeFixed32(buf + 4, kHardStateVersion);
   coding::EncodeFixed64(buf + 8, state.term);
   coding::EncodeFixed64(buf + 16, state.vote);
   coding::EncodeFixed32(buf + kBodySize, crc32c::Value(buf, kBodySize));

@@ -14,8 +14,8 @@ using coding::DecodeFixed64;
 using coding::PutFixed32;
 using coding::PutFixed64;
 
-constexpr char kMagic[] = "RKVMEM01";
-constexpr size_t kMagicSize = sizeof(kMagic) - 1;
+constexpr char kImageMagic[] = "RKVMEM01";
+constexpr size_t kImageMagicSize = sizeof(kImageMagic) - 1;
 constexpr uint32_t kTrailerMark = 0xFFFFFFFFu;
 constexpr size_t kWriteChunk = 1 << 20;
 
@@ -81,7 +81,7 @@ void AppendTrailer(uint64_t count, std::string* out) {
 Status WriteDump(const MemoryBackend::Tree& tree, const std::string& path) {
   file::File f;
   Status s = file::File::Open(path, file::OpenMode::kCreateTruncate, &f);
-  std::string buf(kMagic, kMagicSize);
+  std::string buf(kImageMagic, kImageMagicSize);
   uint64_t offset = 0;
   for (auto it = tree.begin(); s.ok() && it.Valid(); it.Next()) {
     AppendRecord(it.key(), it.value(), &buf);
@@ -193,12 +193,12 @@ Status MemoryBackend::LoadCheckpoint(const std::string& dir) {
   Status s = file::File::Open(file::JoinPath(dir, kDumpFile), file::OpenMode::kReadOnly, &f);
   if (s.ok()) s = f.ReadAll(&data);
   if (!s.ok()) return s;
-  if (data.compare(0, kMagicSize, kMagic) != 0) {
+  if (data.compare(0, kImageMagicSize, kImageMagic) != 0) {
     return Status::Corruption(file::JoinPath(dir, kDumpFile) + ": not a memory engine dump");
   }
   Tree tree;
   uint64_t bytes = 0;
-  size_t pos = kMagicSize;
+  size_t pos = kImageMagicSize;
   for (bool done = false; s.ok() && !done;) s = ReadRecord(data, &pos, &tree, &done);
   if (!s.ok()) return s;
   for (auto it = tree.begin(); it.Valid(); it.Next()) bytes += it.key().size() + it.value().size();

@@ -187,10 +187,11 @@ class FakeFollower final : public Peer::Service {
       Answer(req, &resp);
       if (!stream->Write(resp) || mode_ == Stream::kEndAfterOne) break;
     }
+    ++ended_;
     return grpc::Status::OK;
   }
 
-  std::atomic<int> unary_{0}, streams_{0}, streamed_{0};
+  std::atomic<int> unary_{0}, streams_{0}, streamed_{0}, ended_{0};
 
  private:
   static void Answer(const AppendEntriesRequest& req, AppendEntriesResponse* resp) {
@@ -340,6 +341,30 @@ TEST_F(PeerAppendStreamTest, StreamsEndingWhileAppendsArePushedAreReplaced) {
   EXPECT_GE(follower.streams_.load(), 5);
   std::lock_guard<std::mutex> lock(mu_);
   EXPECT_GE(answered_.size(), 3u);
+}
+
+// A member dialed at a new address: the next append cancels the stream to
+// the old one and opens one to the new; that cancelled stream's end is no
+// news of the member (the core would probe a follower that is fine).
+TEST_F(PeerAppendStreamTest, AStreamReplacedByANewAddressIsNotReportedUnreachable) {
+  FakeFollower before(FakeFollower::Stream::kAnswer);
+  FakeFollower after(FakeFollower::Stream::kAnswer);
+  Start(before.address());
+  client_->Send(AppendTo(2, 1));
+  ASSERT_TRUE(WaitFor([&] { return answered_.size() == 1; }));
+  MembershipConfig moved;
+  MemberConfig* member = moved.add_members();
+  member->set_id(2);
+  member->set_address(after.address());
+  client_->UpdateMembers(moved);
+  client_->Send(AppendTo(2, 2));
+  ASSERT_TRUE(WaitFor([&] { return answered_.size() == 2; }));
+  EXPECT_EQ(after.streams_.load(), 1);
+  for (int i = 0; i < 500 && before.ended_.load() < 1; ++i) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_EQ(before.ended_.load(), 1);
+  std::this_thread::sleep_for(milliseconds(200));  // the leader's side hears of the end too
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_EQ(unreachable_, 0);
 }
 
 TEST_F(PeerAppendStreamTest, AnUnreachableFollowerIsReported) {

@@ -197,31 +197,41 @@ bool PeerClient::SendOnStream(raft::Message* m, const std::shared_ptr<internal::
   if (slot.stream == nullptr || slot.stub != stub) {
     if (slot.stream != nullptr) slot.stream->Cancel();  // dialed anew: the old one ends by itself
     slot.stub = stub;
-    // Its callbacks take mu_: they wait until this returns.
+    // on_forget and on_end take mu_ (they wait until this returns); both run
+    // once, one after the other, on the thread that ends the stream.
+    auto replaced = std::make_shared<bool>(false);
     slot.stream = new AppendStreamClient(
         stub.get(), std::chrono::milliseconds(options_.append_timeout_ms), options_.append_stream_queue,
         [this, peer](AppendEntriesResponse* answer) {
-          raft::Message r = raft::AppendResponseMessage(peer, self_id_, answer);
-          const Status why = raft::CheckPeerMessage(r);
-          if (why.ok()) {
-            on_response_(r);
-          } else {
-            LOG(WARNING) << "dropped a malformed reply from member " << peer << ": " << why.message();
-          }
+          Deliver(peer, raft::AppendResponseMessage(peer, self_id_, answer));
         },
-        [this, peer](AppendStreamClient* gone) {
+        [this, peer, replaced](AppendStreamClient* gone) {
           MutexLock lock(&mu_);
           auto it = streams_.find(peer);
-          if (it != streams_.end() && it->second.stream == gone) streams_.erase(it);
+          if (it != streams_.end() && it->second.stream == gone) {
+            streams_.erase(it);
+          } else {
+            *replaced = true;
+          }
         },
-        [this, peer](const grpc::Status& status) { StreamEnded(peer, status); });
+        [this, peer, replaced](const grpc::Status& status) { StreamEnded(peer, status, *replaced); });
     ++open_streams_;
   }
   slot.stream->Push(std::move(m->append));  // false: dropped, as a network would
   return true;
 }
 
-void PeerClient::StreamEnded(uint64_t peer, const grpc::Status& status) {
+bool PeerClient::Deliver(uint64_t peer, const raft::Message& answer) {
+  const Status why = raft::CheckPeerMessage(answer);
+  if (why.ok()) {
+    on_response_(answer);
+    return true;
+  }
+  LOG(WARNING) << "dropped a malformed reply from member " << peer << ": " << why.message();
+  return false;
+}
+
+void PeerClient::StreamEnded(uint64_t peer, const grpc::Status& status, bool replaced) {
   bool report = false;
   bool log_it = false;
   {
@@ -232,7 +242,7 @@ void PeerClient::StreamEnded(uint64_t peer, const grpc::Status& status) {
       LOG(WARNING) << "member " << peer << " does not serve Peer.Append; it gets one AppendEntries call "
                    << "per append";
     }
-    report = !shut_down_;
+    report = !shut_down_ && !replaced;
     log_it = report && !status.ok() && ShouldLogFailureLocked(peer);
   }
   LOG_IF(WARNING, log_it) << "the append stream to member " << peer << " ended: " << GrpcStatusText(status)
@@ -261,18 +271,12 @@ void PeerClient::Poll(grpc::CompletionQueue* cq) {
           << "TimeoutNow to member " << call->peer << " failed: " << GrpcStatusText(call->status);
       continue;
     }
-    if (ok && call->status.ok()) {
-      raft::Message r =
-          call->type == raft::MessageType::kAppend
-              ? raft::AppendResponseMessage(call->peer, self_id_, &call->append_resp)
-              : raft::VoteResponseMessage(call->peer, self_id_, &call->vote_resp);
-      const Status why = raft::CheckPeerMessage(r);
-      if (why.ok()) {
-        on_response_(r);
-        continue;
-      }
-      // Handled like a failed call (the core retries by probing).
-      LOG(WARNING) << "dropped a malformed reply from member " << call->peer << ": " << why.message();
+    // A malformed answer is handled like a failed call (the core retries by probing).
+    if (ok && call->status.ok() &&
+        Deliver(call->peer, call->type == raft::MessageType::kAppend
+                                ? raft::AppendResponseMessage(call->peer, self_id_, &call->append_resp)
+                                : raft::VoteResponseMessage(call->peer, self_id_, &call->vote_resp))) {
+      continue;
     }
     bool log_it = false;
     {

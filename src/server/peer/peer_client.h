@@ -107,7 +107,12 @@ class PeerClient : public PeerSender {
   // when that peer takes unary calls only.
   bool SendOnStream(raft::Message* m, const std::shared_ptr<internal::Peer::Stub>& stub) EXCLUDES(mu_);
   // A stream ended (AppendStreamClient's on_end).
-  void StreamEnded(uint64_t peer, const grpc::Status& status) EXCLUDES(mu_);
+  // `replaced`: the owner had dialed the member anew and cancelled this
+  // stream itself, which is no news of the member's reachability.
+  void StreamEnded(uint64_t peer, const grpc::Status& status, bool replaced) EXCLUDES(mu_);
+  // Hands a member's answer to the core; false (logged) if it is malformed,
+  // which the caller handles like a failed call.
+  bool Deliver(uint64_t peer, const raft::Message& answer);
   // The body of a transfer thread: streams the file, then reports.
   void RunSnapshotTransfer(Transfer* transfer, const raft::Message& m,
                            std::shared_ptr<internal::Peer::Stub> stub);
