@@ -152,7 +152,8 @@ Status DecodeManifest(std::string_view bytes, CheckpointContents* out) {
     return Status::InvalidArgument("checkpoint manifest of " + std::to_string(bytes.size()) +
                                    " bytes, over the limit of " + std::to_string(kMaxManifestBytes));
   }
-  if (bytes.size() < kHeaderLength || bytes.substr(0, kManifestMagicLength) != std::string_view(kManifestMagic, kManifestMagicLength)) {
+  if (bytes.size() < kHeaderLength ||
+      bytes.substr(0, kManifestMagicLength) != std::string_view(kManifestMagic, kManifestMagicLength)) {
     return Status::InvalidArgument("not a checkpoint manifest (no " + std::string(kManifestMagic) + " header)");
   }
   const uint32_t length = coding::DecodeFixed32(bytes.data() + kManifestMagicLength);
