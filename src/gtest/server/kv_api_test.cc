@@ -482,6 +482,37 @@ TEST(WatchHubTest, AWatcherThatCannotKeepUpIsEndedWithTheOldestRevisionKept) {
   small.Stop();
 }
 
+// With no watcher the hub's thread is not woken by the store's progress (the
+// apply thread notifies once per batch on every member); a watcher added
+// afterwards still gets the revisions it asks for, read from the history.
+TEST(WatchHubTest, TheStoreAdvancingWakesNoThreadWhenNobodyWatches) {
+  KvStateMachine sm;
+  WatchHub hub(WatchOptions{}, &sm, 1);
+  hub.Start();
+  for (uint64_t index = 1; index <= 20; ++index) {
+    Entry e;
+    e.set_index(index);
+    e.set_type(ENTRY_COMMAND);
+    e.set_data(testing_util::PutCommand("k", std::to_string(index)));
+    sm.Apply(e);
+    hub.Notify();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(hub.pump_passes(), 0u) << "the watch thread woke for a store nobody watches";
+  StuckSink sink;
+  WatchRequest req;
+  req.set_key("k");
+  req.set_start_revision(5);
+  const uint64_t id = hub.NewId();
+  ASSERT_TRUE(hub.Add(id, req, &sink, "ipv4:10.0.0.1").ok());
+  ASSERT_TRUE(testing_util::WaitFor([&] { return sink.sent.load() == 1; }));  // created
+  hub.SendDone(id);
+  ASSERT_TRUE(testing_util::WaitFor([&] { return sink.sent.load() == 2; }))
+      << "the events from revision 5 were not sent";
+  EXPECT_GE(hub.pump_passes(), 2u);
+  hub.Stop();
+}
+
 // One client address cannot take every slot: past its own limit it is
 // refused while others still get theirs, and a removed watcher frees its slot.
 TEST(WatchHubTest, OneClientCannotTakeEveryWatcherSlot) {

@@ -123,6 +123,9 @@ void WatchHub::SendDone(uint64_t id) {
 void WatchHub::Notify() {
   {
     MutexLock lock(&mu_);
+    // With no watcher there is nothing to pump: the thread stays asleep (a
+    // watcher added later is pumped by Add and reads from its own start).
+    if (watchers_.empty()) return;
     work_ = true;
   }
   cv_.Signal();
@@ -195,6 +198,11 @@ uint64_t WatchHub::stalled() const {
   return stalled_;
 }
 
+uint64_t WatchHub::pump_passes() const {
+  MutexLock lock(&mu_);
+  return pump_passes_;
+}
+
 void WatchHub::Loop() {
   MutexLock lock(&mu_);
   // Stalled watchers and idle ones owed a progress notice are looked for
@@ -215,6 +223,7 @@ void WatchHub::Loop() {
     }
     if (!work_) continue;
     work_ = false;
+    ++pump_passes_;
     for (auto it = watchers_.begin(); it != watchers_.end();) {
       if (PumpLocked(it->first, &it->second)) {
         ++it;

@@ -77,7 +77,8 @@ class WatchHub {
   void Remove(uint64_t id) EXCLUDES(mu_);
   // The response in flight of watcher `id` was sent.
   void SendDone(uint64_t id) EXCLUDES(mu_);
-  // The store advanced (any thread; cheap).
+  // The store advanced (any thread; cheap; wakes the thread only when a
+  // watcher exists).
   void Notify() EXCLUDES(mu_);
   // The revision up to which watcher `id` has handed every event of its
   // range to its sink (its answers to come start after it); nullopt when
@@ -92,6 +93,8 @@ class WatchHub {
   uint64_t events_sent() const EXCLUDES(mu_);
   // Watchers cut off because their client stopped reading.
   uint64_t stalled() const EXCLUDES(mu_);
+  // Times the thread went through the watchers to pump them.
+  uint64_t pump_passes() const EXCLUDES(mu_);
 
  private:
   struct Watcher {
@@ -136,6 +139,7 @@ class WatchHub {
   std::map<std::string, size_t> per_client_ GUARDED_BY(mu_);  // watchers by client address
   uint64_t events_sent_ GUARDED_BY(mu_) = 0;
   uint64_t stalled_ GUARDED_BY(mu_) = 0;
+  uint64_t pump_passes_ GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 
