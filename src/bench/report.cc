@@ -223,6 +223,14 @@ std::string FormatReport(const ScenarioReport& r) {
     }
     out << Printf(" in %.3f s: %.2f cores busy on average\n", r.seconds, total / r.seconds);
   }
+  if (r.cpu.leader_switches >= 0 && r.acknowledged > 0) {
+    const double n = static_cast<double>(r.acknowledged);
+    out << Printf("wake-ups   per request: leader %.1f", r.cpu.leader_switches / n);
+    if (r.cpu.followers_switches >= 0 && r.followers > 0) {
+      out << Printf(", each follower %.1f", r.cpu.followers_switches / n / r.followers);
+    }
+    out << " (voluntary context switches of the servers' threads)\n";
+  }
   out << FormatHistogram(r.latency_ns);
   const Verification& v = r.verified;
   if (v.mode == "all" || v.mode == "sample") {
@@ -321,6 +329,9 @@ std::string ToJson(const ScenarioReport& r) {
     << ", \"leader\": " << (r.cpu.leader < 0 ? "null" : JsonNumber(r.cpu.leader, 3))
     << ", \"followers\": " << (r.cpu.followers < 0 ? "null" : JsonNumber(r.cpu.followers, 3))
     << "}";
+  auto count = [](double v) { return v < 0 ? std::string("null") : JsonNumber(v, 0); };
+  o << ", \"context_switches\": {\"leader\": " << count(r.cpu.leader_switches)
+    << ", \"followers\": " << count(r.cpu.followers_switches) << "}";
   o << ", \"value_len\": " << r.value_len;
   o << ", \"key_len\": " << r.key_len;
   o << ", \"followers\": " << r.followers;

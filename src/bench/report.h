@@ -37,12 +37,16 @@ struct Verification {
   bool passed() const { return checked == ok; }
 };
 
-// CPU time (user + system, seconds) used during the timed part of a run; -1
-// where not measured (the servers of an external cluster).
+// CPU time (user + system, seconds) used during the timed part of a run,
+// and the servers' thread wake-ups (voluntary context switches,
+// bench/process_probe.h); -1 where not measured (the servers of an external
+// cluster; wake-ups: not Linux).
 struct CpuSeconds {
   double client = -1;     // the benchmark process
   double leader = -1;     // the leader's raftkv-server process
   double followers = -1;  // all followers together
+  double leader_switches = -1;
+  double followers_switches = -1;  // all followers together
 };
 
 // The floor of one write in flight (bench/floor.h): measured by

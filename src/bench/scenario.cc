@@ -20,6 +20,7 @@
 #include "bench/keyspace.h"
 #include "bench/floor.h"
 #include "bench/load.h"
+#include "bench/process_probe.h"
 #include "client/channel_args.h"
 #include "client/kv_client.h"
 #include "client/security.h"
@@ -120,24 +121,6 @@ struct CpuProbe {
   std::vector<pid_t> followers;
 };
 
-double ProcessCpuSeconds(pid_t pid) {
-  if (pid <= 0) return -1;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  // Fields after the ")" closing the command name: state is field 3,
-  // utime field 14, stime field 15.
-  const size_t close = stat.rfind(')');
-  if (close == std::string::npos) return -1;
-  std::istringstream fields(stat.substr(close + 2));
-  std::string field;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && fields >> field; ++i) {
-    if (i == 14) utime = std::stoull(field);
-    if (i == 15) stime = std::stoull(field);
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
-
 CpuSeconds SampleCpu(const CpuProbe& probe) {
   CpuSeconds c;
   rusage ru{};
@@ -146,8 +129,18 @@ CpuSeconds SampleCpu(const CpuProbe& probe) {
              static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
   if (probe.leader > 0) {
     c.leader = ProcessCpuSeconds(probe.leader);
+    c.leader_switches = ProcessVoluntarySwitches(probe.leader);
     c.followers = 0;
-    for (pid_t f : probe.followers) c.followers += std::max(0.0, ProcessCpuSeconds(f));
+    c.followers_switches = 0;
+    for (pid_t f : probe.followers) {
+      c.followers += std::max(0.0, ProcessCpuSeconds(f));
+      const double switches = ProcessVoluntarySwitches(f);
+      if (switches < 0 || c.followers_switches < 0) {
+        c.followers_switches = -1;  // not counted (not Linux, or a follower gone)
+      } else {
+        c.followers_switches += switches;
+      }
+    }
   }
   return c;
 }
@@ -158,6 +151,12 @@ CpuSeconds CpuDelta(const CpuSeconds& a, const CpuSeconds& b) {
   if (a.leader >= 0 && b.leader >= 0) {
     d.leader = b.leader - a.leader;
     d.followers = b.followers - a.followers;
+  }
+  if (a.leader_switches >= 0 && b.leader_switches >= 0) {
+    d.leader_switches = b.leader_switches - a.leader_switches;
+  }
+  if (a.followers_switches >= 0 && b.followers_switches >= 0) {
+    d.followers_switches = b.followers_switches - a.followers_switches;
   }
   return d;
 }

@@ -1,11 +1,17 @@
 // Tests of the benchmark's report formatting and key/value generation.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
+#include <thread>
+
+#include <unistd.h>
 
 #include "bench/floor.h"
+#include "bench/process_probe.h"
 #include "bench/keyspace.h"
 #include "bench/report.h"
 #include "bench/scenario.h"
@@ -147,6 +153,51 @@ TEST(Report, TheFloorIsReportedWhereItWasMeasured) {
   one.floor.fsync_p50_us = -1;
   ComputeFloorRatio(&one.floor);
   EXPECT_FALSE(one.floor.measured());
+}
+
+// The servers' wake-ups: a line per request in the text (leader, and each
+// follower's share), totals in the JSON; nothing where they were not counted.
+TEST(Report, WakeUpsAreReportedPerRequestWhereCounted) {
+  ScenarioReport plain = SampleReport();
+  ScenarioReport counted = SampleReport();
+  counted.cpu.leader_switches = 21500;  // 1000 requests
+  counted.cpu.followers_switches = 21000;  // 2 followers
+  EXPECT_NE(FormatReport(counted).find("wake-ups   per request: leader 21.5, each follower 10.5 "),
+            std::string::npos)
+      << FormatReport(counted);
+  EXPECT_EQ(FormatReport(plain).find("wake-ups"), std::string::npos);
+  EXPECT_NE(ToJson(counted).find("\"context_switches\": {\"leader\": 21500, \"followers\": 21000}"),
+            std::string::npos)
+      << ToJson(counted);
+  EXPECT_NE(ToJson(plain).find("\"context_switches\": {\"leader\": null, \"followers\": null}"),
+            std::string::npos)
+      << ToJson(plain);
+}
+
+// The probe reads a process's CPU time and its threads' voluntary switches:
+// a thread of this process that sleeps is counted; a missing or malformed
+// /proc entry gives -1, not a number.
+TEST(ProcessProbe, CountsThisProcesssWakeUpsAndRefusesWhatItCannotRead) {
+  const std::string self = "/proc/" + std::to_string(::getpid());
+  const double before = VoluntarySwitchesIn(self);
+  if (before < 0) GTEST_SKIP() << "no /proc task status here";
+  std::thread sleeper([] {
+    for (int i = 0; i < 20; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  // Counted while the thread still lives: it ends after this read.
+  double during = before;
+  for (int i = 0; i < 200 && during < before + 20; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    during = VoluntarySwitchesIn(self);
+  }
+  sleeper.join();
+  EXPECT_GE(during, before + 20);
+  EXPECT_GE(CpuSecondsIn(self), 0);
+  testing_util::TempDir dir;
+  EXPECT_LT(VoluntarySwitchesIn(dir.Join("gone")), 0);
+  EXPECT_LT(CpuSecondsIn(dir.Join("gone")), 0);
+  std::ofstream(dir.Join("stat")) << "123 (raftkv-server) S 1 2";  // cut short
+  EXPECT_LT(CpuSecondsIn(dir.path()), 0);
 }
 
 TEST(Report, TheFsyncProbeMeasuresAndCleansUp) {
