@@ -4,9 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <iostream>
 #include <memory>
 #include <random>
@@ -15,7 +13,7 @@
 #include <thread>
 
 #include <sys/resource.h>
-#include <unistd.h>
+#include <sys/types.h>
 
 #include "bench/keyspace.h"
 #include "bench/floor.h"
