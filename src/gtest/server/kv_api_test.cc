@@ -442,6 +442,15 @@ class StuckSink : public WatchSink {
   bool cut = false;
 };
 
+// Applies a committed Put of key=value at log index `index`, as the apply thread would.
+void ApplyPut(KvStateMachine* sm, uint64_t index, const std::string& key, const std::string& value) {
+  Entry e;
+  e.set_index(index);
+  e.set_type(ENTRY_COMMAND);
+  e.set_data(testing_util::PutCommand(key, value));
+  sm->Apply(e);
+}
+
 TEST(WatchHubTest, AWatcherThatCannotKeepUpIsEndedWithTheOldestRevisionKept) {
   KvStateMachine sm;
   sm.SetHistoryLimits(10, 1 << 20);
@@ -452,13 +461,8 @@ TEST(WatchHubTest, AWatcherThatCannotKeepUpIsEndedWithTheOldestRevisionKept) {
   req.set_key("k");
   ASSERT_TRUE(hub.Add(hub.NewId(), req, &sink, "ipv4:10.0.0.1").ok());
   ASSERT_TRUE(testing_util::WaitFor([&] { return sink.sent.load() == 1; }));  // created
-  uint64_t index = 0;
   for (int i = 0; i < 30; ++i) {
-    Entry e;
-    e.set_index(++index);
-    e.set_type(ENTRY_COMMAND);
-    e.set_data(testing_util::PutCommand("k", std::to_string(i)));
-    sm.Apply(e);
+    ApplyPut(&sm, i + 1, "k", std::to_string(i));
     hub.Notify();
   }
   ASSERT_EQ(sink.sent.load(), 1) << "sent while the previous response was in flight";
@@ -490,11 +494,7 @@ TEST(WatchHubTest, TheStoreAdvancingWakesNoThreadWhenNobodyWatches) {
   WatchHub hub(WatchOptions{}, &sm, 1);
   hub.Start();
   for (uint64_t index = 1; index <= 20; ++index) {
-    Entry e;
-    e.set_index(index);
-    e.set_type(ENTRY_COMMAND);
-    e.set_data(testing_util::PutCommand("k", std::to_string(index)));
-    sm.Apply(e);
+    ApplyPut(&sm, index, "k", std::to_string(index));
     hub.Notify();
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
