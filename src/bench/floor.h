@@ -16,7 +16,8 @@ namespace raftkv {
 namespace bench {
 
 // Median microseconds of `samples` appends of `bytes` bytes, each followed
-// by fdatasync, to a temporary file in `dir` (removed after). -1 with
+// by fdatasync, to a temporary file in `dir` (removed after), preallocated
+// as the log's segments are. -1 with
 // *error when the file cannot be written.
 double MedianFsyncMicros(const std::string& dir, int samples, size_t bytes, std::string* error);
 

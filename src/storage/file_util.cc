@@ -106,6 +106,15 @@ Status File::Truncate(uint64_t size) {
   return ip->Truncate(interposed_id_, *this, size, [&] { return TruncateImpl(size); });
 }
 
+// Seen by an interposer as what it does to the file's contents: a truncation
+// that extends the file with zeros.
+Status File::Allocate(uint64_t offset, uint64_t length, bool* done) {
+  Interposer* ip = g_interposer.load();
+  if (ip == nullptr || interposed_id_ == 0) return AllocateImpl(offset, length, done);
+  return ip->Truncate(interposed_id_, *this, offset + length,
+                      [&] { return AllocateImpl(offset, length, done); });
+}
+
 Status File::DataSync() {
   Interposer* ip = g_interposer.load();
   if (ip == nullptr || interposed_id_ == 0) return DataSyncImpl();
@@ -310,6 +319,11 @@ Status File::TruncateImpl(uint64_t size) {
   return Status::OK();
 }
 
+Status File::AllocateImpl(uint64_t /*offset*/, uint64_t /*length*/, bool* done) {
+  *done = false;
+  return Status::OK();
+}
+
 // FlushFileBuffers writes the file's data and metadata and flushes the
 // drive's cache; Win32 has no data-only variant.
 Status File::DataSyncImpl() { return SyncImpl(); }
@@ -471,6 +485,25 @@ Status File::TruncateImpl(uint64_t size) {
     r = ::ftruncate(handle_, static_cast<off_t>(size));
   } while (r != 0 && errno == EINTR);
   if (r != 0) return ErrnoStatus("ftruncate", path_, errno);
+  return Status::OK();
+}
+
+Status File::AllocateImpl(uint64_t offset, uint64_t length, bool* done) {
+  *done = false;
+#if defined(__linux__)
+  int r;
+  do {
+    r = ::fallocate(handle_, 0, static_cast<off_t>(offset), static_cast<off_t>(length));
+  } while (r != 0 && errno == EINTR);
+  if (r != 0) {
+    if (errno == EOPNOTSUPP || errno == ENOSYS) return Status::OK();
+    return ErrnoStatus("fallocate", path_, errno);
+  }
+  *done = true;
+#else
+  (void)offset;
+  (void)length;
+#endif
   return Status::OK();
 }
 

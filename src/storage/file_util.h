@@ -52,6 +52,13 @@ class File {
   // Writes all of data[0, n) at `offset`, retrying short writes.
   Status WriteAt(const void* data, size_t n, uint64_t offset);
   Status Truncate(uint64_t size);
+  // Reserves the blocks of [offset, offset + length) and extends the file to
+  // cover them (reading as zeros), so that writes below that end change
+  // neither its size nor its block map: a DataSync() after such a write
+  // waits for the data and the drive's cache flush, not also for an inode
+  // update. Never shrinks the file. Linux only (fallocate); elsewhere, or
+  // where the file system cannot, it does nothing and sets *done to false.
+  Status Allocate(uint64_t offset, uint64_t length, bool* done);
   // Makes the file's data (and the size, if it changed) durable: fdatasync on
   // Linux, fcntl(F_FULLFSYNC) on macOS (plain fsync there does not flush the
   // drive's cache; fsync where the file system does not support it),
@@ -74,6 +81,7 @@ class File {
   static Status OpenImpl(const std::string& path, OpenMode mode, File* out, bool* not_found);
   Status WriteAtImpl(const void* data, size_t n, uint64_t offset);
   Status TruncateImpl(uint64_t size);
+  Status AllocateImpl(uint64_t offset, uint64_t length, bool* done);
   Status DataSyncImpl();
   Status SyncImpl();
   Status CloseImpl();

@@ -10,7 +10,9 @@
 // name, and each record's index is one more than the previous record's. The
 // log starts at the oldest segment's index (compaction removes a prefix); a
 // last segment that is empty records where the next entry goes, so an empty
-// log that starts past 1 is one empty file <next index>.seg.
+// log that starts past 1 is one empty file <next index>.seg. Zero bytes from a
+// record boundary to the end of a file (preallocated space no record reached
+// yet) end its records: an all-zero header is no record.
 //
 // Compaction (CompactPrefix) removes whole segments, oldest first, syncing the
 // directory after each: a crash leaves the log starting at a later segment.
@@ -101,6 +103,15 @@ class SyncObserver {
 struct SegmentedLogOptions {
   // A new segment file is started once the current one reaches this size.
   uint64_t max_segment_bytes = 64ull << 20;
+  // The last segment's file is extended this many bytes at a time ahead of
+  // the writes, its blocks reserved (file::File::Allocate; Linux), so that
+  // an append changes no metadata and Sync() waits for the data and the
+  // drive's cache flush only, not also for an inode update. The reserved
+  // bytes read as zeros, which Open() takes as the end of the records. Never
+  // more than max_segment_bytes (or the last batch) per file; a segment is
+  // cut to its records before the next one starts. 0: a file grows with
+  // each write.
+  uint64_t preallocate_bytes = 4ull << 20;
   // Every entry up to this index is known to have been durable in the log
   // (an on-disk key-value store applied it, and entries are applied only
   // once synced). A bad last record holding such an entry is not a torn
@@ -119,7 +130,7 @@ struct SegmentedLogOptions {
 
 // The file implementation. Open() scans every segment: a torn or corrupt tail
 // of the *last* segment (a record that is short, or whose CRC fails and which
-// is the last record in the file) is reported in `recovery` and in the log
+// is the last record in the file or followed only by zeros) is reported in `recovery` and in the log
 // (glog WARNING) and truncated away. Anything else invalid -- a bad record
 // followed by more data, a corrupt record in an earlier segment, a gap or
 // repeat in the indexes -- is refused with Status::Corruption naming the file

@@ -2,8 +2,12 @@
 //
 // Durability rules this file keeps (they are what make recovery's "only the
 // tail of the last segment may be torn" check sound):
-//  * A segment is fdatasync'ed before the next segment file is created, so
-//    every segment but the last is complete on disk.
+//  * A segment is cut to its records (dropping preallocated zeros) and
+//    synced before the next segment file is created, so every segment but
+//    the last is complete on disk.
+//  * Preallocated space reads as zeros, and an all-zero header is the end of
+//    a segment's records, not a bad record: a crash before an appended record
+//    reached the disk leaves the same log as a crash before it was written.
 //  * Suffix truncation (rare: only after a leader change) is made durable
 //    before Append() writes anything new: later segment files are removed
 //    newest first, the directory is fsync'ed, then the segment holding the
@@ -144,6 +148,9 @@ struct SegmentScan {
   std::vector<uint64_t> offsets;
   // End of the last valid record.
   uint64_t valid_bytes = 0;
+  // Only zero bytes follow the last valid record (preallocated space), up to
+  // the end of the file (contents.size() - valid_bytes of them).
+  bool zero_tail = false;
   // Set if the file ends in a bad record that may be a torn write: the bad
   // record reaches the end of the file, or only zero bytes follow it.
   bool torn = false;
@@ -183,6 +190,13 @@ Status ScanSegment(const std::string& path, const std::string& contents, uint64_
   size_t pos = 0;
   uint64_t expected_index = first_index;
   while (pos < size) {
+    if (contents[pos] == 0 && AllZero(contents, pos)) {
+      // Preallocated space: no record was written here (or none reached the
+      // disk, which is the same log). Checked before the header is parsed,
+      // so that a zero length is never read as an empty record.
+      scan->zero_tail = true;
+      break;
+    }
     std::string reason;
     size_t record_end = size;
     if (size - pos < kRecordHeaderSize) {
@@ -337,6 +351,9 @@ struct SegmentedLog::Impl {
     uint64_t first_index;  // index of its first record; also in its file name
     std::string path;
     uint64_t size;         // bytes of complete records; the next write goes here
+    // The file's length as this log made it: more than `size` when space was
+    // preallocated past the records (zeros). Never less than `size`.
+    uint64_t allocated;
   };
 
   // Where the record of one entry lives.
@@ -381,6 +398,10 @@ struct SegmentedLog::Impl {
   // Reused serialization buffer for Append().
   std::string buffer;
 
+  // Segments are preallocated (options.preallocate_bytes > 0, and not turned
+  // off by a file system that cannot: see Preallocate()).
+  bool preallocate = false;
+
   SyncObserver* sync_observer = nullptr;  // see set_sync_observer()
 
   uint64_t LastIndex() const { return first_index + locations.size() - 1; }
@@ -393,13 +414,25 @@ struct SegmentedLog::Impl {
 
   // Starts a new segment whose first record will hold `segment_first`.
   Status StartSegment(uint64_t segment_first) {
-    if (current.is_open() && current_dirty) {
-      // Complete the old segment on disk before the next one exists.
-      Status s = current.DataSync();
-      if (!s.ok()) return Fail(s);
-      current_dirty = false;
+    if (current.is_open()) {
+      // Complete the old segment on disk before the next one exists: its
+      // records synced, and no preallocated zeros after them (the length too
+      // must be durable, hence a full sync; once per segment).
+      Segment& old = segments.back();
+      bool full_sync = false;
+      if (old.allocated > old.size) {
+        Status s = current.Truncate(old.size);
+        if (!s.ok()) return Fail(s);
+        old.allocated = old.size;
+        full_sync = true;
+      }
+      if (current_dirty || full_sync) {
+        Status s = full_sync ? current.Sync() : current.DataSync();
+        if (!s.ok()) return Fail(s);
+        current_dirty = false;
+      }
     }
-    Segment segment{segment_first, file::JoinPath(dir, SegmentFileName(segment_first)), 0};
+    Segment segment{segment_first, file::JoinPath(dir, SegmentFileName(segment_first)), 0, 0};
     file::File f;
     Status s = file::File::Open(segment.path, file::OpenMode::kCreateTruncate, &f);
     if (!s.ok()) return s;
@@ -407,6 +440,37 @@ struct SegmentedLog::Impl {
     segments.push_back(std::move(segment));
     dir_dirty = true;
     return Status::OK();
+  }
+
+  // Before `bytes` are written at the end of the last segment: extends the
+  // space reserved for it (see SegmentedLogOptions::preallocate_bytes) if
+  // they would pass its end, by whole steps, up to max_segment_bytes (or the
+  // end of this batch, if further). Failing is no error: the write then
+  // grows the file, as without preallocation. A file system that cannot
+  // preallocate is not asked again; after an error (a full disk) the next
+  // attempt comes a step later.
+  void Preallocate(Segment* segment, uint64_t bytes) {
+    const uint64_t end = segment->size + bytes;
+    if (!preallocate || end <= segment->allocated) return;
+    const uint64_t step = options.preallocate_bytes;
+    const uint64_t limit = std::max<uint64_t>(options.max_segment_bytes, end);
+    const uint64_t to_next_step = (step - end % step) % step;
+    const uint64_t target = end + std::min(to_next_step, limit - end);
+    bool done = false;
+    Status s = current.Allocate(segment->allocated, target - segment->allocated, &done);
+    if (s.ok() && done) {
+      segment->allocated = target;
+      return;
+    }
+    if (!s.ok()) {
+      LOG(WARNING) << "cannot preallocate the log segment (its writes grow the file): "
+                   << s.ToString();
+      // It may have extended the file part way: cut it with the segment.
+      segment->allocated = target;
+    } else {
+      preallocate = false;
+      LOG(INFO) << "the file system of " << dir << " cannot preallocate; segments grow per write";
+    }
   }
 
   // Removes every entry with index >= `index` (first_index <= index <=
@@ -432,6 +496,7 @@ struct SegmentedLog::Impl {
     if (!s.ok()) return Fail(s);
     current_dirty = false;
     segments.back().size = cut.offset;
+    segments.back().allocated = cut.offset;
     locations.resize(index - first_index);
     return Status::OK();
   }
@@ -466,6 +531,7 @@ struct SegmentedLog::Impl {
     }
 
     Segment& segment = segments.back();
+    Preallocate(&segment, batch_bytes);
     const size_t segment_pos = segments.size() - 1;
     const size_t old_locations = locations.size();
     buffer.resize(batch_bytes);
@@ -489,9 +555,11 @@ struct SegmentedLog::Impl {
       // does not leave stale bytes behind it.
       Status undo = current.Truncate(segment.size);
       if (!undo.ok()) Fail(undo);
+      segment.allocated = segment.size;
       return s;
     }
     segment.size += buffer.size();
+    segment.allocated = std::max(segment.allocated, segment.size);
     current_dirty = true;
     if (buffer.capacity() > kMaxRetainedBufferBytes) std::string().swap(buffer);
     return Status::OK();
@@ -578,7 +646,7 @@ struct SegmentedLog::Impl {
     locations.clear();
     s = FinishReset(marker, next_index);
     if (!s.ok()) return Fail(s);
-    Segment segment{next_index, file::JoinPath(dir, SegmentFileName(next_index)), 0};
+    Segment segment{next_index, file::JoinPath(dir, SegmentFileName(next_index)), 0, 0};
     s = file::File::Open(segment.path, file::OpenMode::kReadWrite, &current);
     if (!s.ok()) return Fail(s);
     segments.push_back(std::move(segment));
@@ -673,7 +741,7 @@ struct SegmentedLog::Impl {
     for (const std::string& name : names) {
       uint64_t segment_first = 0;
       if (ParseSegmentFileName(name, &segment_first)) {
-        segments.push_back(Segment{segment_first, file::JoinPath(dir, name), 0});
+        segments.push_back(Segment{segment_first, file::JoinPath(dir, name), 0, 0});
       } else if (HasSuffix(name, kSegmentSuffix, kSegmentSuffixLength)) {
         LOG(WARNING) << "ignoring " << file::JoinPath(dir, name)
                      << ": not a segment file name (<20-digit first index>.seg)";
@@ -720,6 +788,7 @@ struct SegmentedLog::Impl {
       }
       for (uint64_t offset : scan.offsets) locations.push_back(Location{i, offset});
       segment.size = scan.valid_bytes;
+      segment.allocated = contents.size();
       const uint64_t torn_index = segment.first_index + scan.offsets.size();
       if (scan.torn && torn_index <= options.durable_through) {
         return Status::Corruption(At(segment.path, scan.valid_bytes) + scan.torn_reason + "; it holds entry " +
@@ -732,6 +801,7 @@ struct SegmentedLog::Impl {
         s = f.Truncate(scan.valid_bytes);
         if (s.ok()) s = f.Sync();
         if (!s.ok()) return s;
+        segment.allocated = scan.valid_bytes;
         recovery->truncated_tail = true;
         recovery->detail = At(segment.path, scan.valid_bytes) + scan.torn_reason +
                            "; truncated " + std::to_string(cut_bytes) + " bytes of torn tail";
@@ -756,6 +826,7 @@ Status SegmentedLog::Open(const std::string& dir, const SegmentedLogOptions& opt
   impl->dir = dir;
   while (impl->dir.size() > 1 && impl->dir.back() == '/') impl->dir.pop_back();
   impl->options = options;
+  impl->preallocate = options.preallocate_bytes > 0;
 
   Status s = file::CreateDirsDurably(impl->dir);
   if (!s.ok()) return s;

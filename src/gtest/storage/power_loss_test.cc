@@ -149,11 +149,13 @@ void ExpectIndexesHold(const LogRecovery& rec, const std::vector<Entry>& want, u
 
 // Appends and syncs in three batches: each synced batch survives, what
 // follows the last sync is a prefix of what was appended.
-void AppendScenario(const SegmentedLogOptions& options) {
+// The first 5 are written with `setup_options` (default: `options`).
+void AppendScenario(const SegmentedLogOptions& options,
+                    std::optional<SegmentedLogOptions> setup_options = std::nullopt) {
   const std::vector<Entry> all = Entries(1, 30, 1, 60);
   AtEveryStep(
       [&](const std::string& dir) {
-        WriteLog(dir, options, std::vector<Entry>(all.begin(), all.begin() + 5));
+        WriteLog(dir, setup_options.value_or(options), std::vector<Entry>(all.begin(), all.begin() + 5));
       },
       [&](const std::string& dir, const std::function<void()>& ack) {
         std::unique_ptr<SegmentedLog> log;
@@ -194,6 +196,13 @@ TEST(PowerLossLog, AppendAndSyncAtEveryStep) { AppendScenario(SegmentedLogOption
 // Segments of ~3 entries: appends rotate into new segment files (created,
 // then the directory synced) at several points.
 TEST(PowerLossLog, SegmentRotationAtEveryStep) { AppendScenario(SmallSegments(300)); }
+
+// The first segment was preallocated for a larger segment size (a restart
+// with a smaller one): the first append completes it, cutting its zeros
+// (truncate, fsync) before the next segment file is created.
+TEST(PowerLossLog, CuttingAPreallocatedSegmentAtEveryStep) {
+  AppendScenario(SmallSegments(300), SegmentedLogOptions());
+}
 
 // A follower replaces a conflicting suffix (6..10 of term 1) by the new
 // leader's entries (6..9 of term 2). Before the sync returns the log holds

@@ -8,6 +8,7 @@
 #include "gtest/common/full_disk.h"
 #include "gtest/common/temp_dir.h"
 #include "storage/crc32c.h"
+#include "storage/file_util.h"
 
 namespace raftkv {
 namespace {
@@ -51,6 +52,23 @@ std::string RecordBytes(const Entry& entry) {
 std::string RecordsBytes(const std::vector<Entry>& entries) {
   std::string bytes;
   for (const Entry& e : entries) bytes += RecordBytes(e);
+  return bytes;
+}
+
+// The bytes of the segment file `path` up to the end of its records: a
+// segment the log wrote may go on with preallocated zeros, which hold none.
+// A file whose records do not end in zeros is returned whole.
+std::string ReadRecordBytes(const std::string& path) {
+  std::string bytes = ReadFileBytes(path);
+  size_t end = 0;
+  while (end + 8 <= bytes.size() && bytes.find_first_not_of('\0', end) < end + 8) {
+    uint32_t length = 0;
+    for (int i = 0; i < 4; ++i) length |= static_cast<uint32_t>(static_cast<uint8_t>(bytes[end + 4 + i])) << (8 * i);
+    if (length > bytes.size() - end - 8) return bytes;
+    end += 8 + length;
+  }
+  if (bytes.find_first_not_of('\0', end) != std::string::npos) return bytes;
+  bytes.resize(std::min(end, bytes.size()));
   return bytes;
 }
 
@@ -141,7 +159,7 @@ TEST_F(SegmentedLogTest, RoundTrip) {
   const auto paths = SegmentPaths(dir_.path());
   ASSERT_EQ(paths.size(), 1u);
   EXPECT_EQ(fs::path(paths[0]).filename(), "00000000000000000001.seg");
-  EXPECT_EQ(ReadFileBytes(paths[0]), RecordsBytes(all));
+  EXPECT_EQ(ReadRecordBytes(paths[0]), RecordsBytes(all));
 }
 
 // A write the disk refuses (full) is undone and may be retried; a failed
@@ -251,7 +269,7 @@ TEST_F(SegmentedLogTest, MultiSegmentRotationAndReopen) {
     const auto first = std::find(record_starts.begin(), record_starts.end(), concatenated.size());
     ASSERT_NE(first, record_starts.end()) << path << " does not start at a record";
     EXPECT_EQ(fs::path(path).filename(), SegmentName(first - record_starts.begin() + 1));
-    const std::string bytes = ReadFileBytes(path);
+    const std::string bytes = ReadRecordBytes(path);
     EXPECT_LT(bytes.size(), options_.max_segment_bytes + 4 * 100);
     concatenated += bytes;
   }
@@ -300,7 +318,7 @@ TEST_F(SegmentedLogTest, SuffixTruncationWithinSegment) {
   AppendAndSync(MakeEntries(1, 2, 4));
   Reopen();
   ExpectSameEntries(recovery_.entries, MakeEntries(1, 2, 4));
-  EXPECT_EQ(ReadFileBytes(SegmentPaths(dir_.path()).at(0)), RecordsBytes(MakeEntries(1, 2, 4)));
+  EXPECT_EQ(ReadRecordBytes(SegmentPaths(dir_.path()).at(0)), RecordsBytes(MakeEntries(1, 2, 4)));
 }
 
 TEST_F(SegmentedLogTest, SuffixTruncationAcrossSegments) {
@@ -345,13 +363,13 @@ TEST_F(SegmentedLogTest, CrcMismatchInTheMiddleIsRefused) {
   AppendAndSync(MakeEntries(1, 10));
   log_.reset();
   const std::string path = SegmentPaths(dir_.path()).at(0);
-  std::string bytes = ReadFileBytes(path);
+  std::string bytes = ReadRecordBytes(path);
   const size_t offset = RecordsBytes(MakeEntries(1, 4)).size();  // record of index 5
   bytes[offset + 8 + 2] ^= 0x01;  // a payload byte
   WriteFileBytes(path, bytes);
   ExpectOpenCorruption(path);
   // Refusing must not have modified the file.
-  EXPECT_EQ(ReadFileBytes(path), bytes);
+  EXPECT_EQ(ReadRecordBytes(path), bytes);
 }
 
 // A damaged length field makes a record in the middle of the last segment
@@ -363,7 +381,7 @@ TEST_F(SegmentedLogTest, CorruptLengthInTheMiddleIsRefused) {
     AppendAndSync(MakeEntries(1, 10));
     log_.reset();
     const std::string path = SegmentPaths(dir_.path()).at(0);
-    std::string bytes = ReadFileBytes(path);
+    std::string bytes = ReadRecordBytes(path);
     const std::string original = bytes;
     const size_t offset = RecordsBytes(MakeEntries(1, 4)).size();  // record of index 5
     uint32_t length = 0;
@@ -372,7 +390,7 @@ TEST_F(SegmentedLogTest, CorruptLengthInTheMiddleIsRefused) {
     for (int i = 0; i < 4; ++i) bytes[offset + 4 + i] = static_cast<char>(length >> (8 * i));
     WriteFileBytes(path, bytes);
     ExpectOpenCorruption(path);
-    EXPECT_EQ(ReadFileBytes(path), bytes) << "refusing must not modify the file";
+    EXPECT_EQ(ReadRecordBytes(path), bytes) << "refusing must not modify the file";
     WriteFileBytes(path, original);
     log_.reset();
     std::filesystem::remove_all(dir_.path());
@@ -386,7 +404,7 @@ TEST_F(SegmentedLogTest, CorruptionInNonLastSegmentIsRefused) {
   ASSERT_GT(log_->SegmentCount(), 2u);
   log_.reset();
   const std::string first = SegmentPaths(dir_.path()).at(0);
-  const std::string original = ReadFileBytes(first);
+  const std::string original = ReadRecordBytes(first);
 
   // Damage to the last record of the first segment is not a torn tail.
   std::string bytes = original;
@@ -468,7 +486,7 @@ TEST_F(SegmentedLogTest, WrongIndexOrUnparsableLastRecordIsTornTail) {
   Reopen();
   EXPECT_TRUE(recovery_.truncated_tail);
   ExpectSameEntries(recovery_.entries, MakeEntries(1, 3));
-  EXPECT_EQ(ReadFileBytes(path), RecordsBytes(MakeEntries(1, 3)));
+  EXPECT_EQ(ReadRecordBytes(path), RecordsBytes(MakeEntries(1, 3)));
   log_.reset();
 
   // A last record with a valid CRC over bytes that are not an Entry.
@@ -493,12 +511,12 @@ TEST_F(SegmentedLogTest, ADamagedLastRecordKnownDurableIsRefusedNotCut) {
   WriteFileBytes(path, damaged);
   options_.durable_through = 4;
   ExpectOpenCorruption(path);
-  EXPECT_EQ(ReadFileBytes(path), damaged);
+  EXPECT_EQ(ReadRecordBytes(path), damaged);
   options_.durable_through = 3;
   Reopen();
   EXPECT_TRUE(recovery_.truncated_tail);
   ExpectSameEntries(recovery_.entries, MakeEntries(1, 3));
-  EXPECT_EQ(ReadFileBytes(path), RecordsBytes(MakeEntries(1, 3)));
+  EXPECT_EQ(ReadRecordBytes(path), RecordsBytes(MakeEntries(1, 3)));
 }
 
 // Writes a log of `count` entries (1 per Append), closes it and returns the
@@ -517,7 +535,7 @@ std::string WriteLog(const std::string& dir, const SegmentedLogOptions& options,
 void CheckTornTailAtEveryOffset(const SegmentedLogOptions& options, uint64_t count) {
   TempDir dir;
   const std::string path = WriteLog(dir.path(), options, count);
-  const std::string bytes = ReadFileBytes(path);
+  const std::string bytes = ReadRecordBytes(path);
   const std::string last_record = RecordBytes(MakeEntry(count, 1));
   ASSERT_GE(bytes.size(), last_record.size());
   const size_t start = bytes.size() - last_record.size();
@@ -540,7 +558,7 @@ void CheckTornTailAtEveryOffset(const SegmentedLogOptions& options, uint64_t cou
       EXPECT_NE(recovery.detail.find("offset " + std::to_string(start)), std::string::npos)
           << recovery.detail;
     }
-    EXPECT_EQ(ReadFileBytes(path).size(), start);
+    EXPECT_EQ(ReadRecordBytes(path).size(), start);
 
     // Restart after the cut: append a different entry, reopen, consistent.
     ASSERT_TRUE(log->Append({MakeEntry(count, 2), MakeEntry(count + 1, 2)}).ok());
@@ -577,7 +595,7 @@ TEST(SegmentedLogTornTailTest, EveryOffsetWhenLastSegmentHoldsOneRecord) {
 TEST_F(SegmentedLogTest, FlippedByteInLastRecordIsTornTail) {
   options_.max_segment_bytes = 150;
   const std::string path = WriteLog(dir_.path(), options_, 30);
-  const std::string bytes = ReadFileBytes(path);
+  const std::string bytes = ReadRecordBytes(path);
   const size_t start = bytes.size() - RecordBytes(MakeEntry(30, 1)).size();
   // Every payload byte and every CRC byte.
   std::vector<size_t> offsets;
@@ -593,7 +611,7 @@ TEST_F(SegmentedLogTest, FlippedByteInLastRecordIsTornTail) {
     EXPECT_NE(recovery_.detail.find("offset " + std::to_string(start)), std::string::npos)
         << recovery_.detail;
     ExpectSameEntries(recovery_.entries, MakeEntries(1, 29));
-    EXPECT_EQ(ReadFileBytes(path), bytes.substr(0, start));
+    EXPECT_EQ(ReadRecordBytes(path), bytes.substr(0, start));
   }
   AppendAndSync(MakeEntries(30, 5, 2));
   Reopen();
@@ -603,10 +621,28 @@ TEST_F(SegmentedLogTest, FlippedByteInLastRecordIsTornTail) {
   ExpectSameEntries(recovery_.entries, expected);
 }
 
-TEST_F(SegmentedLogTest, ZeroFilledTailIsTornTail) {
+// Zeros after the last record (preallocated space no record reached, or
+// whose record never reached the disk) are the end of the log, not damage:
+// nothing is reported or cut, and the next record is written over them.
+TEST_F(SegmentedLogTest, ZerosAfterTheLastRecordAreItsCleanEnd) {
+  options_.preallocate_bytes = 0;  // the zeros are written by hand here
   const std::string path = WriteLog(dir_.path(), options_, 10);
   const std::string bytes = ReadFileBytes(path);
   WriteFileBytes(path, bytes + std::string(4096, '\0'));
+  Reopen();
+  EXPECT_FALSE(recovery_.truncated_tail) << recovery_.detail;
+  ExpectSameEntries(recovery_.entries, MakeEntries(1, 10));
+  AppendAndSync(MakeEntries(11, 2));
+  EXPECT_EQ(ReadFileBytes(path), RecordsBytes(MakeEntries(1, 12)) +
+                                     std::string(4096 - RecordsBytes(MakeEntries(11, 2)).size(), '\0'));
+  Reopen();
+  ExpectSameEntries(recovery_.entries, MakeEntries(1, 12));
+
+  // A bad record followed by zeros is a torn tail: cut, zeros and all.
+  log_.reset();
+  std::string torn = bytes + RecordBytes(MakeEntry(11, 1)) + std::string(100, '\0');
+  torn[bytes.size() + 9] ^= 0x01;
+  WriteFileBytes(path, torn);
   Reopen();
   EXPECT_TRUE(recovery_.truncated_tail);
   ExpectSameEntries(recovery_.entries, MakeEntries(1, 10));
@@ -616,6 +652,76 @@ TEST_F(SegmentedLogTest, ZeroFilledTailIsTornTail) {
   log_.reset();
   WriteFileBytes(path, bytes + std::string(100, '\0') + "x");
   ExpectOpenCorruption(path);
+}
+
+// Segment files are preallocated a step at a time ahead of the writes (so an
+// append changes no inode), read back as the records they hold, reopened
+// without a report, and cut to their records when the next segment starts.
+TEST_F(SegmentedLogTest, SegmentsArePreallocatedAndCutToTheirRecordsWhenComplete) {
+  {
+    file::File probe;
+    ASSERT_TRUE(file::File::Open(dir_.path() + "/probe", file::OpenMode::kCreateTruncate, &probe).ok());
+    bool done = false;
+    ASSERT_TRUE(probe.Allocate(0, 4096, &done).ok());
+    if (!done) GTEST_SKIP() << "this file system cannot preallocate";
+    ASSERT_TRUE(file::Remove(dir_.path() + "/probe").ok());
+  }
+  options_.max_segment_bytes = 10000;
+  options_.preallocate_bytes = 4096;
+  Reopen();
+  AppendAndSync(MakeEntries(1, 20));
+  const std::string first = SegmentPaths(dir_.path()).at(0);
+  EXPECT_EQ(fs::file_size(first), 4096u) << "not preallocated";
+  EXPECT_EQ(ReadRecordBytes(first), RecordsBytes(MakeEntries(1, 20)));
+  Reopen();
+  EXPECT_FALSE(recovery_.truncated_tail) << recovery_.detail;
+  ExpectSameEntries(recovery_.entries, MakeEntries(1, 20));
+  EXPECT_EQ(log_->SizeBytes(), RecordsBytes(MakeEntries(1, 20)).size());
+  // Past the first step: the next one, never past max_segment_bytes.
+  std::vector<Entry> all = MakeEntries(1, 20);
+  uint64_t next = 21;
+  while (log_->SegmentCount() == 1) {
+    const std::vector<Entry> batch = MakeEntries(next, 10);
+    AppendAndSync(batch);
+    all.insert(all.end(), batch.begin(), batch.end());
+    next += 10;
+    if (log_->SegmentCount() == 1) {
+      // A step at a time up to max_segment_bytes; past it, just the batch.
+      const uint64_t size = fs::file_size(first);
+      const uint64_t records = ReadRecordBytes(first).size();
+      EXPECT_TRUE(size % 4096 == 0 || size == options_.max_segment_bytes || size == records)
+          << size << " bytes for " << records << " of records";
+      EXPECT_LE(size, std::max<uint64_t>(options_.max_segment_bytes, records));
+    }
+  }
+  // The completed segment holds exactly its records; a reopen reads them all.
+  const std::vector<std::string> paths = SegmentPaths(dir_.path());
+  ASSERT_EQ(paths.size(), 2u);
+  EXPECT_EQ(ReadFileBytes(paths[0]), ReadRecordBytes(paths[0])) << "zeros left in a complete segment";
+  EXPECT_GT(fs::file_size(paths[1]), ReadRecordBytes(paths[1]).size());
+  Reopen();
+  EXPECT_FALSE(recovery_.truncated_tail) << recovery_.detail;
+  ExpectSameEntries(recovery_.entries, all);
+  // Truncating the suffix inside the preallocated segment leaves no stale
+  // record behind it.
+  AppendAndSync(MakeEntries(next - 5, 1, 2));
+  all.resize(all.size() - 5);
+  all.push_back(MakeEntry(next - 5, 2));
+  Reopen();
+  EXPECT_FALSE(recovery_.truncated_tail) << recovery_.detail;
+  ExpectSameEntries(recovery_.entries, all);
+  // Preallocated further than a smaller max_segment_bytes (set at a restart)
+  // allows, the last segment is cut as well when the next one starts.
+  const std::string last = SegmentPaths(dir_.path()).back();
+  ASSERT_GT(fs::file_size(last), ReadRecordBytes(last).size());
+  options_.max_segment_bytes = 1;
+  Reopen();
+  AppendAndSync({MakeEntry(all.back().index() + 1, 2)});
+  all.push_back(MakeEntry(all.back().index() + 1, 2));
+  EXPECT_EQ(SegmentPaths(dir_.path()).size(), 3u);
+  EXPECT_EQ(ReadFileBytes(last), ReadRecordBytes(last)) << "zeros left in a complete segment";
+  Reopen();
+  ExpectSameEntries(recovery_.entries, all);
 }
 
 // ---- Logs starting past 1, compaction, reset ----
@@ -643,9 +749,9 @@ std::vector<std::string> FileNames(const std::string& dir) {
   return names;
 }
 
-uint64_t SegmentBytesOnDisk(const std::string& dir) {
+uint64_t RecordBytesOnDisk(const std::string& dir) {
   uint64_t bytes = 0;
-  for (const std::string& path : SegmentPaths(dir)) bytes += fs::file_size(path);
+  for (const std::string& path : SegmentPaths(dir)) bytes += ReadRecordBytes(path).size();
   return bytes;
 }
 
@@ -660,7 +766,7 @@ TEST_F(SegmentedLogTest, NewLogStartsAtOne) {
   Reopen();
   EXPECT_EQ(recovery_.first_index, 1u);
   EXPECT_EQ(log_->FirstIndex(), 1u);
-  EXPECT_EQ(log_->SizeBytes(), SegmentBytesOnDisk(dir_.path()));
+  EXPECT_EQ(log_->SizeBytes(), RecordBytesOnDisk(dir_.path()));
 }
 
 TEST_F(SegmentedLogTest, OpenLogStartingPastOne) {
@@ -673,7 +779,7 @@ TEST_F(SegmentedLogTest, OpenLogStartingPastOne) {
   ExpectSameEntries(recovery_.entries, MakeEntries(1000, 10));
   EXPECT_EQ(log_->FirstIndex(), 1000u);
   EXPECT_EQ(log_->LastIndex(), 1009u);
-  EXPECT_EQ(log_->SizeBytes(), SegmentBytesOnDisk(dir_.path()));
+  EXPECT_EQ(log_->SizeBytes(), RecordBytesOnDisk(dir_.path()));
 
   // Appends continue it; nothing below the first index can be replaced.
   AppendAndSync(MakeEntries(1010, 3));
@@ -782,7 +888,7 @@ TEST_F(SegmentedLogTest, CompactPrefixRemovesOnlyWholeSegments) {
   EXPECT_EQ(SegmentFirstIndexes(dir_.path()),
             std::vector<uint64_t>(firsts.begin() + 3, firsts.end()));
   EXPECT_EQ(log_->SegmentCount(), firsts.size() - 3);
-  EXPECT_EQ(log_->SizeBytes(), SegmentBytesOnDisk(dir_.path()));
+  EXPECT_EQ(log_->SizeBytes(), RecordBytesOnDisk(dir_.path()));
   Reopen();
   EXPECT_EQ(recovery_.first_index, firsts[3]);
   EXPECT_FALSE(recovery_.truncated_tail);
@@ -797,13 +903,13 @@ TEST_F(SegmentedLogTest, CompactPrefixRemovesOnlyWholeSegments) {
   // Appending (and replacing a suffix) afterwards; reopen sees it all.
   AppendAndSync(MakeEntries(101, 10));
   AppendAndSync(MakeEntries(99, 3, 2));
-  EXPECT_EQ(log_->SizeBytes(), SegmentBytesOnDisk(dir_.path()));
+  EXPECT_EQ(log_->SizeBytes(), RecordBytesOnDisk(dir_.path()));
   Reopen();
   std::vector<Entry> expected = MakeEntries(firsts[6], 98 - firsts[6] + 1);
   for (const Entry& e : MakeEntries(99, 3, 2)) expected.push_back(e);
   ExpectSameEntries(recovery_.entries, expected);
   EXPECT_EQ(recovery_.first_index, firsts[6]);
-  EXPECT_EQ(log_->SizeBytes(), SegmentBytesOnDisk(dir_.path()));
+  EXPECT_EQ(log_->SizeBytes(), RecordBytesOnDisk(dir_.path()));
 }
 
 // remove_in_background: the log drops the segments at once, a thread of its
@@ -827,7 +933,7 @@ TEST_F(SegmentedLogTest, CompactPrefixInTheBackground) {
   ASSERT_FALSE(left.empty());
   EXPECT_EQ(left.front(), firsts[6]);
   EXPECT_EQ(left.size(), log_->SegmentCount());
-  EXPECT_EQ(log_->SizeBytes(), SegmentBytesOnDisk(dir_.path()));
+  EXPECT_EQ(log_->SizeBytes(), RecordBytesOnDisk(dir_.path()));
   Reopen();
   EXPECT_EQ(recovery_.first_index, firsts[6]);
   ExpectSameEntries(recovery_.entries, MakeEntries(firsts[6], 105 - firsts[6] + 1));
@@ -942,7 +1048,7 @@ TEST_F(SegmentedLogTest, ResetThenAppendThenReopen) {
   // Without a reopen in between: the first append goes to index 500.
   for (uint64_t i = 500; i < 540; i += 5) AppendAndSync(MakeEntries(i, 5, 2));
   EXPECT_GT(log_->SegmentCount(), 1u);
-  EXPECT_EQ(log_->SizeBytes(), SegmentBytesOnDisk(dir_.path()));
+  EXPECT_EQ(log_->SizeBytes(), RecordBytesOnDisk(dir_.path()));
   Reopen();
   EXPECT_EQ(recovery_.first_index, 500u);
   ExpectSameEntries(recovery_.entries, MakeEntries(500, 40, 2));
