@@ -401,6 +401,8 @@ struct SegmentedLog::Impl {
   // Segments are preallocated (options.preallocate_bytes > 0, and not turned
   // off by a file system that cannot: see Preallocate()).
   bool preallocate = false;
+  // The last preallocation failed (logged once until one succeeds).
+  bool preallocate_failing = false;
 
   SyncObserver* sync_observer = nullptr;  // see set_sync_observer()
 
@@ -460,11 +462,14 @@ struct SegmentedLog::Impl {
     Status s = current.Allocate(segment->allocated, target - segment->allocated, &done);
     if (s.ok() && done) {
       segment->allocated = target;
+      preallocate_failing = false;
       return;
     }
     if (!s.ok()) {
-      LOG(WARNING) << "cannot preallocate the log segment (its writes grow the file): "
-                   << s.ToString();
+      // Once per run of failures (a full disk retries every write).
+      LOG_IF(WARNING, !preallocate_failing)
+          << "cannot preallocate the log segment (its writes grow the file): " << s.ToString();
+      preallocate_failing = true;
       // It may have extended the file part way: cut it with the segment.
       segment->allocated = target;
     } else {

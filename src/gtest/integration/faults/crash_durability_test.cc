@@ -8,11 +8,12 @@
 //    every member's own state.
 //  * CrashDurability.KillDuringFsyncWindowAllMembers: SIGKILL *every* member
 //    at once in the middle of a write burst (no replica survives), several
-//    times. Before the restart some members also get a torn record appended
-//    to their last segment -- what a crash in the middle of a write leaves
-//    (SIGKILL alone practically never does: the kernel completes a write() it
-//    has started). Recovery must cut exactly those bytes, report it, and lose
-//    no acknowledged write.
+//    times. Before the restart some members also get a torn record written
+//    after the last record of their last segment (over its preallocated
+//    zeros) -- what a crash in the middle of a write leaves (SIGKILL alone
+//    practically never does: the kernel completes a write() it has started).
+//    Recovery must cut exactly those bytes, report it, and lose no
+//    acknowledged write.
 //  * CrashDurability.BitFlipsAreRefused: single-byte damage anywhere in a
 //    stopped follower's log segments or hard state file. The server must
 //    refuse to start with a message naming the file and the offset of the
@@ -95,6 +96,8 @@ SegmentScan ScanSegmentBytes(const std::string& bytes, uint64_t first_index) {
   SegmentScan scan;
   size_t pos = 0;
   while (pos < bytes.size()) {
+    // Only zeros from here: preallocated space, the clean end of the records.
+    if (bytes.find_first_not_of('\0', pos) == std::string::npos) break;
     if (bytes.size() - pos < 8) {
       scan.problem = "short header at " + std::to_string(pos);
       break;
@@ -529,17 +532,25 @@ size_t AppendTornRecord(ProcessCluster& cluster, int i, std::mt19937_64& rng, st
     default: {  // part-way, and the file was extended with zeros to a page
       const size_t keep = 1 + rng() % (record.size() - 1);
       torn = record.substr(0, keep);
-      const size_t end = bytes.size() + torn.size();
+      const size_t end = scan.valid_bytes + torn.size();
       torn.append((4096 - end % 4096) % 4096 + 4096 * (rng() % 2), '\0');
       *how = "first " + std::to_string(keep) + " of " + std::to_string(record.size()) +
-             " bytes, zero-filled to " + std::to_string(bytes.size() + torn.size());
+             " bytes, zero-filled to " + std::to_string(scan.valid_bytes + torn.size());
       break;
     }
   }
-  *how = path + " + " + std::to_string(torn.size()) + " bytes (" + *how + ")";
-  std::ofstream(path, std::ios::binary | std::ios::app).write(torn.data(),
-                                                             static_cast<std::streamsize>(torn.size()));
-  return torn.size();
+  // Written where the next record would go: right after the last one, over
+  // the segment's preallocated zeros (which then still follow it).
+  std::string damaged = bytes.substr(0, scan.valid_bytes) + torn;
+  if (bytes.size() > damaged.size()) damaged += bytes.substr(damaged.size());
+  *how = path + " + " + std::to_string(torn.size()) + " bytes at " +
+         std::to_string(scan.valid_bytes) + " (" + *how + ")";
+  if (torn.find_first_not_of('\0') == std::string::npos) {
+    *how += ": all zero, no record";
+    return 0;
+  }
+  testing_util::WriteFileBytes(path, damaged);
+  return damaged.size() - scan.valid_bytes;  // what recovery cuts: the record and the zeros after
 }
 
 TEST_F(CrashDurability, KillDuringFsyncWindowAllMembers) {

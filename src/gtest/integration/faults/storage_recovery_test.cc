@@ -27,10 +27,18 @@ struct Record {
   Entry entry;
 };
 
+// The records of a segment file, up to the preallocated zeros that may follow
+// them (an all-zero header is no record).
 std::vector<Record> ParseSegment(const std::string& bytes, std::string* error) {
   std::vector<Record> records;
   size_t pos = 0;
   while (pos + 8 <= bytes.size()) {
+    if (bytes.find_first_not_of('\0', pos) >= pos + 8) {
+      if (bytes.find_first_not_of('\0', pos) != std::string::npos) {
+        *error = "bytes after the zeros at offset " + std::to_string(pos);
+      }
+      return records;
+    }
     const size_t length = Fixed32(bytes, pos + 4);
     if (pos + 8 + length > bytes.size()) break;
     Record r{pos, length, Entry()};
@@ -209,19 +217,24 @@ TEST_F(Integration, TornTailIsTruncated) {
   const uint64_t durable_before = MustStatus(cluster(), f).durable_index();
   cluster().Kill(f);
 
-  // A partial record at the end of the last segment, as a crash in the middle
-  // of a write leaves it: a header announcing 200 payload bytes, 37 of them.
+  // A partial record right after the last one of the last segment, as a
+  // crash in the middle of a write leaves it (over the segment's
+  // preallocated zeros, if any): a header announcing 200 payload bytes, 37
+  // of them.
   const std::vector<std::string> segments = SegmentFiles(cluster(), f);
   ASSERT_FALSE(segments.empty());
   const std::string path = segments.back();
-  const std::string original = ReadFileOrEmpty(path);
+  const std::string file = ReadFileOrEmpty(path);
   std::string parse_error;
-  const std::vector<Record> records = ParseSegment(original, &parse_error);
+  const std::vector<Record> records = ParseSegment(file, &parse_error);
   ASSERT_TRUE(parse_error.empty()) << path << ": " << parse_error;
   ASSERT_FALSE(records.empty());
+  const std::string original = file.substr(0, records.back().offset + 8 + records.back().length);
   std::string torn("\x12\x34\x56\x78\xc8\x00\x00\x00", 8);  // crc, length 200
   for (int i = 0; i < 37; ++i) torn.push_back(static_cast<char>(0x80 + i));
-  testing_util::WriteFileBytes(path, original + torn);
+  std::string damaged = original + torn;
+  if (file.size() > damaged.size()) damaged += file.substr(damaged.size());  // the zeros after
+  testing_util::WriteFileBytes(path, damaged);
 
   ASSERT_TRUE(cluster().Restart(f));
   StatusResponse st;
@@ -237,8 +250,9 @@ TEST_F(Integration, TornTailIsTruncated) {
   const char severity = log[line_start == std::string::npos ? 0 : line_start + 1];
   EXPECT_TRUE(severity == 'W' || severity == 'E')
       << "not logged as a warning: " << log.substr(line_start + 1, at - line_start + 20);
-  EXPECT_NE(log.find("truncated " + std::to_string(torn.size()) + " bytes"), std::string::npos)
-      << "expected it to report cutting " << torn.size() << " bytes";
+  const size_t cut = damaged.size() - original.size();  // the torn record and any zeros after it
+  EXPECT_NE(log.find("truncated " + std::to_string(cut) + " bytes"), std::string::npos)
+      << "expected it to report cutting " << cut << " bytes";
   // The garbage is gone from the file: it starts with the original records.
   const std::string now = ReadFileOrEmpty(path);
   EXPECT_EQ(now.substr(0, original.size()), original);
