@@ -130,8 +130,9 @@ struct SegmentedLogOptions {
 
 // The file implementation. Open() scans every segment: a torn or corrupt tail
 // of the *last* segment (a record that is short, or whose CRC fails and which
-// is the last record in the file or followed only by zeros) is reported in `recovery` and in the log
-// (glog WARNING) and truncated away. Anything else invalid -- a bad record
+// is the last record in the file or followed only by zeros) is reported in
+// `recovery` and in the log (glog WARNING) and truncated away. Zeros after
+// the last record are not a tail to cut. Anything else invalid -- a bad record
 // followed by more data, a corrupt record in an earlier segment, a gap or
 // repeat in the indexes -- is refused with Status::Corruption naming the file
 // and offset: the node must not serve data it cannot trust.

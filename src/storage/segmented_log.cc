@@ -146,11 +146,9 @@ Status ValidateAppend(const std::vector<Entry>& entries, uint64_t first_index,
 struct SegmentScan {
   // Offset of each valid record, in order; record i holds first_index + i.
   std::vector<uint64_t> offsets;
-  // End of the last valid record.
+  // End of the last valid record (any bytes after it are zeros, or a torn
+  // record and zeros).
   uint64_t valid_bytes = 0;
-  // Only zero bytes follow the last valid record (preallocated space), up to
-  // the end of the file (contents.size() - valid_bytes of them).
-  bool zero_tail = false;
   // Set if the file ends in a bad record that may be a torn write: the bad
   // record reaches the end of the file, or only zero bytes follow it.
   bool torn = false;
@@ -191,10 +189,9 @@ Status ScanSegment(const std::string& path, const std::string& contents, uint64_
   uint64_t expected_index = first_index;
   while (pos < size) {
     if (contents[pos] == 0 && AllZero(contents, pos)) {
-      // Preallocated space: no record was written here (or none reached the
-      // disk, which is the same log). Checked before the header is parsed,
-      // so that a zero length is never read as an empty record.
-      scan->zero_tail = true;
+      // Preallocated space, the end of the records: none was written here
+      // (or none reached the disk, which is the same log). Checked before the
+      // header is parsed, so that a zero length is never read as a record.
       break;
     }
     std::string reason;

@@ -443,7 +443,8 @@ class StuckSink : public WatchSink {
 };
 
 // Applies a committed Put of key=value at log index `index`, as the apply thread would.
-void ApplyPut(KvStateMachine* sm, uint64_t index, const std::string& key, const std::string& value) {
+void ApplyPut(KvStateMachine* sm, uint64_t index, const std::string& key,
+              const std::string& value) {
   Entry e;
   e.set_index(index);
   e.set_type(ENTRY_COMMAND);

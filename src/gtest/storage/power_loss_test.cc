@@ -155,7 +155,8 @@ void AppendScenario(const SegmentedLogOptions& options,
   const std::vector<Entry> all = Entries(1, 30, 1, 60);
   AtEveryStep(
       [&](const std::string& dir) {
-        WriteLog(dir, setup_options.value_or(options), std::vector<Entry>(all.begin(), all.begin() + 5));
+        WriteLog(dir, setup_options.value_or(options),
+                 std::vector<Entry>(all.begin(), all.begin() + 5));
       },
       [&](const std::string& dir, const std::function<void()>& ack) {
         std::unique_ptr<SegmentedLog> log;

@@ -63,7 +63,9 @@ std::string ReadRecordBytes(const std::string& path) {
   size_t end = 0;
   while (end + 8 <= bytes.size() && bytes.find_first_not_of('\0', end) < end + 8) {
     uint32_t length = 0;
-    for (int i = 0; i < 4; ++i) length |= static_cast<uint32_t>(static_cast<uint8_t>(bytes[end + 4 + i])) << (8 * i);
+    for (int i = 0; i < 4; ++i) {
+      length |= static_cast<uint32_t>(static_cast<uint8_t>(bytes[end + 4 + i])) << (8 * i);
+    }
     if (length > bytes.size() - end - 8) return bytes;
     end += 8 + length;
   }
@@ -633,8 +635,8 @@ TEST_F(SegmentedLogTest, ZerosAfterTheLastRecordAreItsCleanEnd) {
   EXPECT_FALSE(recovery_.truncated_tail) << recovery_.detail;
   ExpectSameEntries(recovery_.entries, MakeEntries(1, 10));
   AppendAndSync(MakeEntries(11, 2));
-  EXPECT_EQ(ReadFileBytes(path), RecordsBytes(MakeEntries(1, 12)) +
-                                     std::string(4096 - RecordsBytes(MakeEntries(11, 2)).size(), '\0'));
+  const size_t zeros_left = 4096 - RecordsBytes(MakeEntries(11, 2)).size();
+  EXPECT_EQ(ReadFileBytes(path), RecordsBytes(MakeEntries(1, 12)) + std::string(zeros_left, '\0'));
   Reopen();
   ExpectSameEntries(recovery_.entries, MakeEntries(1, 12));
 
@@ -660,11 +662,12 @@ TEST_F(SegmentedLogTest, ZerosAfterTheLastRecordAreItsCleanEnd) {
 TEST_F(SegmentedLogTest, SegmentsArePreallocatedAndCutToTheirRecordsWhenComplete) {
   {
     file::File probe;
-    ASSERT_TRUE(file::File::Open(dir_.path() + "/probe", file::OpenMode::kCreateTruncate, &probe).ok());
+    const std::string path = dir_.path() + "/probe";
+    ASSERT_TRUE(file::File::Open(path, file::OpenMode::kCreateTruncate, &probe).ok());
     bool done = false;
     ASSERT_TRUE(probe.Allocate(0, 4096, &done).ok());
     if (!done) GTEST_SKIP() << "this file system cannot preallocate";
-    ASSERT_TRUE(file::Remove(dir_.path() + "/probe").ok());
+    ASSERT_TRUE(file::Remove(path).ok());
   }
   options_.max_segment_bytes = 10000;
   options_.preallocate_bytes = 4096;
@@ -697,7 +700,8 @@ TEST_F(SegmentedLogTest, SegmentsArePreallocatedAndCutToTheirRecordsWhenComplete
   // The completed segment holds exactly its records; a reopen reads them all.
   const std::vector<std::string> paths = SegmentPaths(dir_.path());
   ASSERT_EQ(paths.size(), 2u);
-  EXPECT_EQ(ReadFileBytes(paths[0]), ReadRecordBytes(paths[0])) << "zeros left in a complete segment";
+  EXPECT_EQ(ReadFileBytes(paths[0]), ReadRecordBytes(paths[0]))
+      << "zeros left in a complete segment";
   EXPECT_GT(fs::file_size(paths[1]), ReadRecordBytes(paths[1]).size());
   Reopen();
   EXPECT_FALSE(recovery_.truncated_tail) << recovery_.detail;
