@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "gtest/common/full_disk.h"
+#include "gtest/common/segment_records.h"
 #include "gtest/common/temp_dir.h"
 #include "storage/crc32c.h"
 #include "storage/file_util.h"
@@ -61,16 +62,8 @@ std::string RecordsBytes(const std::vector<Entry>& entries) {
 std::string ReadRecordBytes(const std::string& path) {
   std::string bytes = ReadFileBytes(path);
   size_t end = 0;
-  while (end + 8 <= bytes.size() && bytes.find_first_not_of('\0', end) < end + 8) {
-    uint32_t length = 0;
-    for (int i = 0; i < 4; ++i) {
-      length |= static_cast<uint32_t>(static_cast<uint8_t>(bytes[end + 4 + i])) << (8 * i);
-    }
-    if (length > bytes.size() - end - 8) return bytes;
-    end += 8 + length;
-  }
-  if (bytes.find_first_not_of('\0', end) != std::string::npos) return bytes;
-  bytes.resize(std::min(end, bytes.size()));
+  testing_util::SplitSegmentRecords(bytes, &end);
+  if (testing_util::OnlyZerosFrom(bytes, end)) bytes.resize(end);
   return bytes;
 }
 

@@ -1,6 +1,7 @@
 // Integration tests of on-disk damage to a member's log: corruption in the
 // middle is refused at start-up, a torn tail is cut off, and either way the
 // member rejoins and catches up once its data is usable.
+#include "gtest/common/segment_records.h"
 #include "gtest/common/temp_dir.h"
 #include "gtest/integration/integration_test_util.h"
 
@@ -28,29 +29,20 @@ struct Record {
 };
 
 // The records of a segment file, up to the preallocated zeros that may follow
-// them (an all-zero header is no record).
+// them.
 std::vector<Record> ParseSegment(const std::string& bytes, std::string* error) {
   std::vector<Record> records;
-  size_t pos = 0;
-  while (pos + 8 <= bytes.size()) {
-    if (bytes.find_first_not_of('\0', pos) >= pos + 8) {
-      if (bytes.find_first_not_of('\0', pos) != std::string::npos) {
-        *error = "bytes after the zeros at offset " + std::to_string(pos);
-      }
+  size_t end = 0;
+  for (const testing_util::RecordSpan& span : testing_util::SplitSegmentRecords(bytes, &end)) {
+    Record r{span.offset, span.length, Entry()};
+    if (!r.entry.ParseFromArray(bytes.data() + span.offset + 8, static_cast<int>(span.length))) {
+      *error = "record at offset " + std::to_string(span.offset) + " is not an Entry";
       return records;
     }
-    const size_t length = Fixed32(bytes, pos + 4);
-    if (pos + 8 + length > bytes.size()) break;
-    Record r{pos, length, Entry()};
-    if (!r.entry.ParseFromArray(bytes.data() + pos + 8, static_cast<int>(length))) {
-      *error = "record at offset " + std::to_string(pos) + " is not an Entry";
-      break;
-    }
     records.push_back(std::move(r));
-    pos += 8 + length;
   }
-  if (pos != bytes.size() && error->empty()) {
-    *error = std::to_string(bytes.size() - pos) + " trailing bytes after the last record";
+  if (!testing_util::OnlyZerosFrom(bytes, end)) {
+    *error = std::to_string(bytes.size() - end) + " bytes after the last record are not zeros";
   }
   return records;
 }
