@@ -17,8 +17,7 @@ namespace bench {
 
 // Median microseconds of `samples` appends of `bytes` bytes, each followed
 // by fdatasync, to a temporary file in `dir` (removed after), preallocated
-// as the log's segments are. -1 with
-// *error when the file cannot be written.
+// as the log's segments are. -1 with *error when the file cannot be written.
 double MedianFsyncMicros(const std::string& dir, int samples, size_t bytes, std::string* error);
 
 // Median microseconds of `samples` Echo calls of `payload_bytes` bytes made

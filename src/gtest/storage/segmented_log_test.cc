@@ -364,7 +364,7 @@ TEST_F(SegmentedLogTest, CrcMismatchInTheMiddleIsRefused) {
   WriteFileBytes(path, bytes);
   ExpectOpenCorruption(path);
   // Refusing must not have modified the file.
-  EXPECT_EQ(ReadRecordBytes(path), bytes);
+  EXPECT_EQ(ReadFileBytes(path), bytes);
 }
 
 // A damaged length field makes a record in the middle of the last segment
@@ -385,7 +385,7 @@ TEST_F(SegmentedLogTest, CorruptLengthInTheMiddleIsRefused) {
     for (int i = 0; i < 4; ++i) bytes[offset + 4 + i] = static_cast<char>(length >> (8 * i));
     WriteFileBytes(path, bytes);
     ExpectOpenCorruption(path);
-    EXPECT_EQ(ReadRecordBytes(path), bytes) << "refusing must not modify the file";
+    EXPECT_EQ(ReadFileBytes(path), bytes) << "refusing must not modify the file";
     WriteFileBytes(path, original);
     log_.reset();
     std::filesystem::remove_all(dir_.path());
@@ -481,7 +481,7 @@ TEST_F(SegmentedLogTest, WrongIndexOrUnparsableLastRecordIsTornTail) {
   Reopen();
   EXPECT_TRUE(recovery_.truncated_tail);
   ExpectSameEntries(recovery_.entries, MakeEntries(1, 3));
-  EXPECT_EQ(ReadRecordBytes(path), RecordsBytes(MakeEntries(1, 3)));
+  EXPECT_EQ(ReadFileBytes(path), RecordsBytes(MakeEntries(1, 3)));
   log_.reset();
 
   // A last record with a valid CRC over bytes that are not an Entry.
@@ -506,12 +506,12 @@ TEST_F(SegmentedLogTest, ADamagedLastRecordKnownDurableIsRefusedNotCut) {
   WriteFileBytes(path, damaged);
   options_.durable_through = 4;
   ExpectOpenCorruption(path);
-  EXPECT_EQ(ReadRecordBytes(path), damaged);
+  EXPECT_EQ(ReadFileBytes(path), damaged);
   options_.durable_through = 3;
   Reopen();
   EXPECT_TRUE(recovery_.truncated_tail);
   ExpectSameEntries(recovery_.entries, MakeEntries(1, 3));
-  EXPECT_EQ(ReadRecordBytes(path), RecordsBytes(MakeEntries(1, 3)));
+  EXPECT_EQ(ReadFileBytes(path), RecordsBytes(MakeEntries(1, 3)));
 }
 
 // Writes a log of `count` entries (1 per Append), closes it and returns the
@@ -553,7 +553,7 @@ void CheckTornTailAtEveryOffset(const SegmentedLogOptions& options, uint64_t cou
       EXPECT_NE(recovery.detail.find("offset " + std::to_string(start)), std::string::npos)
           << recovery.detail;
     }
-    EXPECT_EQ(ReadRecordBytes(path).size(), start);
+    EXPECT_EQ(ReadFileBytes(path).size(), start);
 
     // Restart after the cut: append a different entry, reopen, consistent.
     ASSERT_TRUE(log->Append({MakeEntry(count, 2), MakeEntry(count + 1, 2)}).ok());
@@ -606,7 +606,7 @@ TEST_F(SegmentedLogTest, FlippedByteInLastRecordIsTornTail) {
     EXPECT_NE(recovery_.detail.find("offset " + std::to_string(start)), std::string::npos)
         << recovery_.detail;
     ExpectSameEntries(recovery_.entries, MakeEntries(1, 29));
-    EXPECT_EQ(ReadRecordBytes(path), bytes.substr(0, start));
+    EXPECT_EQ(ReadFileBytes(path), bytes.substr(0, start));
   }
   AppendAndSync(MakeEntries(30, 5, 2));
   Reopen();
