@@ -507,7 +507,7 @@ def test_typed_errors(client, prefix):
     client.lease_revoke(lid)
 
 
-def test_compacted(client, prefix):
+def test_compacted(client, cluster, prefix):
     first = client.put(prefix + "c", "0").revision
     # Outrun the members' history window (conftest: --history_revisions).
     writers = []
@@ -526,6 +526,17 @@ def test_compacted(client, prefix):
         client.get(prefix + "c", revision=first)
     assert ei.value.code == grpc.StatusCode.OUT_OF_RANGE
     assert ei.value.compact_revision is not None and ei.value.compact_revision > first
+    # Each member keeps its own history window: one that has not yet applied
+    # the bursts still holds `first`, and a watch it accepts streams on.
+    for ep in cluster.endpoints:
+        with raftkv.Client([ep]) as one:
+            def gone():
+                try:
+                    one.get(prefix + "c", serializable=True, revision=first)
+                    return False
+                except errors.Compacted:
+                    return True
+            wait_until(gone, what="member %s to drop revision %d" % (ep, first))
     w = client.watch(prefix + "c", start_revision=first)
     with pytest.raises(errors.Compacted) as wi:
         for _ in w:
