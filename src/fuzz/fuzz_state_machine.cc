@@ -182,10 +182,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     FUZZ_ASSERT(r.ok, "valid command refused: %s", r.error.c_str());
     if (session != nullptr) session->results.emplace(cmd.sequence(), r);
+    // A batch's ops are its only ones: other commands' `ops` are not applied.
     const bool adds_data =
         cmd.op() == Command::PUT || cmd.op() == Command::CAS ||
-        std::any_of(cmd.ops().begin(), cmd.ops().end(),
-                    [](const Command& op) { return op.op() == Command::PUT; });
+        (cmd.op() == Command::BATCH &&
+         std::any_of(cmd.ops().begin(), cmd.ops().end(),
+                     [](const Command& op) { return op.op() == Command::PUT; }));
     if (!alarms.empty() && adds_data) {
       FUZZ_ASSERT(r.rejected() && r.Rejection().code() == Status::Code::kResourceExhausted,
                   "a write that adds data accepted under a NOSPACE alarm");
